@@ -1,18 +1,22 @@
 """skycore's local state: one SQLite file (``$SKYCORE_HOME/state.db``, WAL mode).
 
-Tables: storage (buckets skycore knows about). Clusters, jobs and events are added by the
-pipeline. Every function opens its own short connection, so separate processes (CLI,
-managed-job controllers, pytest-xdist workers) can share the file safely.
+Tables: storage (buckets skycore knows about), clusters (one row per cluster, with its
+provider handle), cluster_events (every status change with its reason), jobs (the job queue of
+each cluster) and mounts (the storage mounted on each cluster, replayed by ``start``).
+Every function opens its own short connection, so separate processes (CLI, managed-job
+controllers, pytest-xdist workers) can share the file safely.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from skycore.config import skycore_home
 
@@ -25,6 +29,50 @@ CREATE TABLE IF NOT EXISTS storage (
     persistent INTEGER NOT NULL DEFAULT 1,
     status TEXT NOT NULL,
     created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clusters (
+    name TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    num_nodes INTEGER NOT NULL,
+    resources TEXT NOT NULL,
+    handle TEXT,
+    status_reason TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cluster_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    cluster TEXT NOT NULL,
+    ts REAL NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cluster_events_by_cluster ON cluster_events (cluster, id);
+CREATE TABLE IF NOT EXISTS jobs (
+    cluster TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    name TEXT,
+    status TEXT NOT NULL,
+    num_nodes INTEGER NOT NULL,
+    task_id TEXT NOT NULL,
+    log_dir TEXT NOT NULL,
+    driver_pid INTEGER,
+    exit_code INTEGER,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    PRIMARY KEY (cluster, job_id)
+);
+CREATE TABLE IF NOT EXISTS mounts (
+    cluster TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    storage_name TEXT,
+    mode TEXT NOT NULL,
+    persistent INTEGER NOT NULL DEFAULT 1,
+    mount_command TEXT,
+    PRIMARY KEY (cluster, dst)
 );
 """
 
@@ -113,3 +161,336 @@ def remove_storage(name: str) -> None:
     """Forget a bucket."""
     with connect() as conn:
         conn.execute("DELETE FROM storage WHERE name = ?", (name,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Clusters and their events
+# ---------------------------------------------------------------------------------------------
+
+CLUSTER_INIT = "INIT"
+CLUSTER_UP = "UP"
+CLUSTER_STOPPED = "STOPPED"
+CLUSTER_TERMINATED = "TERMINATED"  # only ever an event: a terminated cluster has no row
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """A cluster as recorded: status, what it was launched with and the provider's handle."""
+
+    name: str
+    status: str
+    provider: str
+    num_nodes: int
+    resources: dict[str, Any]
+    handle: dict[str, Any] | None
+    status_reason: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """One status change of a cluster and why it happened."""
+
+    cluster: str
+    ts: float
+    from_status: str | None
+    to_status: str | None
+    reason: str
+
+
+def _cluster(row: sqlite3.Row) -> ClusterRecord:
+    return ClusterRecord(
+        name=row["name"],
+        status=row["status"],
+        provider=row["provider"],
+        num_nodes=row["num_nodes"],
+        resources=json.loads(row["resources"]),
+        handle=json.loads(row["handle"]) if row["handle"] else None,
+        status_reason=row["status_reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _add_event(
+    conn: sqlite3.Connection,
+    cluster: str,
+    from_status: str | None,
+    to_status: str | None,
+    reason: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO cluster_events (cluster, ts, from_status, to_status, reason) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (cluster, time.time(), from_status, to_status, reason),
+    )
+
+
+def upsert_cluster(
+    name: str, status: str, provider: str, num_nodes: int, resources: dict[str, Any], reason: str
+) -> None:
+    """Create a cluster record (or update what it is launched with) and set its status.
+
+    The status change, if any, is recorded as an event with ``reason``.
+    """
+    now = time.time()
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO clusters (name, status, provider, num_nodes, resources, handle, "
+                "status_reason, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                (name, status, provider, num_nodes, json.dumps(resources), reason, now, now),
+            )
+            _add_event(conn, name, None, status, reason)
+            return
+        conn.execute(
+            "UPDATE clusters SET status = ?, provider = ?, num_nodes = ?, resources = ?, "
+            "status_reason = ?, updated_at = ? WHERE name = ?",
+            (status, provider, num_nodes, json.dumps(resources), reason, now, name),
+        )
+        if row["status"] != status:
+            _add_event(conn, name, row["status"], status, reason)
+
+
+def set_cluster_status(name: str, status: str, reason: str) -> None:
+    """Change a cluster's status; the change is recorded as an event with ``reason``."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return
+        conn.execute(
+            "UPDATE clusters SET status = ?, status_reason = ?, updated_at = ? WHERE name = ?",
+            (status, reason, time.time(), name),
+        )
+        if row["status"] != status:
+            _add_event(conn, name, row["status"], status, reason)
+
+
+def add_cluster_event(name: str, reason: str) -> None:
+    """Record something notable that did not change the status (e.g. 'provisioning skipped')."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        status = row["status"] if row else None
+        _add_event(conn, name, status, status, reason)
+
+
+def set_cluster_handle(name: str, handle: dict[str, Any] | None) -> None:
+    """Store the provider's description of the cluster's nodes."""
+    with connect() as conn:
+        conn.execute(
+            "UPDATE clusters SET handle = ?, updated_at = ? WHERE name = ?",
+            (json.dumps(handle) if handle is not None else None, time.time(), name),
+        )
+
+
+def get_cluster(name: str) -> ClusterRecord | None:
+    """The record of one cluster, or None."""
+    with connect() as conn:
+        row = conn.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
+    return _cluster(row) if row else None
+
+
+def list_clusters() -> list[ClusterRecord]:
+    """Every recorded cluster, oldest first."""
+    with connect() as conn:
+        rows = conn.execute("SELECT * FROM clusters ORDER BY created_at").fetchall()
+    return [_cluster(r) for r in rows]
+
+
+def remove_cluster(name: str, reason: str) -> None:
+    """Forget a terminated cluster with its jobs and mounts; the event history is kept."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
+        conn.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
+        conn.execute("DELETE FROM mounts WHERE cluster = ?", (name,))
+        if row is not None:
+            _add_event(conn, name, row["status"], CLUSTER_TERMINATED, reason)
+
+
+def cluster_events(name: str | None = None, limit: int | None = None) -> list[ClusterEvent]:
+    """Status changes of one cluster (or all), oldest first; ``limit`` keeps the newest."""
+    query = "SELECT * FROM cluster_events"
+    args: tuple[Any, ...] = ()
+    if name is not None:
+        query += " WHERE cluster = ?"
+        args = (name,)
+    query += " ORDER BY id DESC"
+    if limit is not None:
+        query += f" LIMIT {int(limit)}"
+    with connect() as conn:
+        rows = conn.execute(query, args).fetchall()
+    return [
+        ClusterEvent(r["cluster"], r["ts"], r["from_status"], r["to_status"], r["reason"])
+        for r in reversed(rows)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs of a cluster
+# ---------------------------------------------------------------------------------------------
+
+JOB_PENDING = "PENDING"
+JOB_SETTING_UP = "SETTING_UP"
+JOB_RUNNING = "RUNNING"
+JOB_SUCCEEDED = "SUCCEEDED"
+JOB_FAILED = "FAILED"
+JOB_FAILED_SETUP = "FAILED_SETUP"
+JOB_FAILED_DRIVER = "FAILED_DRIVER"
+JOB_CANCELLED = "CANCELLED"
+JOB_TERMINAL = frozenset(
+    {JOB_SUCCEEDED, JOB_FAILED, JOB_FAILED_SETUP, JOB_FAILED_DRIVER, JOB_CANCELLED}
+)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job submitted to a cluster (by ``launch`` or ``exec``)."""
+
+    cluster: str
+    job_id: int
+    name: str | None
+    status: str
+    num_nodes: int
+    task_id: str
+    log_dir: str
+    driver_pid: int | None
+    exit_code: int | None
+    submitted_at: float
+    started_at: float | None
+    ended_at: float | None
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(**{k: row[k] for k in row.keys()})  # noqa: SIM118
+
+
+def add_job(
+    cluster: str,
+    name: str | None,
+    num_nodes: int,
+    log_dir: str,
+    driver_pid: int | None,
+    status: str = JOB_PENDING,
+    task_id: str | None = None,
+) -> JobRecord:
+    """Append a job to a cluster's queue; job ids count from 1 per cluster."""
+    with connect() as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(job_id), 0) FROM jobs WHERE cluster = ?", (cluster,)
+        ).fetchone()
+        job_id = int(last) + 1
+        now = time.time()
+        if task_id is None:
+            stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(now))
+            task_id = f"sky-{stamp}-{int(now * 1e6) % 1_000_000:06d}_{cluster}_{job_id}"
+        conn.execute(
+            "INSERT INTO jobs (cluster, job_id, name, status, num_nodes, task_id, log_dir, "
+            "driver_pid, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cluster, job_id, name, status, num_nodes, task_id, log_dir, driver_pid, now),
+        )
+        row = conn.execute(
+            "SELECT * FROM jobs WHERE cluster = ? AND job_id = ?", (cluster, job_id)
+        ).fetchone()
+    return _job(row)
+
+
+def set_job_status(cluster: str, job_id: int, status: str, exit_code: int | None = None) -> None:
+    """Move a job to ``status``; terminal states record the end time (and exit code)."""
+    now = time.time()
+    with connect() as conn:
+        if status == JOB_RUNNING:
+            conn.execute(
+                "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?) "
+                "WHERE cluster = ? AND job_id = ?",
+                (status, now, cluster, job_id),
+            )
+        elif status in JOB_TERMINAL:
+            conn.execute(
+                "UPDATE jobs SET status = ?, exit_code = ?, ended_at = ? "
+                "WHERE cluster = ? AND job_id = ?",
+                (status, exit_code, now, cluster, job_id),
+            )
+        else:
+            conn.execute(
+                "UPDATE jobs SET status = ? WHERE cluster = ? AND job_id = ?",
+                (status, cluster, job_id),
+            )
+
+
+def get_job(cluster: str, job_id: int) -> JobRecord | None:
+    """One job of a cluster, or None."""
+    with connect() as conn:
+        row = conn.execute(
+            "SELECT * FROM jobs WHERE cluster = ? AND job_id = ?", (cluster, job_id)
+        ).fetchone()
+    return _job(row) if row else None
+
+
+def list_jobs(cluster: str | None = None) -> list[JobRecord]:
+    """Jobs of one cluster (or all), oldest first."""
+    with connect() as conn:
+        if cluster is None:
+            rows = conn.execute("SELECT * FROM jobs ORDER BY submitted_at").fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE cluster = ? ORDER BY job_id", (cluster,)
+            ).fetchall()
+    return [_job(r) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage used by a cluster
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MountRecord:
+    """A storage entry of a cluster: where it lives on the nodes and how to mount it again.
+
+    ``mount_command`` is None for COPY entries (nothing to re-mount); ``storage_name`` names
+    the bucket record so ``down`` can delete persistent: false storage.
+    """
+
+    cluster: str
+    dst: str
+    storage_name: str | None
+    mode: str
+    persistent: bool = True
+    mount_command: str | None = field(default=None, repr=False)
+
+
+def set_cluster_mounts(cluster: str, mounts: list[MountRecord]) -> None:
+    """Replace the recorded storage of a cluster."""
+    with connect() as conn:
+        conn.execute("DELETE FROM mounts WHERE cluster = ?", (cluster,))
+        conn.executemany(
+            "INSERT INTO mounts (cluster, dst, storage_name, mode, persistent, mount_command) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (cluster, m.dst, m.storage_name, m.mode, int(m.persistent), m.mount_command)
+                for m in mounts
+            ],
+        )
+
+
+def get_cluster_mounts(cluster: str) -> list[MountRecord]:
+    """The storage recorded for a cluster, in the order it was mounted."""
+    with connect() as conn:
+        rows = conn.execute(
+            "SELECT * FROM mounts WHERE cluster = ? ORDER BY rowid", (cluster,)
+        ).fetchall()
+    return [
+        MountRecord(
+            cluster=r["cluster"],
+            dst=r["dst"],
+            storage_name=r["storage_name"],
+            mode=r["mode"],
+            persistent=bool(r["persistent"]),
+            mount_command=r["mount_command"],
+        )
+        for r in rows
+    ]
