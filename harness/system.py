@@ -1,0 +1,69 @@
+"""System packages the local cloud needs, installed with apt only when missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import CloudError
+
+# binary -> Debian package that ships it
+REQUIRED: dict[str, str] = {
+    "dockerd": "docker.io",
+    "fusermount3": "fuse3",
+    "debootstrap": "debootstrap",
+    "rsync": "rsync",
+}
+# Node.js is only installed if absent (the machine may carry its own).
+OPTIONAL_IF_ABSENT: dict[str, str] = {"node": "nodejs", "npm": "npm"}
+
+
+def missing_packages(need_node: bool = True) -> list[str]:
+    """Debian packages whose binaries are not on PATH (or in /usr/sbin)."""
+    wanted = dict(REQUIRED)
+    if need_node:
+        wanted.update(OPTIONAL_IF_ABSENT)
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [pkg for binary, pkg in wanted.items() if not shutil.which(binary, path=path)]
+    return sorted(set(missing))
+
+
+def ensure_packages(say: Callable[[str], None] = print, need_node: bool = True) -> list[str]:
+    """Install what is missing with apt; return the packages installed (empty if none)."""
+    missing = missing_packages(need_node)
+    if not missing:
+        return []
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise CloudError(
+            f"The local cloud needs these Debian packages: {' '.join(missing)}. Install them "
+            f"(as root: apt-get install -y {' '.join(missing)}) and run 'harness up' again."
+        )
+    say(f"Installing system packages with apt: {' '.join(missing)} (about a minute)...")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    lists = Path("/var/lib/apt/lists")
+    steps: list[list[str]] = []
+    if not any(lists.glob("*Packages*")):
+        steps.append(["apt-get", "update"])
+    steps.append(["apt-get", "install", "-y", "--no-install-recommends", *missing])
+    for cmd in steps:
+        result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if result.returncode != 0 and cmd[1] == "install":
+            # The package lists may be stale: refresh once and retry.
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+            result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
+            raise CloudError(
+                f"'{' '.join(cmd)}' failed (exit {result.returncode}): {tail}. Fix apt "
+                "(network to the Debian mirror, dpkg lock) and run 'harness up' again."
+            )
+    still = missing_packages(need_node)
+    if still:
+        raise CloudError(
+            f"apt installed {' '.join(missing)} but {' '.join(still)} is still not on PATH; "
+            "check the apt log and install it by hand."
+        )
+    return missing
