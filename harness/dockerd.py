@@ -7,6 +7,7 @@ host networking; no docker network is ever created), its own data root under
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -181,10 +182,8 @@ def _terminate(pid: int, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _pid_alive(pid):
         time.sleep(0.2)
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
     if _pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
 

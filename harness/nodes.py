@@ -112,7 +112,7 @@ def debian_mirror() -> str:
         for line in lists.read_text().splitlines():
             parts = line.split()
             if len(parts) >= 3 and parts[0] == "deb" and SUITE in parts[2:3]:
-                url = [p for p in parts[1:] if not p.startswith("[")][0]
+                url = next(p for p in parts[1:] if not p.startswith("["))
                 return url
     raise CloudError(
         f"No Debian '{SUITE}' mirror found in /etc/apt/sources.list(.d). The node image is "

@@ -98,12 +98,16 @@ def load_config(path: Path | None = None) -> SkycoreConfig:
         data = yaml.safe_load(path.read_text()) or {}
         return SkycoreConfig.model_validate(data)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {e}. Fix the file or rerun 'harness up'.")
+        raise ConfigError(
+            f"{path} is not valid YAML: {e}. Fix the file or rerun 'harness up'."
+        ) from None
     except ValidationError as e:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
         )
-        raise ConfigError(f"{path} is invalid ({problems}). Fix the file or rerun 'harness up'.")
+        raise ConfigError(
+            f"{path} is invalid ({problems}). Fix the file or rerun 'harness up'."
+        ) from None
 
 
 def save_config(config: SkycoreConfig, path: Path | None = None) -> Path:
