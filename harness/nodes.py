@@ -66,7 +66,9 @@ def _is_static(path: Path) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     match = re.search(r"rclone v(\d+)\.(\d+)", out)
-    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (1, 65)
+    if match is None:
+        return False
+    return (int(match.group(1)), int(match.group(2))) >= (1, 65)
 
 
 def _file_sha256(path: Path) -> str:
