@@ -1,0 +1,256 @@
+"""The docker provider: each node is a container that behaves like a small VM.
+
+A node is a container from the node image (``config.docker.image``) or from
+``resources.image_id: docker:<local image>``, named ``skycore-<cluster>-<rank>`` and labelled
+with its cluster and rank. It has its own hostname and its own disk (the container's
+filesystem, kept across stop/start), FUSE (``/dev/fuse`` + SYS_ADMIN) and host networking.
+Its IP is a loopback address 127.X.Y.(rank+1) derived from the cluster name: every 127/8
+address reaches ``lo``, so nodes reach each other and the local cloud's emulators.
+Images are never pulled: they must exist on the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from skycore.config import SkycoreConfig, load_config
+from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError
+from skycore.runner import CommandRunner, DockerCommandRunner
+
+PROVIDER = "docker"
+LABEL_CLUSTER = "skycore.cluster"
+LABEL_RANK = "skycore.rank"
+LABEL_IP = "skycore.ip"
+STOP_TIMEOUT_S = 2
+
+_clients: dict[str, docker.DockerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _config(config: SkycoreConfig | None) -> SkycoreConfig:
+    return config if config is not None else load_config()
+
+
+def client(config: SkycoreConfig | None = None) -> docker.DockerClient:
+    """A docker SDK client for the configured engine (cached per host)."""
+    host = _config(config).docker.host
+    with _clients_lock:
+        if host not in _clients:
+            try:
+                _clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=120)
+            except docker.errors.DockerException as e:
+                raise ProvisionError(
+                    f"Cannot reach the docker engine at {host} (docker.host in config.yaml): "
+                    f"{e}. Start it with 'harness up' or fix docker.host."
+                ) from e
+        return _clients[host]
+
+
+def container_name(cluster_name: str, rank: int) -> str:
+    """Name of the container of node ``rank``."""
+    return f"skycore-{cluster_name}-{rank}"
+
+
+def node_ip(cluster_name: str, rank: int) -> str:
+    """The loopback address of node ``rank``: 127.X.Y.(rank+1), X and Y from the name."""
+    digest = hashlib.sha256(cluster_name.encode()).digest()
+    return f"127.{1 + digest[0] % 254}.{digest[1]}.{rank + 1}"
+
+
+def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
+    """The local image for nodes: ``docker:<image>`` from the task, else the configured one."""
+    if image_id:
+        if not image_id.startswith("docker:"):
+            raise ProvisionError(
+                f"resources.image_id: {image_id!r} is not a container image. Use "
+                "'docker:<local image>' (e.g. docker:skycore-node:latest) or leave it out."
+            )
+        return image_id[len("docker:") :]
+    return config.docker.image
+
+
+def _containers(cluster_name: str, config: SkycoreConfig | None) -> dict[int, Container]:
+    found = client(config).containers.list(
+        all=True, filters={"label": f"{LABEL_CLUSTER}={cluster_name}"}
+    )
+    by_rank: dict[int, Container] = {}
+    for c in found:
+        by_rank[int(c.labels[LABEL_RANK])] = c
+    return by_rank
+
+
+def _status(c: Container) -> NodeStatus | None:
+    state = c.attrs.get("State", {}).get("Status", c.status)
+    if state == "running":
+        return NodeStatus.UP
+    if state in ("created", "exited", "paused"):
+        return NodeStatus.STOPPED
+    return None  # dead / removing: as good as gone
+
+
+def _node(cluster_name: str, rank: int, c: Container) -> NodeInfo:
+    return NodeInfo(
+        rank=rank,
+        instance_id=c.id or "",
+        name=c.name or container_name(cluster_name, rank),
+        hostname=c.attrs.get("Config", {}).get("Hostname", ""),
+        ip=c.labels.get(LABEL_IP, node_ip(cluster_name, rank)),
+        status=_status(c),
+    )
+
+
+def _info(cluster_name: str, containers: dict[int, Container]) -> ClusterInfo:
+    nodes = [_node(cluster_name, r, containers[r]) for r in sorted(containers)]
+    return ClusterInfo(cluster_name, PROVIDER, nodes)
+
+
+def _create(cluster_name: str, rank: int, image: str, config: SkycoreConfig) -> Container:
+    name = container_name(cluster_name, rank)
+    ip = node_ip(cluster_name, rank)
+    # create + start, never run(): the SDK's run() pulls a missing image.
+    c = client(config).containers.create(
+        image,
+        command=["sleep", "infinity"],
+        name=name,
+        hostname=f"{cluster_name}-{rank}"[:63],
+        labels={LABEL_CLUSTER: cluster_name, LABEL_RANK: str(rank), LABEL_IP: ip},
+        environment={"SKYCORE_NODE_IP": ip, "SKYCORE_NODE_RANK": str(rank)},
+        network_mode="host",
+        devices=["/dev/fuse:/dev/fuse:rwm"],
+        cap_add=["SYS_ADMIN"],
+        security_opt=["apparmor=unconfined"],
+        init=True,
+        stop_signal="SIGTERM",
+        detach=True,
+    )
+    c.start()
+    return c
+
+
+def _check_image(image: str, config: SkycoreConfig) -> None:
+    try:
+        client(config).images.get(image)
+    except docker.errors.ImageNotFound as e:
+        raise ProvisionError(
+            f"The node image {image!r} is not on the docker engine at {config.docker.host} "
+            "(images are never pulled). Build it with 'harness up', or set "
+            "resources.image_id to 'docker:<an image listed by docker images>'."
+        ) from e
+
+
+def _parallel(fn: Any, items: list[Any]) -> list[Any]:
+    """Run ``fn`` on each item in threads; raise the first failure after all finish."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        futures = [pool.submit(fn, it) for it in items]
+        errors = [f.exception() for f in futures]
+    failed = [e for e in errors if e is not None]
+    if failed:
+        raise failed[0]
+    return [f.result() for f in futures]
+
+
+def run_instances(
+    cluster_name: str,
+    num_nodes: int,
+    image_id: str | None = None,
+    config: SkycoreConfig | None = None,
+) -> ClusterInfo:
+    """Create or resume the nodes 0..num_nodes-1 that are not running; leave the rest alone."""
+    cfg = _config(config)
+    image = resolve_image(image_id, cfg)
+    existing = _containers(cluster_name, cfg)
+    todo: list[tuple[int, Container | None]] = []
+    for rank in range(num_nodes):
+        c = existing.get(rank)
+        if c is None or _status(c) is None or _status(c) is NodeStatus.STOPPED:
+            todo.append((rank, c))
+    if any(c is None or _status(c) is None for _, c in todo):
+        _check_image(image, cfg)
+
+    def bring_up(item: tuple[int, Container | None]) -> None:
+        rank, c = item
+        try:
+            if c is not None and _status(c) is None:
+                c.remove(force=True)
+                c = None
+            if c is None:
+                _create(cluster_name, rank, image, cfg)
+            else:
+                c.start()
+        except docker.errors.APIError as e:
+            raise ProvisionError(
+                f"node {rank} ({container_name(cluster_name, rank)}) failed to start: "
+                f"{e.explanation or e}"
+            ) from e
+
+    _parallel(bring_up, todo)
+    return get_cluster_info(cluster_name, cfg)
+
+
+def stop_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
+    """Stop every running node of the cluster (disks are kept)."""
+    running = [c for c in _containers(cluster_name, config).values() if c.status == "running"]
+    _parallel(lambda c: c.stop(timeout=STOP_TIMEOUT_S), running)
+
+
+def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
+    """Resume every stopped node of the cluster."""
+    stopped = [
+        c for c in _containers(cluster_name, config).values() if _status(c) is NodeStatus.STOPPED
+    ]
+
+    def start(c: Container) -> None:
+        try:
+            c.start()
+        except docker.errors.APIError as e:
+            raise ProvisionError(f"node {c.name} failed to start: {e.explanation or e}") from e
+
+    _parallel(start, stopped)
+    return get_cluster_info(cluster_name, config)
+
+
+def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
+    """Remove every node of the cluster with its disk."""
+
+    def remove(c: Container) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            c.remove(force=True, v=True)
+
+    _parallel(remove, list(_containers(cluster_name, config).values()))
+
+
+def query_instances(
+    cluster_name: str, config: SkycoreConfig | None = None
+) -> dict[int, NodeStatus]:
+    """UP or STOPPED for each node that exists, by rank; gone nodes are absent."""
+    result: dict[int, NodeStatus] = {}
+    for rank, c in _containers(cluster_name, config).items():
+        status = _status(c)
+        if status is not None:
+            result[rank] = status
+    return result
+
+
+def get_cluster_info(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
+    """The existing nodes of the cluster, by rank."""
+    return _info(cluster_name, _containers(cluster_name, config))
+
+
+def get_command_runners(
+    info: ClusterInfo, config: SkycoreConfig | None = None
+) -> list[CommandRunner]:
+    """A DockerCommandRunner per node, in rank order."""
+    cfg = _config(config)
+    docker_bin = shutil.which("docker") or "/usr/local/bin/docker"
+    return [DockerCommandRunner(n.name, cfg.docker.host, docker_bin) for n in info.nodes]
