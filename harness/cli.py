@@ -1,0 +1,80 @@
+"""``harness``: bring the local cloud up or down, show it, and break it on purpose."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness import cloud
+from harness.errors import CloudError
+from skycore.config import ConfigError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _say(message: str) -> None:
+    console.print(message)
+
+
+@click.group()
+def cli() -> None:
+    """The local cloud for skycore: dockerd, the node image, S3/GCS/Azure emulators."""
+
+
+@cli.command()
+def up() -> None:
+    """Start everything that is not running yet (safe to run twice)."""
+    started = time.monotonic()
+    info = cloud.up(say=_say)
+    console.print(
+        f"[green]Local cloud is up[/green] in {time.monotonic() - started:.1f} s; "
+        f"skycore config: {info.config_path}"
+    )
+
+
+@cli.command()
+def down() -> None:
+    """Stop what 'harness up' started (emulators, gates, a private dockerd)."""
+    cloud.down(say=_say)
+    console.print("Local cloud is down.")
+
+
+@cli.command()
+def status() -> None:
+    """Show what runs and where."""
+    table = Table("component", "state", "where", "details")
+    for row in cloud.status():
+        state = "[green]running[/green]" if row.running else "[red]stopped[/red]"
+        table.add_row(row.component, state, row.where, row.details)
+    console.print(table)
+
+
+@cli.command()
+def env() -> None:
+    """Print shell exports that point tools at the local cloud."""
+    for key, value in cloud.env_exports().items():
+        click.echo(f"export {key}={value}")
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning known failures into one clear line."""
+    try:
+        cli(standalone_mode=False)
+    except (CloudError, ConfigError) as e:
+        err_console.print(f"[red]Error:[/red] {e}")
+        sys.exit(1)
+    except click.exceptions.Abort:
+        err_console.print("Aborted.")
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()
