@@ -1,0 +1,67 @@
+"""skycore config: round-trip, strict validation, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from skycore.config import (
+    AwsConfig,
+    AzureConfig,
+    ConfigError,
+    DockerConfig,
+    GcpConfig,
+    SkycoreConfig,
+    load_config,
+    save_config,
+)
+
+texts = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
+
+
+@given(key=texts, secret=texts, token=texts, account=texts, host=texts)
+def test_round_trip(tmp_path_factory: pytest.TempPathFactory, key, secret, token, account, host):
+    path = tmp_path_factory.mktemp("cfg") / "config.yaml"
+    config = SkycoreConfig(
+        aws=AwsConfig(
+            endpoint_url="http://127.0.0.1:1", access_key_id=key, secret_access_key=secret
+        ),
+        gcp=GcpConfig(api_endpoint="http://127.0.0.1:2", access_token=token),
+        azure=AzureConfig(
+            account_name=account, account_key="a2V5", endpoint_template="http://x/{account}"
+        ),
+        docker=DockerConfig(host=host, image="skycore-node:abc"),
+    )
+    save_config(config, path)
+    assert load_config(path) == config
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_missing_file_says_how_to_fix(tmp_path: Path):
+    with pytest.raises(ConfigError, match="harness up"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_unknown_key_names_the_field(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    path.write_text("aws:\n  endpoint: http://127.0.0.1:1\n")
+    with pytest.raises(ConfigError, match=r"aws\.endpoint"):
+        load_config(path)
+
+
+def test_bad_yaml_is_one_clear_error(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    path.write_text("aws: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_azure_endpoint_template():
+    azure = AzureConfig(
+        account_name="skyuser", account_key="k", endpoint_template="http://h/{account}"
+    )
+    assert azure.blob_endpoint() == "http://h/skyuser"
+    assert azure.blob_endpoint("skyother") == "http://h/skyother"
