@@ -109,6 +109,14 @@ def up(say: Say = print, stores: tuple[str, ...] = STORES, with_docker: bool = T
         return info
 
 
+def up_docker(say: Say = print) -> tuple[str, str]:
+    """Only the engine and the node image: (docker host, image tag)."""
+    with _lock():
+        system.ensure_packages(say, need_node=False)
+        host = dockerd.ensure_dockerd(say)
+        return host, nodes.ensure_node_image(host, say)
+
+
 def seed_world(running: dict[str, emulators.RunningEmulator], say: Say = print) -> None:
     """Create the buckets that exist before any task (idempotent)."""
     for store, emu in running.items():

@@ -72,6 +72,14 @@ def session_skycore_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def node_engine() -> tuple[str, str]:
+    """(docker host, node image tag): the engine and image, without the emulators."""
+    from harness import cloud
+
+    return cloud.up_docker(say=lambda _msg: None)
+
+
+@pytest.fixture(scope="session")
 def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> Iterator[object]:
     """The whole local cloud (dockerd, node image, selected emulators), up once per session."""
     from harness import cloud
