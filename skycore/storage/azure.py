@@ -1,0 +1,159 @@
+"""AzureBlobStore: a container in an Azure storage account through azure-storage-blob.
+
+Containers of the user's own account (``config.azure.account_name``) use the account key;
+containers of any other account are reached anonymously (public containers only).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+)
+from azure.storage.blob import BlobServiceClient, ContainerClient
+
+from skycore.config import AzureConfig, SkycoreConfig
+from skycore.storage import mounting
+from skycore.storage.common import StorageAccessError, StorageError, StoreType
+from skycore.storage.store import AbstractStore, AccessInfo
+
+
+def _error_code(e: HttpResponseError) -> str:
+    return str(getattr(e, "error_code", "") or "")
+
+
+class AzureBlobStore(AbstractStore):
+    """A container of an Azure storage account."""
+
+    store_type = StoreType.AZURE
+
+    def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
+        if config.azure is None:
+            raise StorageError(
+                "The skycore config has no 'azure' section; Azure is not configured."
+            )
+        self.az: AzureConfig = config.azure
+        super().__init__(name, config, account or self.az.account_name)
+
+    @property
+    def own_account(self) -> bool:
+        """True when the container lives in the user's own storage account."""
+        return self.account == self.az.account_name
+
+    @cached_property
+    def service(self) -> BlobServiceClient:
+        """Service client: account key for the user's account, anonymous for any other."""
+        assert self.account is not None
+        credential = (
+            {"account_name": self.az.account_name, "account_key": self.az.account_key}
+            if self.own_account
+            else None
+        )
+        return BlobServiceClient(
+            account_url=self.az.blob_endpoint(self.account),
+            credential=credential,
+            retry_total=3,
+            connection_timeout=10,
+        )
+
+    @property
+    def container(self) -> ContainerClient:
+        """Client of this container."""
+        return self.service.get_container_client(self.name)
+
+    def _fail(self, action: str, e: Exception) -> StorageError:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return StorageError(
+            f"Could not {action} {self.url}: {msg}. Check the azure section of the skycore "
+            "config and that the blob endpoint is reachable."
+        )
+
+    def exists(self) -> bool:
+        return self.access().exists
+
+    def create(self) -> None:
+        if not self.own_account:
+            raise StorageAccessError(
+                f"Cannot create {self.url}: the account '{self.account}' is not yours "
+                f"('{self.az.account_name}')."
+            )
+        try:
+            self.container.create_container()
+        except ResourceExistsError:
+            return
+        except AzureError as e:
+            raise self._fail("create", e) from None
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        try:
+            return [b.name for b in self.container.list_blobs(name_starts_with=prefix or None)]
+        except AzureError as e:
+            raise self._fail("list", e) from None
+
+    def delete(self) -> int:
+        if not self.own_account:
+            raise StorageAccessError(
+                f"You may not delete {self.url}: it belongs to another account."
+            )
+        try:
+            count = len(self.list_keys())
+            self.container.delete_container()  # the service deletes every blob with it
+        except ResourceNotFoundError:
+            return 0
+        except AzureError as e:
+            raise self._fail("delete", e) from None
+        return count
+
+    def access(self) -> AccessInfo:
+        try:
+            next(iter(self.container.list_blobs(results_per_page=1).by_page()), None)
+        except ResourceNotFoundError as e:
+            # ContainerNotFound: no such container. ResourceNotFound (anonymous on a private
+            # container): Azure hides it, but it exists.
+            if _error_code(e) == "ContainerNotFound" or self.own_account:
+                return AccessInfo(exists=False, detail="does not exist")
+            return AccessInfo(exists=True, detail="private to another account")
+        except ClientAuthenticationError:
+            return AccessInfo(exists=True, detail="private to another account")
+        except HttpResponseError as e:
+            if e.status_code in (401, 403):
+                return AccessInfo(exists=True, detail="private to another account")
+            raise self._fail("check access to", e) from None
+        except AzureError as e:
+            raise self._fail("check access to", e) from None
+        if self.own_account:
+            return AccessInfo(exists=True, can_read=True, can_write=True, detail="yours")
+        return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
+
+    def is_object(self, key: str) -> bool:
+        if not key:
+            return False
+        try:
+            return bool(self.container.get_blob_client(key).exists())
+        except AzureError:
+            return False
+
+    def upload_file(self, path: Path, key: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                self.container.upload_blob(key, f, overwrite=True, max_concurrency=4)
+        except HttpResponseError as e:
+            if e.status_code in (401, 403, 404) and not self.own_account:
+                raise StorageAccessError(
+                    f"You may not write to {self.url}: it belongs to another account."
+                ) from None
+            raise self._fail(f"upload {path} to", e) from None
+        except AzureError as e:
+            raise self._fail(f"upload {path} to", e) from None
+
+    def rclone_remote(self, anonymous: bool = False) -> str:
+        if self.own_account and not anonymous:
+            return mounting.AZURE_REMOTE + ":"
+        assert self.account is not None
+        return mounting.azure_anonymous_remote(self.config, self.account)

@@ -1,0 +1,373 @@
+"""rclone command builders: node credential files, copy, mount, drain and unmount scripts.
+
+Everything here returns plain bash (to run through a CommandRunner) or file contents (to write
+through the runner's stdin). Secrets live only in the rclone config file, never on a command
+line. The paths of rclone, its config and the per-mount folders are parameters
+(``RcloneEnv``) so the same scripts run on a node and, in tests, on the host.
+
+Per mount (``mount_dirs``) there is one folder holding the VFS cache, the rclone log and the
+rc unix socket (nodes share the host network, so never a TCP rc port). ``drain_command`` asks
+that socket until nothing is queued or uploading for a moment; ``unmount_command`` drains
+first and never unmounts with uploads pending.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from skycore.config import SkycoreConfig
+from skycore.storage.common import StorageMode
+
+NODE_RCLONE = "/usr/local/bin/rclone"
+NODE_RCLONE_CONFIG = "/root/.config/rclone/rclone.conf"
+NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
+
+S3_REMOTE = "skycore-s3"
+S3_ANON_REMOTE = "skycore-s3-anon"
+GCS_REMOTE = "skycore-gcs"
+GCS_ANON_REMOTE = "skycore-gcs-anon"
+AZURE_REMOTE = "skycore-azure"
+
+DEFAULT_DRAIN_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class RcloneEnv:
+    """Where rclone, its config file and the per-mount folders are (node defaults)."""
+
+    rclone: str = NODE_RCLONE
+    config_file: str = NODE_RCLONE_CONFIG
+    mounts_base: str = NODE_MOUNTS_BASE
+
+
+NODE_ENV = RcloneEnv()
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    """Per-mount tuning. ``transfers=1`` keeps cached uploads in creation order."""
+
+    transfers: int = 1
+    write_back_s: float = 1.0
+    read_only: bool = False
+    extra_flags: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class MountDirs:
+    """The per-mount folder: VFS cache, log file and rc unix socket."""
+
+    base: str
+    cache_dir: str
+    log_file: str
+    rc_socket: str
+
+    @property
+    def rc_addr(self) -> str:
+        """Value for ``--rc-addr``."""
+        return f"unix://{self.rc_socket}"
+
+
+def mount_dirs(dst: str, base: str = NODE_MOUNTS_BASE) -> MountDirs:
+    """The per-mount folders of mount point ``dst`` (stable across remounts, short enough
+    for a unix socket path)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dst.strip("/~")).strip("_")[-24:] or "root"
+    digest = hashlib.sha256(dst.encode()).hexdigest()[:10]
+    d = f"{base.rstrip('/')}/{slug}-{digest}"
+    return MountDirs(
+        base=d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock"
+    )
+
+
+def sh_path(path: str) -> str:
+    """Quote a path for bash, keeping a leading ``~/`` expandable."""
+    if path == "~" or path.startswith("~/"):
+        return '"$HOME"' + (shlex.quote(path[1:]) if len(path) > 1 else "")
+    return shlex.quote(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials
+# ---------------------------------------------------------------------------------------------
+
+
+def _section(name: str, options: Mapping[str, str | None]) -> str:
+    lines = [f"[{name}]"] + [f"{k} = {v}" for k, v in options.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def gcs_rclone_endpoint(api_endpoint: str) -> str:
+    """rclone's GCS endpoint for a google-cloud-storage api_endpoint."""
+    return api_endpoint.rstrip("/") + "/storage/v1/"
+
+
+def rclone_config_text(config: SkycoreConfig) -> str:
+    """rclone.conf with one remote per configured store (plus anonymous remotes)."""
+    parts: list[str] = []
+    if config.aws:
+        aws = config.aws
+        common: dict[str, str | None] = {
+            "type": "s3",
+            "provider": "Other" if aws.endpoint_url else "AWS",
+            "region": aws.region,
+            "endpoint": aws.endpoint_url,
+            "force_path_style": "true",
+            "no_check_bucket": "true",
+        }
+        creds: dict[str, str | None] = {"env_auth": "false"}
+        if aws.access_key_id:
+            creds |= {
+                "access_key_id": aws.access_key_id,
+                "secret_access_key": aws.secret_access_key,
+            }
+        else:
+            creds = {"env_auth": "true"}
+        parts.append(_section(S3_REMOTE, common | creds))
+        parts.append(_section(S3_ANON_REMOTE, common | {"env_auth": "false"}))
+    if config.gcp:
+        gcp = config.gcp
+        endpoint = gcs_rclone_endpoint(gcp.api_endpoint) if gcp.api_endpoint else None
+        common = {  # type: ignore[no-redef]
+            "type": "google cloud storage",
+            "endpoint": endpoint,
+            "project_number": gcp.project,
+            "bucket_policy_only": "true",
+        }
+        auth: dict[str, str | None] = (
+            {"access_token": gcp.access_token} if gcp.access_token else {"env_auth": "true"}
+        )
+        parts.append(_section(GCS_REMOTE, common | auth))
+        parts.append(_section(GCS_ANON_REMOTE, common | {"anonymous": "true"}))
+    if config.azure:
+        az = config.azure
+        parts.append(
+            _section(
+                AZURE_REMOTE,
+                {
+                    "type": "azureblob",
+                    "account": az.account_name,
+                    "key": az.account_key,
+                    "endpoint": az.blob_endpoint(),
+                    "no_check_container": "true",
+                },
+            )
+        )
+    return "\n".join(parts)
+
+
+def azure_anonymous_remote(config: SkycoreConfig, account: str) -> str:
+    """An on-the-fly rclone remote reading another account's public containers (no secret)."""
+    endpoint = config.azure.blob_endpoint(account) if config.azure else None
+    endpoint = endpoint or f"https://{account}.blob.core.windows.net"
+    return f':azureblob,account={account},endpoint="{endpoint}":'
+
+
+def node_credential_files(
+    config: SkycoreConfig, rclone_config_path: str = NODE_RCLONE_CONFIG
+) -> dict[str, str]:
+    """{remote path: content} of the credential files a node needs (write them mode 0600,
+    owned by root, through stdin). Holds rclone remotes for every configured store."""
+    return {rclone_config_path: rclone_config_text(config)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripts
+# ---------------------------------------------------------------------------------------------
+
+_PRELUDE = "set -euo pipefail\nunset AWS_CA_BUNDLE\n"
+
+_IS_MOUNTED = "is_mounted() { awk -v d=\"$1\" '$2 == d {f=1} END {exit !f}' /proc/self/mounts; }\n"
+
+
+def _rclone(env: RcloneEnv) -> str:
+    return f"{shlex.quote(env.rclone)} --config {shlex.quote(env.config_file)}"
+
+
+def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
+    """Bash that copies ``remote_path`` (an object or a folder) to ``dst`` on the node.
+
+    ``rclone copyto`` copies a single object to a file and a prefix/bucket into a folder.
+    """
+    return (
+        _PRELUDE
+        + f"DST={sh_path(dst)}\n"
+        + 'mkdir -p "$(dirname "$DST")"\n'
+        + f'{_rclone(env)} copyto {shlex.quote(remote_path)} "$DST" --transfers 8 '
+        + "--checkers 16 --retries 3 --low-level-retries 5\n"
+    )
+
+
+def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv = NODE_ENV) -> str:
+    """Like copy_command, trying each remote path in turn (user credentials, then anonymous)."""
+    attempts = " || ".join(
+        f'{_rclone(env)} copyto {shlex.quote(p)} "$DST" --transfers 8 --retries 2'
+        for p in remote_paths
+    )
+    return _PRELUDE + f"DST={sh_path(dst)}\n" + 'mkdir -p "$(dirname "$DST")"\n' + attempts + "\n"
+
+
+def mount_flags(mode: StorageMode, dirs: MountDirs, options: MountOptions) -> list[str]:
+    """rclone mount flags for ``mode`` (without remote, mount point or config)."""
+    flags = [
+        "--daemon",
+        "--daemon-wait", "60s",
+        "--allow-other",
+        "--log-file", dirs.log_file,
+        "--log-level", "INFO",
+        "--rc", "--rc-addr", dirs.rc_addr, "--rc-no-auth",
+        "--dir-cache-time", "10s",
+        "--retries", "3",
+        "--low-level-retries", "10",
+    ]  # fmt: skip
+    if mode is StorageMode.MOUNT_CACHED:
+        flags += [
+            "--vfs-cache-mode", "full",
+            "--vfs-write-back", f"{options.write_back_s:g}s",
+            "--transfers", str(options.transfers),
+            "--cache-dir", dirs.cache_dir,
+            "--vfs-cache-max-age", "24h",
+        ]  # fmt: skip
+    elif mode is StorageMode.MOUNT:
+        flags += ["--vfs-cache-mode", "off"]
+    else:
+        raise ValueError("COPY is not a mount mode")
+    if options.read_only:
+        flags.append("--read-only")
+    return flags + list(options.extra_flags)
+
+
+def mount_command(
+    remote_path: str,
+    dst: str,
+    mode: StorageMode,
+    options: MountOptions | None = None,
+    env: RcloneEnv = NODE_ENV,
+) -> str:
+    """Idempotent bash that mounts ``remote_path`` at ``dst``.
+
+    A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; a
+    non-empty mount point is refused with a clear error; the script returns only once the
+    mount answers.
+    """
+    options = options or MountOptions()
+    dirs = mount_dirs(dst, env.mounts_base)
+    flags = " ".join(shlex.quote(f) for f in mount_flags(mode, dirs, options))
+    q = shlex.quote
+    return (
+        _PRELUDE
+        + _IS_MOUNTED
+        + f"DST={sh_path(dst)}\nSOCK={q(dirs.rc_socket)}\nLOG={q(dirs.log_file)}\n"
+        + f"mkdir -p {q(dirs.base)} {q(dirs.cache_dir)}\nchmod 700 {q(dirs.base)}\n"
+        + 'if is_mounted "$DST"; then\n'
+        + f'  if timeout 10 stat "$DST" >/dev/null 2>&1 && timeout 10 {_rclone(env)} rc '
+        + '--unix-socket "$SOCK" core/pid >/dev/null 2>&1; then\n'
+        + '    echo "skycore: $DST is already mounted"; exit 0\n'
+        + "  fi\n"
+        + '  echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
+        + '  fusermount3 -uz "$DST" 2>/dev/null || fusermount -uz "$DST" 2>/dev/null '
+        + '|| umount -l "$DST"\n'
+        + "fi\n"
+        + 'mkdir -p "$DST"\n'
+        + 'if [ -n "$(ls -A "$DST" 2>/dev/null)" ]; then\n'
+        + '  echo "skycore: cannot mount at $DST: the folder is not empty. Use an empty or new '
+        + 'destination in file_mounts, or empty the folder first." >&2\n'
+        + "  exit 1\n"
+        + "fi\n"
+        + 'rm -f "$SOCK"\n'
+        + f'{_rclone(env)} mount {q(remote_path)} "$DST" {flags}\n'
+        + "for _ in $(seq 1 200); do\n"
+        + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
+        + f'    echo "skycore: mounted {remote_path} at $DST ({mode.value})"; exit 0\n'
+        + "  fi\n"
+        + "  sleep 0.1\n"
+        + "done\n"
+        + 'echo "skycore: rclone did not mount $DST; last lines of $LOG:" >&2\n'
+        + 'tail -n 20 "$LOG" >&2 || true\n'
+        + "exit 1\n"
+    )
+
+
+def _drain_body(env: RcloneEnv, timeout_s: float) -> str:
+    """Bash function ``drain`` using $DST and $SOCK; returns 0 when drained, 1 on timeout."""
+    return (
+        "drain() {\n"
+        + f"  local deadline=$(( $(date +%s) + {int(timeout_s)} )) stable=0 last_print=0 now\n"
+        + "  while :; do\n"
+        + f'    if ! stats=$({_rclone(env)} rc --unix-socket "$SOCK" vfs/stats 2>&1); then\n'
+        + '      echo "skycore: rclone serving $DST is not answering: $stats" >&2; return 2\n'
+        + "    fi\n"
+        + "    q=$(printf '%s' \"$stats\" | sed -n "
+        + "'s/.*\"uploadsQueued\": *\\([0-9]*\\).*/\\1/p')\n"
+        + "    p=$(printf '%s' \"$stats\" | sed -n "
+        + "'s/.*\"uploadsInProgress\": *\\([0-9]*\\).*/\\1/p')\n"
+        + "    q=${q:-0}; p=${p:-0}\n"
+        + '    if [ "$q" = 0 ] && [ "$p" = 0 ]; then\n'
+        + "      stable=$((stable + 1))\n"
+        + '      if [ "$stable" -ge 5 ]; then echo "skycore: $DST drained"; return 0; fi\n'
+        + "    else\n"
+        + "      stable=0\n"
+        + "    fi\n"
+        + "    now=$(date +%s)\n"
+        + '    if [ "$now" -ge "$deadline" ]; then\n'
+        + '      echo "skycore: timed out draining $DST: $q queued, $p uploading" >&2; return 1\n'
+        + "    fi\n"
+        + '    if [ "$stable" = 0 ] && [ "$now" -ne "$last_print" ]; then\n'
+        + '      echo "skycore: draining $DST: $q queued, $p uploading '
+        + '($(( deadline - now ))s left)"; last_print=$now\n'
+        + "    fi\n"
+        + "    sleep 0.1\n"
+        + "  done\n"
+        + "}\n"
+    )
+
+
+def drain_command(
+    dst: str, timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S, env: RcloneEnv = NODE_ENV
+) -> str:
+    """Bash that waits until the mount at ``dst`` has nothing queued or uploading (stable for
+    ~0.5 s), printing progress; exits 1 on timeout, 0 when drained or not a skycore mount."""
+    dirs = mount_dirs(dst, env.mounts_base)
+    return (
+        _PRELUDE
+        + f"DST={sh_path(dst)}\nSOCK={shlex.quote(dirs.rc_socket)}\n"
+        + 'if [ ! -S "$SOCK" ]; then echo "skycore: no rclone serving $DST; nothing to drain"; '
+        + "exit 0; fi\n"
+        + _drain_body(env, timeout_s)
+        + "drain\n"
+    )
+
+
+def unmount_command(
+    dst: str, timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S, env: RcloneEnv = NODE_ENV
+) -> str:
+    """Bash that drains the mount at ``dst`` and then unmounts it. With uploads still pending
+    after ``timeout_s`` it refuses (exit 1) and leaves the mount in place. A stale mount whose
+    rclone is gone is unmounted lazily (its cache stays on disk for the next mount)."""
+    dirs = mount_dirs(dst, env.mounts_base)
+    return (
+        _PRELUDE
+        + _IS_MOUNTED
+        + f"DST={sh_path(dst)}\nSOCK={shlex.quote(dirs.rc_socket)}\n"
+        + 'if ! is_mounted "$DST"; then echo "skycore: $DST is not mounted"; exit 0; fi\n'
+        + _drain_body(env, timeout_s)
+        + "rc=0; drain || rc=$?\n"
+        + 'if [ "$rc" = 1 ]; then\n'
+        + '  echo "skycore: not unmounting $DST: uploads are still pending" >&2; exit 1\n'
+        + 'elif [ "$rc" = 2 ]; then\n'
+        + '  echo "skycore: rclone for $DST is gone; unmounting the stale mount lazily" >&2\n'
+        + '  fusermount3 -uz "$DST" 2>/dev/null || umount -l "$DST"; exit 0\n'
+        + "fi\n"
+        + 'fusermount3 -u "$DST" 2>/dev/null || fusermount -u "$DST" 2>/dev/null '
+        + '|| umount "$DST"\n'
+        + "for _ in $(seq 1 100); do\n"
+        + '  [ -S "$SOCK" ] || break\n'
+        + f'  timeout 2 {_rclone(env)} rc --unix-socket "$SOCK" core/pid >/dev/null 2>&1 '
+        + "|| break\n"
+        + "  sleep 0.1\n"
+        + "done\n"
+        + 'echo "skycore: unmounted $DST"\n'
+    )

@@ -1,0 +1,214 @@
+"""S3Store: an S3 bucket through boto3 (endpoint_url for emulators or S3-compatible stores)."""
+
+from __future__ import annotations
+
+import uuid
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from skycore.config import AwsConfig, SkycoreConfig
+from skycore.storage import mounting
+from skycore.storage.common import StorageAccessError, StorageError, StoreType
+from skycore.storage.store import AbstractStore, AccessInfo
+
+_TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
+
+
+def _code(e: ClientError) -> str:
+    err: dict[str, Any] = e.response.get("Error", {})
+    return str(err.get("Code", ""))
+
+
+def _status(e: ClientError) -> int:
+    return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+class S3Store(AbstractStore):
+    """An S3 bucket."""
+
+    store_type = StoreType.S3
+
+    def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
+        super().__init__(name, config, None)
+        if config.aws is None:
+            raise StorageError("The skycore config has no 'aws' section; S3 is not configured.")
+        self.aws: AwsConfig = config.aws
+
+    def _make_client(self, anonymous: bool) -> Any:
+        cfg = Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=10,
+            read_timeout=120,
+            max_pool_connections=32,
+            signature_version=UNSIGNED if anonymous else None,
+        )
+        kwargs: dict[str, Any] = {"region_name": self.aws.region, "config": cfg}
+        if self.aws.endpoint_url:
+            kwargs["endpoint_url"] = self.aws.endpoint_url
+        if not anonymous and self.aws.access_key_id:
+            kwargs["aws_access_key_id"] = self.aws.access_key_id
+            kwargs["aws_secret_access_key"] = self.aws.secret_access_key
+        return boto3.session.Session().client("s3", **kwargs)
+
+    @cached_property
+    def client(self) -> Any:
+        """boto3 S3 client with the user's credentials."""
+        return self._make_client(anonymous=False)
+
+    @cached_property
+    def anon_client(self) -> Any:
+        """boto3 S3 client sending unsigned (anonymous) requests."""
+        return self._make_client(anonymous=True)
+
+    def _fail(self, action: str, e: Exception) -> StorageError:
+        return StorageError(
+            f"Could not {action} s3://{self.name}: {e}. Check the aws section "
+            "of the skycore config and that the S3 endpoint is reachable."
+        )
+
+    # --- operations ---------------------------------------------------------------------------
+    def exists(self) -> bool:
+        try:
+            self.client.head_bucket(Bucket=self.name)
+            return True
+        except ClientError as e:
+            if _status(e) == 404 or _code(e) in ("404", "NoSuchBucket"):
+                return False
+            if _status(e) == 403:
+                return True
+            raise self._fail("check", e) from None
+        except BotoCoreError as e:
+            raise self._fail("check", e) from None
+
+    def create(self) -> None:
+        kwargs: dict[str, Any] = {"Bucket": self.name}
+        if self.aws.region != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.aws.region}
+        try:
+            self.client.create_bucket(**kwargs)
+        except ClientError as e:
+            if _code(e) == "BucketAlreadyOwnedByYou":
+                return
+            if _code(e) in ("BucketAlreadyExists", "AccessDenied") or _status(e) in (403, 409):
+                raise StorageAccessError(
+                    f"The S3 bucket name '{self.name}' is already taken by another account. "
+                    "Choose another name."
+                ) from None
+            raise self._fail("create", e) from None
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        keys: list[str] = []
+        try:
+            for client in (self.client, self.anon_client):
+                try:
+                    pages = client.get_paginator("list_objects_v2").paginate(
+                        Bucket=self.name, Prefix=prefix
+                    )
+                    for page in pages:
+                        keys.extend(obj["Key"] for obj in page.get("Contents", []))
+                    return keys
+                except ClientError as e:
+                    if _status(e) != 403 or client is self.anon_client:
+                        raise
+                    keys = []
+        except (ClientError, BotoCoreError) as e:
+            raise self._fail("list", e) from None
+        return keys
+
+    def delete(self) -> int:
+        keys = self.list_keys()
+
+        def batch(chunk: list[str]) -> None:
+            resp = self.client.delete_objects(
+                Bucket=self.name, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
+            if resp.get("Errors"):
+                first = resp["Errors"][0]
+                raise StorageError(
+                    f"Could not delete s3://{self.name}/{first.get('Key')}: "
+                    f"{first.get('Message', first.get('Code'))}."
+                )
+
+        try:
+            self.run_parallel(batch, keys, 1000)
+            self.client.delete_bucket(Bucket=self.name)
+        except ClientError as e:
+            if _status(e) == 403:
+                raise StorageAccessError(
+                    f"You may not delete s3://{self.name}: it belongs to another account."
+                ) from None
+            raise self._fail("delete", e) from None
+        return len(keys)
+
+    def _can_write(self) -> bool:
+        """Start and abort a multipart upload: needs write permission, leaves no object."""
+        key = f".skycore-access-probe-{uuid.uuid4().hex}"
+        try:
+            resp = self.client.create_multipart_upload(Bucket=self.name, Key=key)
+        except ClientError as e:
+            if _status(e) == 403:
+                return False
+            raise
+        self.client.abort_multipart_upload(Bucket=self.name, Key=key, UploadId=resp["UploadId"])
+        return True
+
+    def access(self) -> AccessInfo:
+        try:
+            try:
+                self.client.list_objects_v2(Bucket=self.name, MaxKeys=1)
+            except ClientError as e:
+                if _status(e) == 404 or _code(e) == "NoSuchBucket":
+                    return AccessInfo(exists=False, detail="does not exist")
+                if _status(e) != 403:
+                    raise
+                try:
+                    self.anon_client.list_objects_v2(Bucket=self.name, MaxKeys=1)
+                except ClientError as e2:
+                    if _status(e2) == 404:
+                        return AccessInfo(exists=False, detail="does not exist")
+                    return AccessInfo(exists=True, detail="private to another account")
+                return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
+            writable = self._can_write()
+            return AccessInfo(
+                exists=True,
+                can_read=True,
+                can_write=writable,
+                detail="yours" if writable else "public, read-only for you",
+            )
+        except (ClientError, BotoCoreError) as e:
+            raise self._fail("check access to", e) from None
+
+    def is_object(self, key: str) -> bool:
+        if not key:
+            return False
+        for client in (self.client, self.anon_client):
+            try:
+                client.head_object(Bucket=self.name, Key=key)
+                return True
+            except ClientError as e:
+                if _status(e) != 403:
+                    return False
+        return False
+
+    def upload_file(self, path: Path, key: str) -> None:
+        try:
+            self.client.upload_file(str(path), self.name, key, Config=_TRANSFER)
+        except (ClientError, BotoCoreError) as e:
+            raise self._fail(f"upload {path} to", e) from None
+        except Exception as e:  # boto3's S3UploadFailedError wraps ClientError
+            if "AccessDenied" in str(e) or "403" in str(e):
+                raise StorageAccessError(
+                    f"You may not write to s3://{self.name}: it belongs to another account."
+                ) from None
+            raise self._fail(f"upload {path} to", e) from None
+
+    def rclone_remote(self, anonymous: bool = False) -> str:
+        return (mounting.S3_ANON_REMOTE if anonymous else mounting.S3_REMOTE) + ":"

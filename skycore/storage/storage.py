@@ -1,0 +1,389 @@
+"""Storage: one file_mounts storage entry, resolved to a store, a bucket and a bucket kind.
+
+Kinds (SkyPilot's rules):
+- ``sky_managed``: a name (with a local folder as source, or none for an empty scratch bucket).
+  skycore creates the bucket, uploads the source, records it, and deletes it only on
+  ``storage delete`` (or when the task ends, if ``persistent: false``).
+- ``external``: a bucket URL as source (no name), or a named bucket that already existed and
+  is yours. Never created or deleted by skycore.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from skycore import state
+from skycore.config import SkycoreConfig
+from skycore.storage import mounting
+from skycore.storage.common import (
+    BucketUrl,
+    StorageAccessError,
+    StorageError,
+    StorageMode,
+    StorageSpecError,
+    StoreType,
+    is_cloud_url,
+    parse_url,
+    validate_bucket_name,
+)
+from skycore.storage.store import AbstractStore, AccessInfo, UploadResult, make_store
+from skycore.storage.upload import list_upload_files
+
+Kind = Literal["sky_managed", "external"]
+
+STATUS_INIT = "INIT"
+STATUS_UPLOADING = "UPLOADING"
+STATUS_UPLOAD_FAILED = "UPLOAD_FAILED"
+STATUS_READY = "READY"
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """What ``prepare`` would do, found without changing anything (for --dryrun)."""
+
+    access: AccessInfo
+    create: bool
+    upload_files: int = 0
+    upload_bytes: int = 0
+    read_only: bool = False
+    note: str = ""
+
+
+@dataclass
+class Storage:
+    """A storage entry of a task. ``source`` is an absolute local path or a bucket URL."""
+
+    name: str
+    store: StoreType
+    mode: StorageMode = StorageMode.MOUNT
+    source: str | None = None
+    persistent: bool = True
+    kind: Kind = "sky_managed"
+    prefix: str = ""
+    account: str | None = None
+    yaml_field: str = "file_mounts"
+    mount_options: mounting.MountOptions = field(default_factory=mounting.MountOptions)
+    _access: AccessInfo | None = field(default=None, compare=False, repr=False)
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_spec(
+        cls,
+        *,
+        name: str | None,
+        source: str | None,
+        store: str | None,
+        mode: str = "MOUNT",
+        persistent: bool = True,
+        default_store: StoreType | None = None,
+        field: str = "file_mounts",
+    ) -> Storage:
+        """Resolve a storage dict (name, source, store, mode, persistent) or raise
+        StorageSpecError / BucketNameError naming ``field`` and the fix."""
+        smode = StorageMode(mode)
+        store_t = StoreType(store) if store else None
+        if source is not None and is_cloud_url(source):
+            url = parse_url(source, f"{field}.source")
+            if name is not None:
+                raise StorageSpecError(
+                    f"{field}: name '{name}' is given with the bucket URL source '{source}'. "
+                    "A URL source names an existing bucket: remove name (or, to create a new "
+                    "bucket, give a name and a local source)."
+                )
+            if store_t is not None and store_t is not url.store:
+                raise StorageSpecError(
+                    f"{field}: store '{store_t.value}' does not match the source '{source}' "
+                    f"(a {url.store.value} URL); remove store or set it to {url.store.value}."
+                )
+            return cls(
+                name=url.bucket,
+                store=url.store,
+                mode=smode,
+                source=str(url),
+                persistent=persistent,
+                kind="external",
+                prefix=url.prefix,
+                account=url.account,
+                yaml_field=field,
+            )
+        if name is None:
+            if source is None:
+                raise StorageSpecError(
+                    f"{field}: a storage entry needs a name (to create a bucket) or a source "
+                    "(a local folder or a bucket URL); add one of them."
+                )
+            raise StorageSpecError(
+                f"{field}: the local source '{source}' needs a name for the bucket to create; "
+                "add name: <bucket-name>, or write the path directly as a plain file mount "
+                f"({field}: {source})."
+            )
+        if smode is StorageMode.COPY and source is None:
+            raise StorageSpecError(
+                f"{field}: mode COPY needs a source to copy; add source: <local folder or bucket "
+                "URL>, or use mode MOUNT or MOUNT_CACHED for an empty scratch bucket."
+            )
+        if store_t is None:
+            store_t = default_store
+        if store_t is None:
+            raise StorageSpecError(
+                f"{field}: store is missing and resources.cloud does not imply one; add "
+                "store: s3, gcs or azure."
+            )
+        validate_bucket_name(store_t, name, f"{field}.name")
+        if source is not None:
+            path = Path(source).expanduser()
+            if not path.exists():
+                raise StorageSpecError(
+                    f"{field}.source: the local path '{source}' does not exist; fix the path."
+                )
+            if not path.is_dir():
+                raise StorageSpecError(
+                    f"{field}.source: '{source}' is a file; a bucket mirrors a folder. Use a "
+                    f"folder, or copy the file with a plain file mount ({field}: {source})."
+                )
+            source = str(path.resolve())
+        return cls(
+            name=name,
+            store=store_t,
+            mode=smode,
+            source=source,
+            persistent=persistent,
+            kind="sky_managed",
+            yaml_field=field,
+        )
+
+    def to_spec_dict(self) -> dict[str, Any]:
+        """The storage dict as written in a task YAML (loads back to an equal Storage)."""
+        out: dict[str, Any] = {"store": self.store.value, "mode": self.mode.value}
+        if self.kind == "external" and self.source and is_cloud_url(self.source):
+            out["source"] = self.source
+        else:
+            out["name"] = self.name
+            if self.source is not None:
+                out["source"] = self.source
+        out["persistent"] = self.persistent
+        return out
+
+    # --- identity -----------------------------------------------------------------------------
+    @property
+    def is_local_source(self) -> bool:
+        """True when the source is a local folder to upload."""
+        return self.source is not None and not is_cloud_url(self.source)
+
+    def url(self, config: SkycoreConfig | None = None) -> BucketUrl:
+        """Bucket URL (with the sub-path of an external source)."""
+        account = self.account
+        if self.store is StoreType.AZURE and account is None and config and config.azure:
+            account = config.azure.account_name
+        return BucketUrl(self.store, self.name, self.prefix, account)
+
+    @property
+    def bucket_url(self) -> str:
+        """``s3://name``, ``gs://name`` or ``azure://account/name`` (account once known)."""
+        return str(self.url())
+
+    def store_obj(self, config: SkycoreConfig) -> AbstractStore:
+        """The AbstractStore of this bucket."""
+        try:
+            st = make_store(self.store, self.name, config, self.account)
+        except StorageError as e:
+            raise StorageError(f"{self.yaml_field}: {e.message}") from None
+        if self.account is None:
+            self.account = st.account
+        return st
+
+    # --- checks -------------------------------------------------------------------------------
+    def access(self, config: SkycoreConfig) -> AccessInfo:
+        """What the user may do with the bucket (cached on this object)."""
+        self._access = self.store_obj(config).access()
+        return self._access
+
+    def check(self, config: SkycoreConfig) -> StoragePlan:
+        """Validate against config, state and the store without changing anything; returns
+        what prepare() would do. Raises StorageError naming the field and the fix."""
+        st = self.store_obj(config)
+        url = self.url(config)
+        if self.kind == "sky_managed":
+            rec = state.get_storage(self.name)
+            if rec is not None and rec.store != self.store.value:
+                raise StorageAccessError(
+                    f"{self.yaml_field}: the bucket '{self.name}' was created earlier for the "
+                    f"{rec.store} store, not {self.store.value}. Use store: {rec.store}, choose "
+                    f"another name, or delete it first with 'skycore storage delete {self.name}'."
+                )
+        info = self.access(config)
+        create = False
+        note = ""
+        if self.kind == "external":
+            if not info.exists:
+                raise StorageAccessError(
+                    f"{self.yaml_field}: the source {url} does not exist. Check the URL, or create "
+                    "the bucket first (or give a name and a local source to let skycore "
+                    "create one)."
+                )
+            if not info.can_read:
+                raise StorageAccessError(
+                    f"{self.yaml_field}: {url} exists but is a private bucket of another account "
+                    "that your credentials cannot access. Ask its owner for access or use a "
+                    "bucket you own."
+                )
+            if self.prefix and self.mode.is_mount and st.is_object(self.prefix):
+                raise StorageSpecError(
+                    f"{self.yaml_field}: {url} is a single object and cannot be mounted; use mode: "
+                    "COPY, or mount the folder that holds it."
+                )
+            if not info.can_write:
+                note = "read-only (not your bucket)"
+        else:
+            if info.exists and not info.can_write:
+                raise StorageAccessError(
+                    f"{self.yaml_field}.name: the {self.store.value} bucket name '{self.name}' is "
+                    "already taken by another account. Choose another name."
+                )
+            create = not info.exists
+            if info.exists and state.get_storage(self.name) is None:
+                note = "existing bucket of yours (not created by skycore; never deleted)"
+        files = nbytes = 0
+        if self.is_local_source:
+            assert self.source is not None
+            listed = list_upload_files(self.source)
+            files = len(listed)
+            nbytes = sum(os.path.getsize(Path(self.source) / f) for f in listed)
+        return StoragePlan(
+            access=info,
+            create=create,
+            upload_files=files,
+            upload_bytes=nbytes,
+            read_only=not info.can_write,
+            note=note,
+        )
+
+    # --- client-side work ---------------------------------------------------------------------
+    def prepare(self, config: SkycoreConfig, progress: bool = True) -> UploadResult | None:
+        """Client side of a launch: check access, create the bucket if sky-managed and new,
+        upload the local source (honouring .skyignore / .gitignore) and record the bucket."""
+        plan = self.check(config)
+        st = self.store_obj(config)
+        source = self.source if self.is_local_source else str(self.url(config))
+        if self.kind == "external":
+            if state.get_storage(self.name) is None:
+                state.add_storage(self.name, self.store.value, source, False, True, STATUS_READY)
+            return None
+        rec = state.get_storage(self.name)
+        ours = plan.create or (rec is not None and rec.sky_managed)
+        if plan.create:
+            state.add_storage(
+                self.name, self.store.value, source, True, self.persistent, STATUS_INIT
+            )
+            st.create()
+        elif rec is None:
+            state.add_storage(self.name, self.store.value, source, False, True, STATUS_INIT)
+        if not ours:
+            self.kind = "external"
+        result = None
+        if self.is_local_source:
+            assert self.source is not None
+            state.set_storage_status(self.name, STATUS_UPLOADING)
+            try:
+                root = Path(self.source)
+                result = st.upload(root, list_upload_files(root), progress=progress)
+            except BaseException:
+                state.set_storage_status(self.name, STATUS_UPLOAD_FAILED)
+                raise
+        state.set_storage_status(self.name, STATUS_READY)
+        return result
+
+    def delete(self, config: SkycoreConfig) -> int:
+        """Delete a sky-managed bucket and its record (the pipeline calls this at task end for
+        ``persistent: false``). Refuses external buckets. Returns objects deleted."""
+        rec = state.get_storage(self.name)
+        if self.kind != "sky_managed" or (rec is not None and not rec.sky_managed):
+            raise StorageError(
+                f"{self.yaml_field}: {self.bucket_url} was not created by skycore; skycore never "
+                "deletes buckets it did not create."
+            )
+        n = self.store_obj(config).delete() if self.store_obj(config).exists() else 0
+        state.remove_storage(self.name)
+        return n
+
+    # --- node-side bash -----------------------------------------------------------------------
+    def _remote(self) -> tuple[bool, bool]:
+        """(anonymous, read_only) from the last access check (writable if never checked)."""
+        info = self._access
+        if info is None:
+            return False, False
+        return info.anonymous, not info.can_write
+
+    def rclone_path(self, config: SkycoreConfig | None = None) -> str:
+        """``remote:bucket[/prefix]`` as rclone on the node addresses this bucket."""
+        return self._rclone_path(config)
+
+    def copy_command(
+        self,
+        dst: str,
+        config: SkycoreConfig | None = None,
+        env: mounting.RcloneEnv = mounting.NODE_ENV,
+    ) -> str:
+        """Bash a node runs to fetch the COPY snapshot into ``dst``."""
+        return mounting.copy_command(self._rclone_path(config), dst, env)
+
+    def mount_command(
+        self,
+        dst: str,
+        config: SkycoreConfig | None = None,
+        env: mounting.RcloneEnv = mounting.NODE_ENV,
+    ) -> str:
+        """Idempotent bash a node runs to mount the bucket at ``dst`` in this entry's mode.
+
+        Read-only (writes fail at once with EROFS) when the last access check found the user
+        cannot write; call ``access`` or ``prepare`` first."""
+        if not self.mode.is_mount:
+            raise StorageSpecError(
+                f"{self.yaml_field}: mode COPY is not mounted; use copy_command."
+            )
+        _, read_only = self._remote()
+        opts = self.mount_options
+        if read_only and not opts.read_only:
+            opts = mounting.MountOptions(
+                transfers=opts.transfers,
+                write_back_s=opts.write_back_s,
+                read_only=True,
+                extra_flags=opts.extra_flags,
+            )
+        return mounting.mount_command(self._rclone_path(config), dst, self.mode, opts, env)
+
+    def _rclone_path(self, config: SkycoreConfig | None) -> str:
+        anonymous, _ = self._remote()
+        prefix = self.prefix.strip("/")
+        path = self.name + (f"/{prefix}" if prefix else "")
+        if self.store is StoreType.S3:
+            remote = mounting.S3_ANON_REMOTE if anonymous else mounting.S3_REMOTE
+            return f"{remote}:{path}"
+        if self.store is StoreType.GCS:
+            remote = mounting.GCS_ANON_REMOTE if anonymous else mounting.GCS_REMOTE
+            return f"{remote}:{path}"
+        own = config.azure.account_name if config and config.azure else None
+        if self.account is None or self.account == own:
+            return f"{mounting.AZURE_REMOTE}:{path}"
+        if config is None:
+            raise StorageError(
+                f"{self.yaml_field}: reading {self.bucket_url} needs the config (another account)."
+            )
+        return mounting.azure_anonymous_remote(config, self.account) + path
+
+
+def plain_copy_command(
+    url: str, dst: str, config: SkycoreConfig, env: mounting.RcloneEnv = mounting.NODE_ENV
+) -> str:
+    """Bash for a plain file_mounts copy of a bucket URL (an object or a prefix) to ``dst``:
+    with the user's credentials, falling back to anonymous access."""
+    parsed = parse_url(url)
+    st = make_store(parsed.store, parsed.bucket, config, parsed.account)
+    paths = [st.rclone_path(parsed.prefix, anonymous=False)]
+    anon = st.rclone_path(parsed.prefix, anonymous=True)
+    if anon not in paths:
+        paths.append(anon)
+    return mounting.copy_with_fallback_command(paths, dst, env)
