@@ -1,0 +1,506 @@
+"""The backend: what each pipeline stage does to a cluster's nodes.
+
+provision (create/resume nodes, health check), sync_workdir, sync_file_mounts (plain copies,
+COPY snapshots, MOUNT / MOUNT_CACHED mounts), setup, execute (run a job on every node, drain
+cached mounts before it is done), and the lifecycle steps stop / start / teardown. Nodes are
+reached only through the provider API and CommandRunners, never through docker directly.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from skycore import logs, provision, state
+from skycore.config import SkycoreConfig
+from skycore.errors import UserError
+from skycore.provision import ClusterInfo, NodeStatus, ProvisionError
+from skycore.runner import CommandRunner
+
+if TYPE_CHECKING:
+    from skycore.storage.storage import Storage
+    from skycore.task import Task
+
+WORKDIR = "~/sky_workdir"
+JOBS_DIR = "~/.sky/jobs"
+DRAIN_TIMEOUT_S = 600
+HEALTH_TIMEOUT_S = 30.0
+
+# The node answers through its runtime, /dev/fuse opens read-write, fusermount is there and
+# the shell holds CAP_SYS_ADMIN (bit 21), which mounting needs.
+HEALTH_CMD = r"""
+set -e
+exec 3<>/dev/fuse
+command -v fusermount3 >/dev/null || command -v fusermount >/dev/null
+cap=$(awk '/^CapEff/ {print $2}' /proc/self/status)
+(( (16#$cap >> 21) & 1 ))
+echo skycore-node-ok
+"""
+
+T = TypeVar("T")
+Say = Callable[[str], None]
+
+
+class ClusterError(UserError):
+    """The cluster is not in a state that allows the command; the message says what to run."""
+
+
+class StageError(Exception):
+    """A stage failed for a reason outside the user's code; carries the log path."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, log_path: Path | None = None, tail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.log_path = log_path
+        self.tail = tail
+
+
+def parallel(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
+    """``fn`` on every item in threads; results in order; the first exception is re-raised."""
+    if not items:
+        return []
+    if len(items) == 1:
+        return [fn(items[0])]
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        futures = [pool.submit(fn, it) for it in items]
+        excs = [f.exception() for f in futures]
+    for e in excs:
+        if e is not None:
+            raise e
+    return [f.result() for f in futures]
+
+
+@dataclass
+class ClusterHandle:
+    """A cluster's nodes and a command runner for each, in rank order (head first)."""
+
+    name: str
+    provider: str
+    info: ClusterInfo
+    runners: list[CommandRunner]
+    config: SkycoreConfig = field(repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        """How many nodes the handle covers."""
+        return len(self.info.nodes)
+
+    def node_label(self, rank: int) -> str:
+        """'head' or 'workerN', as SkyPilot names nodes in output prefixes."""
+        return "head" if rank == 0 else f"worker{rank}"
+
+
+def resources_of(task: Task) -> dict[str, Any]:
+    """What a cluster is launched with; a relaunch must ask for the same."""
+    r = task.resources
+    return {
+        "cloud": r.cloud,
+        "image_id": r.image_id,
+        "use_spot": bool(r.use_spot),
+        "num_nodes": task.num_nodes,
+    }
+
+
+def describe_resources(res: dict[str, Any]) -> str:
+    """A short human form of a resources dict."""
+    return ", ".join(f"{k}={v}" for k, v in res.items())
+
+
+def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHandle:
+    """The handle of a recorded cluster, with the nodes that exist now."""
+    info = provision.get_cluster_info(record.provider, record.name, config)
+    runners = provision.get_command_runners(record.provider, info, config)
+    return ClusterHandle(record.name, record.provider, info, runners, config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Health
+# ---------------------------------------------------------------------------------------------
+
+
+def node_problems(handle: ClusterHandle, expected_nodes: int) -> list[str]:
+    """Why the cluster is not healthy ([] when every node is UP and passes the health check)."""
+    statuses = provision.query_instances(handle.provider, handle.name, handle.config)
+    problems = []
+    for rank in range(expected_nodes):
+        st = statuses.get(rank)
+        if st is None:
+            problems.append(f"node {rank} is gone")
+        elif st is not NodeStatus.UP:
+            problems.append(f"node {rank} is {st.value}")
+    if problems:
+        return problems
+
+    def check(runner: CommandRunner) -> str | None:
+        rc, out = runner.run_output(HEALTH_CMD, timeout=30)
+        if rc == 0 and "skycore-node-ok" in out:
+            return None
+        last = out.strip().splitlines()[-1:] or ["no output"]
+        return f"{runner.node_name} failed the health check (exit {rc}: {last[0]})"
+
+    results = parallel(check, handle.runners[:expected_nodes])
+    return [p for p in results if p]
+
+
+def wait_healthy(handle: ClusterHandle, expected_nodes: int, log_path: Path) -> None:
+    """Poll the health check until every node passes; StageError after HEALTH_TIMEOUT_S."""
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    while True:
+        problems = node_problems(handle, expected_nodes)
+        if not problems:
+            logs.append(log_path, f"health check passed on {expected_nodes} node(s)")
+            return
+        logs.append(log_path, "health check: " + "; ".join(problems))
+        if time.monotonic() > deadline:
+            raise StageError(
+                "Nodes did not become healthy: " + "; ".join(problems), log_path=log_path
+            )
+        time.sleep(0.3)
+
+
+# ---------------------------------------------------------------------------------------------
+# PROVISION
+# ---------------------------------------------------------------------------------------------
+
+
+def provision_cluster(
+    name: str,
+    provider: str,
+    num_nodes: int,
+    image_id: str | None,
+    resources: dict[str, Any],
+    config: SkycoreConfig,
+    log_path: Path,
+    reason: str,
+) -> ClusterHandle:
+    """Record INIT, create or resume the nodes, wait for health, record UP.
+
+    A failure leaves the cluster INIT with the reason recorded (the next launch repairs it).
+    """
+    state.upsert_cluster(name, state.CLUSTER_INIT, provider, num_nodes, resources, reason)
+    logs.append(log_path, f"{reason}: {num_nodes} node(s) on provider {provider}")
+    try:
+        info = provision.run_instances(provider, name, num_nodes, image_id, config)
+    except ProvisionError as e:
+        msg = f"provisioning failed: {e}"
+        logs.append(log_path, msg)
+        state.set_cluster_status(name, state.CLUSTER_INIT, msg)
+        state.add_cluster_event(name, msg)
+        raise StageError(str(e), log_path=log_path) from None
+    state.set_cluster_handle(name, info.to_dict())
+    for n in info.nodes:
+        logs.append(log_path, f"node {n.rank}: {n.name} hostname={n.hostname} ip={n.ip}")
+    runners = provision.get_command_runners(provider, info, config)
+    handle = ClusterHandle(name, provider, info, runners, config)
+    try:
+        wait_healthy(handle, num_nodes, log_path)
+    except StageError as e:
+        state.set_cluster_status(name, state.CLUSTER_INIT, e.message)
+        state.add_cluster_event(name, e.message)
+        raise
+    state.set_cluster_status(name, state.CLUSTER_UP, f"all {num_nodes} node(s) healthy")
+    return handle
+
+
+# ---------------------------------------------------------------------------------------------
+# SYNC_WORKDIR / SYNC_FILE_MOUNTS
+# ---------------------------------------------------------------------------------------------
+
+
+def sync_workdir(handle: ClusterHandle, workdir: Path, log_path: Path) -> int:
+    """rsync the workdir to ~/sky_workdir on every node in parallel; files sent per node."""
+
+    def one(runner: CommandRunner) -> int:
+        res = runner.rsync_up(workdir, WORKDIR, log_path=log_path)
+        if res.returncode != 0:
+            raise StageError(
+                f"Syncing workdir {workdir} to {runner.node_name} failed (rsync exit "
+                f"{res.returncode}).",
+                log_path=log_path,
+                tail=logs.tail(log_path, 10),
+            )
+        return res.files_transferred
+
+    counts = parallel(one, handle.runners)
+    return max(counts) if counts else 0
+
+
+def _run_on_all(
+    handle: ClusterHandle, cmd: str, log_path: Path, what: str, stdin: bytes | None = None
+) -> None:
+    def one(runner: CommandRunner) -> None:
+        logs.append(log_path, f"[{runner.node_name}] $ {what}")
+        rc = runner.run(cmd, log_path=log_path, stdin=stdin)
+        if rc != 0:
+            raise StageError(
+                f"{what} failed on {runner.node_name} (exit {rc}).",
+                log_path=log_path,
+                tail=logs.tail(log_path, 15),
+            )
+
+    parallel(one, handle.runners)
+
+
+def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
+    """Write the store credential files on every node (mode 0600, through stdin)."""
+    from skycore.storage import mounting
+
+    files = mounting.node_credential_files(handle.config)
+    if not files:
+        return
+
+    def one(runner: CommandRunner) -> None:
+        for path, content in files.items():
+            runner.write_file(path, content, 0o600)
+
+    parallel(one, handle.runners)
+    logs.append(log_path, f"wrote {len(files)} credential file(s) on {handle.num_nodes} node(s)")
+
+
+def sync_file_mounts(
+    handle: ClusterHandle, task: Task, log_path: Path, say: Say, upload_progress: bool = False
+) -> tuple[int, int]:
+    """Plain copies, storage snapshots and mounts on every node; returns (copies, storages).
+
+    Storage is prepared client-side first (bucket created, source uploaded), then credential
+    files are written, then every node copies or mounts each entry. Mounts are recorded so
+    ``start`` can mount them again and ``stop``/``down`` can drain them.
+    """
+    # 1. Plain copies of local files / folders: rsync to every node, all in parallel.
+    local = {d: s for d, s in task.file_mounts.items() if not _is_url(s)}
+    urls = {d: s for d, s in task.file_mounts.items() if _is_url(s)}
+    jobs = [(r, dst, src) for r in handle.runners for dst, src in local.items()]
+
+    def copy_local(item: tuple[CommandRunner, str, str]) -> None:
+        runner, dst, src = item
+        res = runner.rsync_up(src, dst, log_path=log_path)
+        if res.returncode != 0:
+            raise StageError(
+                f"Copying {src} to {dst} on {runner.node_name} failed (rsync exit "
+                f"{res.returncode}).",
+                log_path=log_path,
+                tail=logs.tail(log_path, 10),
+            )
+
+    if jobs:
+        say(f"copying {len(local)} local file mount(s) to {handle.num_nodes} node(s)")
+        parallel(copy_local, jobs)
+
+    storages = dict(task.storage_mounts)
+    if not storages and not urls:
+        state.set_cluster_mounts(handle.name, [])
+        return len(local), 0
+
+    from skycore.storage.storage import plain_copy_command
+
+    # 2. Storage: create buckets / upload sources on the client, in parallel.
+    def prepare(item: tuple[str, Storage]) -> None:
+        dst, st = item
+        logs.append(log_path, f"prepare {dst}: {st.bucket_url} ({st.kind}, {st.mode.value})")
+        res = st.prepare(handle.config, progress=upload_progress)
+        if res is not None:
+            logs.append(log_path, f"prepare {dst}: {res}")
+
+    if storages:
+        say(f"preparing {len(storages)} storage(s)")
+        parallel(prepare, list(storages.items()))
+    write_credentials(handle, log_path)
+
+    # 3. On every node: cloud-URL copies, COPY snapshots, mounts.
+    commands: list[tuple[str, str]] = []
+    for dst, url in urls.items():
+        commands.append((f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config)))
+    records: list[state.MountRecord] = []
+    for dst, st in storages.items():
+        mode = st.mode.value
+        name = st.name
+        # Only buckets skycore created can be deleted by down; external ones never are.
+        persistent = st.persistent or st.kind != "sky_managed"
+        if mode == "COPY":
+            commands.append((f"copy {dst} ({name})", st.copy_command(dst, handle.config)))
+            records.append(state.MountRecord(handle.name, dst, name, mode, persistent, None))
+        else:
+            mount_cmd = st.mount_command(dst, handle.config)
+            commands.append((f"mount {dst} ({mode})", mount_cmd))
+            records.append(state.MountRecord(handle.name, dst, name, mode, persistent, mount_cmd))
+    say(f"copying and mounting {len(commands)} entr(ies) on {handle.num_nodes} node(s)")
+    node_jobs = [(r, what, cmd) for r in handle.runners for what, cmd in commands]
+
+    def on_node(item: tuple[CommandRunner, str, str]) -> None:
+        runner, what, cmd = item
+        node_log = log_path
+        rc = runner.run(cmd, log_path=node_log)
+        logs.append(log_path, f"[{runner.node_name}] {what}: exit {rc}")
+        if rc != 0:
+            raise StageError(
+                f"{what} failed on {runner.node_name} (exit {rc}).",
+                log_path=log_path,
+                tail=logs.tail(log_path, 15),
+            )
+
+    try:
+        parallel(on_node, node_jobs)
+    finally:
+        state.set_cluster_mounts(handle.name, records)
+    return len(local) + len(urls), len(storages)
+
+
+def _is_url(src: str) -> bool:
+    return "://" in src
+
+
+def remount(handle: ClusterHandle, log_path: Path) -> int:
+    """Mount every recorded MOUNT / MOUNT_CACHED entry again (after start); returns count."""
+    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.mount_command]
+    if not mounts:
+        return 0
+    write_credentials(handle, log_path)
+    for m in mounts:
+        assert m.mount_command is not None
+        _run_on_all(handle, m.mount_command, log_path, f"mount {m.dst}")
+    return len(mounts)
+
+
+def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
+    """Drain every MOUNT_CACHED mount on every node (uploads finish), then maybe unmount.
+
+    Raises StageError if a drain fails: unmounting with uploads pending would lose them.
+    """
+    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.mount_command]
+    if not mounts:
+        return 0
+    from skycore.storage import mounting
+
+    def one(runner: CommandRunner) -> None:
+        for m in mounts:
+            if m.mode == "MOUNT_CACHED" and not unmount:
+                # (unmount_command drains first by itself)
+                cmd = mounting.drain_command(m.dst, DRAIN_TIMEOUT_S)
+                logs.append(log_path, f"[{runner.node_name}] drain {m.dst}")
+                rc = runner.run(cmd, log_path=log_path)
+                if rc != 0:
+                    raise StageError(
+                        f"Draining the cached mount {m.dst} on {runner.node_name} failed "
+                        f"(exit {rc}); nothing was unmounted so no write is lost. Retry the "
+                        "command; if the store is unreachable, fix that first.",
+                        log_path=log_path,
+                        tail=logs.tail(log_path, 10),
+                    )
+            if unmount:
+                cmd = mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)
+                logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}")
+                rc = runner.run(cmd, log_path=log_path)
+                if rc != 0:
+                    raise StageError(
+                        f"Unmounting {m.dst} on {runner.node_name} failed (exit {rc}).",
+                        log_path=log_path,
+                        tail=logs.tail(log_path, 10),
+                    )
+
+    parallel(one, handle.runners)
+    return len(mounts)
+
+
+# ---------------------------------------------------------------------------------------------
+# SETUP / EXEC
+# ---------------------------------------------------------------------------------------------
+
+
+def job_env(
+    handle: ClusterHandle, task: Task, rank: int, num_nodes: int, task_id: str
+) -> dict[str, str]:
+    """The environment of setup and run on node ``rank``: task envs + SKYPILOT_* variables."""
+    env = dict(task.envs)
+    env.update(
+        {
+            "SKYPILOT_NODE_RANK": str(rank),
+            "SKYPILOT_NODE_IPS": "\n".join(handle.info.ips[:num_nodes]),
+            "SKYPILOT_NUM_NODES": str(num_nodes),
+            "SKYPILOT_TASK_ID": task_id,
+            "SKYPILOT_CLUSTER_NAME": handle.name,
+        }
+    )
+    return env
+
+
+def _script(body: str, job_id: int | None, has_workdir: bool) -> str:
+    lines = []
+    if job_id is not None:
+        # The pid of this shell is its process group: cancel kills the whole group.
+        lines.append(f"mkdir -p {JOBS_DIR}; echo $$ > {JOBS_DIR}/{job_id}.pid")
+    if has_workdir:
+        lines.append(f"cd {WORKDIR}")
+    else:
+        lines.append('cd "$HOME"')
+    lines.append(body)
+    return "\n".join(lines)
+
+
+def run_on_nodes(
+    handle: ClusterHandle,
+    task: Task,
+    body: str,
+    kind: str,
+    log_dir: Path,
+    task_id: str,
+    job_id: int | None,
+    stream: bool,
+) -> list[int]:
+    """Run ``body`` on the first task.num_nodes nodes in parallel; exit codes by rank.
+
+    Output goes to ``<kind>-<rank>.log`` and, with ``stream``, to the terminal (prefixed by
+    the node when there is more than one).
+    """
+    n = task.num_nodes
+    has_workdir = task.workdir is not None
+    script = _script(body, job_id, has_workdir)
+
+    def one(rank: int) -> int:
+        runner = handle.runners[rank]
+        prefix = f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else ""
+        return runner.run(
+            script,
+            env=job_env(handle, task, rank, n, task_id),
+            log_path=log_dir / f"{kind}-{rank}.log",
+            stream=stream,
+            prefix=prefix,
+        )
+
+    return parallel(one, list(range(n)))
+
+
+def cancel_job(handle: ClusterHandle, job_id: int) -> None:
+    """Kill the process group of a job on every node (SIGTERM, then SIGKILL)."""
+    cmd = (
+        f"f={JOBS_DIR}/{job_id}.pid; [ -f $f ] || exit 0; p=$(cat $f); "
+        "kill -TERM -- -$p 2>/dev/null || true; "
+        "for i in $(seq 20); do kill -0 -- -$p 2>/dev/null || exit 0; sleep 0.1; done; "
+        "kill -KILL -- -$p 2>/dev/null || true"
+    )
+    parallel(lambda r: r.run_output(cmd), handle.runners)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True if a local process with ``pid`` exists."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def quote(s: str) -> str:
+    """shlex.quote, re-exported for callers that build node commands."""
+    return shlex.quote(s)

@@ -1,0 +1,524 @@
+"""The ``skycore`` command line (click + rich), shaped like SkyPilot's ``sky``.
+
+launch, exec, status, stop, start, down, queue, logs, cancel, storage ls|delete.
+Errors a user can cause print as one paragraph (exit 2, or the error's own exit code);
+stage failures print the log tail and path (exit 1); failed jobs exit 100.
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import hashlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from skycore import backend, execution, provision, state
+from skycore.config import ConfigError, load_config
+from skycore.errors import UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    err_console.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn UserError / ConfigError / StageError into a message and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            _fail(e.message, e.exit_code)
+        except ConfigError as e:
+            _fail(str(e), 2)
+        except backend.StageError as e:
+            # The stage line, the log tail and the path were printed already.
+            _fail(e.message, e.exit_code)
+        except provision.ProvisionError as e:
+            _fail(str(e), 1)
+        except KeyboardInterrupt:
+            _fail("Interrupted.", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
+    envs: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
+        k, v = pair.split("=", 1)
+        envs[k] = v
+    return envs
+
+
+def _default_cluster_name() -> str:
+    user = "".join(c for c in getpass.getuser().lower() if c.isalnum())[:8] or "user"
+    suffix = hashlib.sha256(f"{time.time_ns()}".encode()).hexdigest()[:4]
+    return f"sky-{suffix}-{user}"
+
+
+def _load_task(entrypoint: str, envs: dict[str, str]) -> Any:
+    from skycore.task import Task
+
+    path = Path(entrypoint).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return Task.from_yaml(path, envs)
+    # A bare command: `skycore exec CLUSTER 'echo hi'`.
+    return Task.from_dict({"run": entrypoint}, envs)
+
+
+def _age(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    secs = max(0, int(time.time() - ts))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return f"{secs}s ago"
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    if not start:
+        return "-"
+    secs = int((end or time.time()) - start)
+    return f"{secs // 60}m {secs % 60}s" if secs >= 60 else f"{secs}s"
+
+
+_STATUS_STYLE = {
+    "UP": "green",
+    "INIT": "yellow",
+    "STOPPED": "dim",
+    "SUCCEEDED": "green",
+    "RUNNING": "cyan",
+    "SETTING_UP": "cyan",
+    "PENDING": "yellow",
+    "FAILED": "red",
+    "FAILED_SETUP": "red",
+    "FAILED_DRIVER": "red",
+    "CANCELLED": "dim",
+}
+
+
+def _styled(status: str) -> str:
+    style = _STATUS_STYLE.get(status, "")
+    return f"[{style}]{status}[/{style}]" if style else status
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="skycore")
+def cli() -> None:
+    """skycore: launch tasks on clusters of nodes (SkyPilot-style)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# launch / exec
+# ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("entrypoint")
+@click.option("-c", "--cluster", "cluster", help="Cluster name (new or existing).")
+@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
+@click.option("--down", is_flag=True, help="Tear the cluster down when the job finishes.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--no-setup", is_flag=True, help="Skip the setup commands.")
+@click.option("--dryrun", is_flag=True, help="Show what would happen; change nothing.")
+@handle_errors
+def launch(
+    entrypoint: str,
+    cluster: str | None,
+    envs: tuple[str, ...],
+    down: bool,
+    yes: bool,
+    no_setup: bool,
+    dryrun: bool,
+) -> None:
+    """Launch a task YAML on a cluster (created if needed), then run it.
+
+    Stages: PROVISION, SYNC_WORKDIR, SYNC_FILE_MOUNTS, SETUP, EXEC (and DOWN with --down).
+    """
+    task = _load_task(entrypoint, _parse_envs(envs))
+    config = load_config()
+    name = cluster or _default_cluster_name()
+    if dryrun:
+        _dryrun(task, name, config)
+        console.print(f"Dry run: nothing was changed (cluster {name}).")
+        return
+    record = state.get_cluster(name)
+    if not yes:
+        if record is None:
+            prompt = f"Launching a new cluster '{name}' ({task.num_nodes} node(s)). Proceed?"
+        else:
+            prompt = f"Running the task on existing cluster '{name}' ({record.status}). Proceed?"
+        if not click.confirm(prompt, default=True):
+            raise click.Abort()
+    result = execution.launch(
+        task, name, down=down, no_setup=no_setup, console=console, config=config
+    )
+    _finish(result)
+
+
+def _dryrun(task: Any, name: str, config: Any) -> None:
+    """Print what launch would do: the plan of the storage engineer's plan module if present."""
+    record = state.get_cluster(name)
+    if record is None:
+        console.print(f"Would create cluster {name} with {task.num_nodes} node(s).")
+    else:
+        console.print(f"Would reuse cluster {name} ({record.status}).")
+    try:
+        from skycore.plan import dryrun_plan
+    except ImportError:
+        for dst, src in task.file_mounts.items():
+            console.print(f"  copy {escape(str(src))} -> {escape(dst)}")
+        for dst, st in task.storage_mounts.items():
+            console.print(f"  {st.mode.value} {escape(st.bucket_url)} -> {escape(dst)}")
+        return
+    plan = dryrun_plan(task, config)
+    if plan is not None:
+        console.print(plan)
+
+
+def _finish(result: execution.RunResult) -> None:
+    total = sum(s.seconds for s in result.stages)
+    if result.job_id is not None:
+        console.print(
+            f"Job {result.job_id} on {result.cluster}: {_styled(result.job_status or '?')} "
+            f"({total:.1f}s). Logs: {escape(str(result.log_dir))}"
+        )
+        console.print(
+            f"[dim]skycore logs {result.cluster} {result.job_id}  |  "
+            f"skycore queue {result.cluster}  |  skycore down {result.cluster}[/dim]"
+        )
+    if result.exit_code:
+        sys.exit(result.exit_code)
+
+
+@cli.command(name="exec")
+@click.argument("cluster")
+@click.argument("entrypoint")
+@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
+@handle_errors
+def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
+    """Run a task YAML (or a shell command) on an UP cluster: sync workdir, run.
+
+    No provisioning and no setup; the cluster must be UP.
+    """
+    task = _load_task(entrypoint, _parse_envs(envs))
+    result = execution.exec_task(task, cluster, console=console)
+    _finish(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# status / lifecycle
+# ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-v", "--verbose", is_flag=True, help="Show nodes and the status history.")
+@click.option("-r", "--refresh", is_flag=True, help="Ask the provider for the nodes' state.")
+@handle_errors
+def status(clusters: tuple[str, ...], verbose: bool, refresh: bool) -> None:
+    """Show clusters (and with -v their nodes and every status change with its reason)."""
+    records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
+    if not records:
+        console.print("No existing clusters.")
+        return
+    config = load_config() if (refresh or verbose) else None
+    table = Table(box=None, header_style="bold")
+    for col in ("NAME", "LAUNCHED", "NODES", "RESOURCES", "STATUS", "REASON"):
+        table.add_column(col)
+    nodes_of: dict[str, Any] = {}
+    for r in records:
+        if config is not None:
+            try:
+                nodes_of[r.name] = provision.query_instances(r.provider, r.name, config)
+            except provision.ProvisionError as e:
+                nodes_of[r.name] = str(e)
+        res = r.resources
+        desc = f"{res.get('cloud') or r.provider}" + (
+            f", {res['image_id']}" if res.get("image_id") else ""
+        )
+        table.add_row(
+            r.name,
+            _age(r.created_at),
+            str(r.num_nodes),
+            desc,
+            _styled(r.status),
+            escape(r.status_reason),
+        )
+    console.print(table)
+    if not verbose:
+        return
+    for r in records:
+        console.print(f"\n[bold]{r.name}[/bold]")
+        nodes = nodes_of.get(r.name)
+        info = provision.ClusterInfo.from_dict(r.handle) if r.handle else None
+        for rank in range(r.num_nodes):
+            st = nodes.get(rank) if isinstance(nodes, dict) else None
+            ip = info.nodes[rank].ip if info and rank < len(info.nodes) else "-"
+            shown = st.value if st else "gone"
+            console.print(f"  node {rank} ({'head' if rank == 0 else 'worker'}): {shown}  ip={ip}")
+        events = state.cluster_events(r.name)
+        for ev in events:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev.ts))
+            change = (
+                f"{ev.from_status or '-'} -> {ev.to_status}"
+                if ev.from_status != ev.to_status
+                else f"{ev.to_status} (no change)"
+            )
+            console.print(f"  [dim]{when}[/dim]  {change:<24} {escape(ev.reason)}")
+
+
+def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> list[str]:
+    if all_:
+        names = tuple(r.name for r in state.list_clusters())
+    if not names:
+        raise UserError(f"Name the cluster(s) to {verb} (or pass --all).")
+    if not yes and not click.confirm(f"{verb.capitalize()} {', '.join(names)}?", default=True):
+        raise click.Abort()
+    return list(names)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors
+def stop(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Stop clusters: drain cached mounts (no write is lost), unmount, stop the nodes."""
+    for name in _each_cluster(clusters, all_, yes, "stop"):
+        execution.stop(name, console=console)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors
+def start(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Start stopped clusters: resume the nodes and mount their storage again."""
+    for name in _each_cluster(clusters, all_, yes, "start"):
+        execution.start(name, console=console)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors
+def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Tear clusters down: drain, unmount, remove nodes, delete persistent: false storage."""
+    for name in _each_cluster(clusters, all_, yes, "tear down"):
+        execution.down(name, console=console)
+
+
+# ---------------------------------------------------------------------------------------------
+# jobs
+# ---------------------------------------------------------------------------------------------
+
+
+def _refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
+    """Jobs whose driving skycore process died without an outcome become FAILED_DRIVER."""
+    jobs = state.list_jobs(cluster)
+    for j in jobs:
+        if j.status not in state.JOB_TERMINAL and not backend.pid_alive(j.driver_pid):
+            state.set_job_status(j.cluster, j.job_id, state.JOB_FAILED_DRIVER)
+    return state.list_jobs(cluster)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@handle_errors
+def queue(clusters: tuple[str, ...]) -> None:
+    """Show the job queue of clusters (all by default)."""
+    names = list(clusters) or [r.name for r in state.list_clusters()]
+    for name in names:
+        if state.get_cluster(name) is None:
+            raise UserError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+        table = Table(box=None, header_style="bold", title=f"Job queue of {name}")
+        for col in ("ID", "NAME", "SUBMITTED", "DURATION", "NODES", "STATUS", "LOG"):
+            table.add_column(col)
+        for j in reversed(_refresh_jobs(name)):
+            table.add_row(
+                str(j.job_id),
+                j.name or "-",
+                _age(j.submitted_at),
+                _duration(j.started_at, j.ended_at),
+                str(j.num_nodes),
+                _styled(j.status),
+                escape(j.log_dir),
+            )
+        console.print(table)
+
+
+@cli.command(name="logs")
+@click.argument("cluster")
+@click.argument("job_id", required=False, type=int)
+@click.option("--follow/--no-follow", default=True, help="Keep printing until the job ends.")
+@click.option("--status", "show_status", is_flag=True, help="Print only the job's status.")
+@handle_errors
+def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) -> None:
+    """Print a job's output (the latest job by default); follow it while it runs."""
+    if state.get_cluster(cluster) is None:
+        raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
+    jobs = _refresh_jobs(cluster)
+    if not jobs:
+        raise UserError(f"Cluster '{cluster}' has no jobs yet. Run one with 'skycore exec'.")
+    job = jobs[-1] if job_id is None else next((j for j in jobs if j.job_id == job_id), None)
+    if job is None:
+        raise UserError(
+            f"Cluster '{cluster}' has no job {job_id}; 'skycore queue {cluster}' lists its jobs."
+        )
+    if show_status:
+        console.print(job.status)
+        return
+    log_dir = Path(job.log_dir)
+    files = sorted(log_dir.glob("run-*.log")) or sorted(log_dir.glob("setup-*.log"))
+    multi = len(files) > 1
+    offsets = {f: 0 for f in files}
+    while True:
+        for f in sorted(set(log_dir.glob("run-*.log")) | set(files)):
+            offsets.setdefault(f, 0)
+            try:
+                with open(f, "rb") as fh:
+                    fh.seek(offsets[f])
+                    data = fh.read()
+            except OSError:
+                continue
+            complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
+            offsets[f] += len(complete)
+            rank = f.stem.split("-")[-1]
+            for line in complete.decode(errors="replace").splitlines():
+                sys.stdout.write((f"(rank={rank}) " if multi else "") + line + "\n")
+            sys.stdout.flush()
+        current = state.get_job(cluster, job.job_id)
+        if not follow or current is None or current.status in state.JOB_TERMINAL:
+            break
+        if not backend.pid_alive(current.driver_pid):
+            state.set_job_status(cluster, job.job_id, state.JOB_FAILED_DRIVER)
+            break
+        time.sleep(0.5)
+    final = state.get_job(cluster, job.job_id)
+    if final is not None:
+        console.print(f"[dim]Job {job.job_id}: {final.status}[/dim]")
+
+
+@cli.command()
+@click.argument("cluster")
+@click.argument("job_ids", nargs=-1, type=int)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every unfinished job.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors
+def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> None:
+    """Cancel running jobs of a cluster (kills their processes on every node)."""
+    record = state.get_cluster(cluster)
+    if record is None:
+        raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
+    jobs = _refresh_jobs(cluster)
+    if all_:
+        targets = [j for j in jobs if j.status not in state.JOB_TERMINAL]
+    elif job_ids:
+        targets = [j for j in jobs if j.job_id in job_ids]
+        missing = set(job_ids) - {j.job_id for j in targets}
+        if missing:
+            raise UserError(
+                f"Cluster '{cluster}' has no job(s) {sorted(missing)}; 'skycore queue "
+                f"{cluster}' lists its jobs."
+            )
+    else:
+        raise UserError("Name the job id(s) to cancel, or pass --all.")
+    targets = [j for j in targets if j.status not in state.JOB_TERMINAL]
+    if not targets:
+        console.print("No unfinished jobs to cancel.")
+        return
+    if not yes and not click.confirm(
+        f"Cancel job(s) {', '.join(str(j.job_id) for j in targets)} on {cluster}?", default=True
+    ):
+        raise click.Abort()
+    handle = backend.get_handle(record, load_config())
+    for j in targets:
+        state.set_job_status(cluster, j.job_id, state.JOB_CANCELLED)
+        backend.cancel_job(handle, j.job_id)
+        console.print(f"Job {j.job_id} cancelled.")
+
+
+# ---------------------------------------------------------------------------------------------
+# storage
+# ---------------------------------------------------------------------------------------------
+
+
+@cli.group()
+def storage() -> None:
+    """Buckets skycore created or used."""
+
+
+@storage.command(name="ls")
+@handle_errors
+def storage_ls() -> None:
+    """List buckets."""
+    from skycore.storage import catalog
+
+    rows = catalog.list_storage_rows()
+    if not rows:
+        console.print("No storage.")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("NAME", "STORE", "KIND", "PERSISTENT", "CREATED", "SOURCE", "STATUS"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r.name,
+            r.store,
+            r.kind,
+            "yes" if r.persistent else "no",
+            r.age,
+            escape(r.source),
+            _styled(r.status),
+        )
+    console.print(table)
+
+
+@storage.command(name="delete")
+@click.argument("names", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every sky-managed bucket.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors
+def storage_delete(names: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Delete sky-managed buckets (never external ones)."""
+    from skycore.storage import catalog
+
+    if all_:
+        names = tuple(r.name for r in catalog.list_storage_rows() if r.kind == "sky-managed")
+    if not names:
+        raise UserError("Name the storage to delete (see 'skycore storage ls'), or pass --all.")
+    if not yes and not click.confirm(f"Delete storage {', '.join(names)}?", default=True):
+        raise click.Abort()
+    for name in names:
+        console.print(catalog.delete_storage(name))
+
+
+def main() -> None:
+    """Entry point of the ``skycore`` script."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

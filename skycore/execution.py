@@ -1,0 +1,664 @@
+"""The staged pipeline: launch / exec / stop / start / down as lists of stages.
+
+launch: PROVISION -> SYNC_WORKDIR -> SYNC_FILE_MOUNTS -> SETUP -> EXEC [-> DOWN]
+exec:   SYNC_WORKDIR -> EXEC (on an UP cluster)
+
+Each stage prints one line with its duration; node output streams to the terminal and to
+``~/sky_logs/<timestamp>/``. A failed stage shows the last lines of its log and the log path.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+from rich.console import Console
+from rich.markup import escape
+
+from skycore import backend, logs, provision, state
+from skycore.backend import ClusterError, ClusterHandle, StageError
+from skycore.config import SkycoreConfig, load_config, skycore_home
+from skycore.provision import ProvisionError
+from skycore.task import Task
+
+EXIT_JOB_FAILED = 100  # FAILED and FAILED_SETUP, as SkyPilot's JobExitCode.FAILED
+EXIT_JOB_CANCELLED = 103
+
+
+class Stage(enum.Enum):
+    """A step of a pipeline, in the order they run."""
+
+    PROVISION = "PROVISION"
+    SYNC_WORKDIR = "SYNC_WORKDIR"
+    SYNC_FILE_MOUNTS = "SYNC_FILE_MOUNTS"
+    SETUP = "SETUP"
+    EXEC = "EXEC"
+    DOWN = "DOWN"
+    STOP = "STOP"
+    START = "START"
+
+
+LOG_NAMES = {
+    Stage.PROVISION: "provision.log",
+    Stage.SYNC_WORKDIR: "workdir_sync.log",
+    Stage.SYNC_FILE_MOUNTS: "file_mounts.log",
+    Stage.DOWN: "teardown.log",
+    Stage.STOP: "stop.log",
+    Stage.START: "start.log",
+}
+
+
+@dataclass
+class StageResult:
+    """How a stage went."""
+
+    stage: Stage
+    seconds: float
+    note: str = ""
+    ok: bool = True
+    skipped: bool = False
+
+
+@dataclass
+class RunResult:
+    """The outcome of launch / exec: stage timings, the job and the exit code for the CLI."""
+
+    cluster: str
+    log_dir: Path
+    stages: list[StageResult] = field(default_factory=list)
+    job_id: int | None = None
+    job_status: str | None = None
+    exit_code: int = 0
+
+    def seconds(self, stage: Stage) -> float | None:
+        """Duration of a stage, None if it did not run."""
+        for s in self.stages:
+            if s.stage is stage:
+                return s.seconds
+        return None
+
+
+class Reporter:
+    """Prints one line per stage (with its duration) and progress while a stage runs."""
+
+    def __init__(self, console: Console, result: RunResult) -> None:
+        self.console = console
+        self.result = result
+        self._status: Any = None
+
+    @contextmanager
+    def stage(self, stage: Stage, quiet_progress: bool = False) -> Iterator[StageResult]:
+        """Time a stage; on StageError print the failure (log tail and path) and re-raise."""
+        res = StageResult(stage, 0.0)
+        start = time.monotonic()
+        status = None
+        if not quiet_progress and self.console.is_terminal:
+            status = self.console.status(f"{stage.value}...")
+            status.start()
+        self._status = status
+        try:
+            yield res
+        except StageError as e:
+            res.ok = False
+            res.seconds = time.monotonic() - start
+            self._stop_status()
+            self.result.stages.append(res)
+            self.line(res, note=e.message)
+            self.show_failure(e.tail, e.log_path)
+            raise
+        except BaseException:
+            res.ok = False
+            res.seconds = time.monotonic() - start
+            self._stop_status()
+            self.result.stages.append(res)
+            self.line(res, note="failed")
+            raise
+        res.seconds = time.monotonic() - start
+        self._stop_status()
+        self.result.stages.append(res)
+        self.line(res)
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def progress(self, msg: str) -> None:
+        """Progress inside a stage: spinner text on a terminal, a dim line otherwise."""
+        if self._status is not None:
+            self._status.update(escape(msg))
+        else:
+            self.console.print(f"  [dim]{escape(msg)}[/dim]", highlight=False)
+
+    def line(self, res: StageResult, note: str | None = None) -> None:
+        """The one line of a stage."""
+        mark = "[green]✓[/green]" if res.ok else "[red]✗[/red]"
+        if res.skipped:
+            mark = "[yellow]-[/yellow]"
+        text = escape(note if note is not None else res.note)
+        self.console.print(
+            f"{mark} {res.stage.value:<17} {res.seconds:6.1f}s  {text}", highlight=False
+        )
+
+    def show_failure(self, tail: str, log_path: Path | None) -> None:
+        """The last lines of a failed stage's log and where the whole log is."""
+        if tail:
+            self.console.print("[dim]" + escape(_indent(tail)) + "[/dim]", highlight=False)
+        if log_path is not None:
+            self.console.print(f"  Full log: {escape(str(log_path))}", highlight=False)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  | " + line for line in text.splitlines())
+
+
+@contextmanager
+def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
+    """Serialise commands that change a cluster (launch, stop, start, down)."""
+    path = skycore_home() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path), timeout=timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise ClusterError(
+            f"Another skycore command is changing cluster '{name}' (lock {path}). Wait for it "
+            "to finish, then retry."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _console(console: Console | None) -> Console:
+    return console or Console()
+
+
+def _check_name(name: str) -> None:
+    problem = provision.check_cluster_name(name)
+    if problem:
+        raise ClusterError(problem + " Pass it with -c/--cluster.")
+
+
+def _provider(task: Task) -> str:
+    try:
+        return provision.provider_for_cloud(task.resources.cloud)
+    except ProvisionError as e:
+        raise ClusterError(str(e)) from None
+
+
+def _check_same_resources(record: state.ClusterRecord, task: Task) -> None:
+    wanted = backend.resources_of(task)
+    if record.resources != wanted:
+        diff = [k for k in wanted if record.resources.get(k) != wanted[k]]
+        raise ClusterError(
+            f"Cluster '{record.name}' was launched with "
+            f"{backend.describe_resources(record.resources)}, but the task asks for "
+            f"{backend.describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
+            f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
+            "task's num_nodes/resources back to match."
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# launch
+# ---------------------------------------------------------------------------------------------
+
+
+def launch(
+    task: Task,
+    cluster_name: str,
+    *,
+    down: bool = False,
+    no_setup: bool = False,
+    console: Console | None = None,
+    config: SkycoreConfig | None = None,
+    stream: bool = True,
+) -> RunResult:
+    """Launch ``task`` on ``cluster_name``: provision (or reuse), sync, set up, run.
+
+    Returns the stage timings and the job's outcome; ``exit_code`` is 0, 100 (FAILED or
+    FAILED_SETUP) or 103 (cancelled). Infrastructure failures raise StageError; user mistakes
+    raise a UserError subclass.
+    """
+    _check_name(cluster_name)
+    config = config or load_config()
+    console = _console(console)
+    provider = _provider(task)
+    log_dir = logs.new_log_dir(config)
+    result = RunResult(cluster_name, log_dir)
+    rep = Reporter(console, result)
+    console.print(
+        f"Launching task{f' {task.name!r}' if task.name else ''} on cluster "
+        f"[bold]{escape(cluster_name)}[/bold] ({task.num_nodes} node(s)). Logs: {log_dir}",
+        highlight=False,
+    )
+    touched = False  # --down only tears down what this launch got to provision
+    try:
+        with cluster_lock(cluster_name):
+            record = state.get_cluster(cluster_name)
+            if record is not None:
+                _check_same_resources(record, task)
+            touched = True
+            handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
+            _sync_workdir(handle, task, rep, log_dir)
+            # Uploads draw their own progress bar on a terminal: no spinner then.
+            bars = console.is_terminal
+            with rep.stage(Stage.SYNC_FILE_MOUNTS, quiet_progress=bars) as st:
+                n_copies, n_storage = backend.sync_file_mounts(
+                    handle,
+                    task,
+                    log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS],
+                    rep.progress,
+                    upload_progress=bars,
+                )
+                st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
+            job = state.add_job(
+                cluster_name,
+                task.name,
+                task.num_nodes,
+                str(log_dir),
+                os.getpid(),
+                status=state.JOB_SETTING_UP,
+            )
+            result.job_id = job.job_id
+            if not _setup(handle, task, job, rep, log_dir, no_setup, stream):
+                result.job_status = state.JOB_FAILED_SETUP
+                result.exit_code = EXIT_JOB_FAILED
+                return result
+        _exec(handle, task, job, rep, log_dir, stream, result)
+        return result
+    finally:
+        if down and touched:
+            _down_stage(cluster_name, config, rep, log_dir)
+
+
+def _launch_provision(
+    task: Task,
+    name: str,
+    provider: str,
+    config: SkycoreConfig,
+    rep: Reporter,
+    log_dir: Path,
+) -> ClusterHandle:
+    log_path = log_dir / LOG_NAMES[Stage.PROVISION]
+    record = state.get_cluster(name)
+    with rep.stage(Stage.PROVISION) as st:
+        if record is not None and record.status == state.CLUSTER_UP:
+            handle = backend.get_handle(record, config)
+            problems = backend.node_problems(handle, task.num_nodes)
+            if not problems:
+                st.skipped = True
+                st.note = "cluster is UP and healthy: provisioning skipped"
+                logs.append(log_path, st.note)
+                state.add_cluster_event(name, "relaunch: UP and healthy, provisioning skipped")
+                return handle
+            reason = "relaunch: repairing (" + "; ".join(problems) + ")"
+        elif record is None:
+            reason = "launch: new cluster"
+        else:
+            reason = f"launch: cluster was {record.status}, bringing it up"
+        rep.progress(f"provisioning {task.num_nodes} node(s)")
+        handle = backend.provision_cluster(
+            name,
+            provider,
+            task.num_nodes,
+            task.resources.image_id,
+            backend.resources_of(task),
+            config,
+            log_path,
+            reason,
+        )
+        if record is not None and record.status == state.CLUSTER_STOPPED:
+            # The nodes came back from a stop: their mounts are gone; mount them again.
+            backend.remount(handle, log_path)
+        st.note = f"{handle.num_nodes} node(s) up: {', '.join(handle.info.ips)}"
+        return handle
+
+
+def _sync_workdir(handle: ClusterHandle, task: Task, rep: Reporter, log_dir: Path) -> None:
+    with rep.stage(Stage.SYNC_WORKDIR) as st:
+        if task.workdir is None:
+            st.note = "no workdir"
+            st.skipped = True
+            return
+        sent = backend.sync_workdir(
+            handle, Path(task.workdir), log_dir / LOG_NAMES[Stage.SYNC_WORKDIR]
+        )
+        st.note = f"{task.workdir} -> {backend.WORKDIR} ({sent} changed file(s) sent per node)"
+
+
+def _setup(
+    handle: ClusterHandle,
+    task: Task,
+    job: state.JobRecord,
+    rep: Reporter,
+    log_dir: Path,
+    no_setup: bool,
+    stream: bool,
+) -> bool:
+    """Run setup on every node; False (job FAILED_SETUP, cluster stays UP) if it failed."""
+    with rep.stage(Stage.SETUP, quiet_progress=True) as st:
+        if no_setup or not task.setup:
+            st.skipped = True
+            st.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
+            return True
+        codes = backend.run_on_nodes(
+            handle, task, task.setup, "setup", log_dir, job.task_id, None, stream
+        )
+        failed = [r for r, c in enumerate(codes) if c != 0]
+        if not failed:
+            st.note = f"done on {len(codes)} node(s)"
+            return True
+        st.ok = False
+        rank = failed[0]
+        st.note = (
+            f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
+            f"job {job.job_id} is FAILED_SETUP, the cluster stays UP"
+        )
+    state.set_job_status(handle.name, job.job_id, state.JOB_FAILED_SETUP, codes[rank])
+    state.add_cluster_event(
+        handle.name, f"job {job.job_id}: setup failed on node {rank} (exit {codes[rank]})"
+    )
+    setup_log = log_dir / f"setup-{rank}.log"
+    rep.show_failure(logs.tail(setup_log, 20), setup_log)
+    rep.console.print(
+        f"Fix the setup and run it again with 'skycore launch -c {handle.name} TASK.yaml', or "
+        f"run commands on the cluster with 'skycore exec {handle.name} ...'.",
+        highlight=False,
+    )
+    return False
+
+
+def _exec(
+    handle: ClusterHandle,
+    task: Task,
+    job: state.JobRecord,
+    rep: Reporter,
+    log_dir: Path,
+    stream: bool,
+    result: RunResult,
+) -> None:
+    name = handle.name
+    with rep.stage(Stage.EXEC, quiet_progress=True) as st:
+        if not task.run:
+            state.set_job_status(name, job.job_id, state.JOB_SUCCEEDED, 0)
+            st.skipped = True
+            st.note = "no run command"
+            result.job_status = state.JOB_SUCCEEDED
+            return
+        state.set_job_status(name, job.job_id, state.JOB_RUNNING)
+        codes = backend.run_on_nodes(
+            handle, task, task.run, "run", log_dir, job.task_id, job.job_id, stream
+        )
+        # A job is done only after its cached mounts are drained.
+        drain_log = log_dir / "drain.log"
+        backend.drain_mounts(handle, drain_log, unmount=False)
+        current = state.get_job(name, job.job_id)
+        failed = [r for r, c in enumerate(codes) if c != 0]
+        if current is not None and current.status == state.JOB_CANCELLED:
+            status, code, result.exit_code = state.JOB_CANCELLED, codes[0], EXIT_JOB_CANCELLED
+        elif failed:
+            status, code = state.JOB_FAILED, codes[failed[0]]
+            result.exit_code = EXIT_JOB_FAILED
+        else:
+            status, code = state.JOB_SUCCEEDED, 0
+        state.set_job_status(name, job.job_id, status, code)
+        result.job_status = status
+        st.ok = status == state.JOB_SUCCEEDED
+        st.note = f"job {job.job_id} {status}" + (
+            f" (exit {code} on node {failed[0]})" if failed and status == state.JOB_FAILED else ""
+        )
+    if failed and status == state.JOB_FAILED:
+        run_log = log_dir / f"run-{failed[0]}.log"
+        rep.show_failure(logs.tail(run_log, 20), run_log)
+
+
+def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
+    with cluster_lock(name), rep.stage(Stage.DOWN) as st:
+        st.note = _teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+
+
+# ---------------------------------------------------------------------------------------------
+# exec
+# ---------------------------------------------------------------------------------------------
+
+
+def require_up(name: str, config: SkycoreConfig) -> tuple[state.ClusterRecord, ClusterHandle]:
+    """The record and handle of an UP cluster, or a ClusterError saying what to run instead."""
+    _check_name(name)
+    record = state.get_cluster(name)
+    if record is None:
+        raise ClusterError(
+            f"Cluster '{name}' does not exist. Launch it first: 'skycore launch -c {name} "
+            "TASK.yaml'."
+        )
+    if record.status == state.CLUSTER_STOPPED:
+        raise ClusterError(
+            f"Cluster '{name}' is STOPPED. Run 'skycore start {name}' first, or 'skycore "
+            f"launch -c {name} TASK.yaml' to start it and run the task."
+        )
+    if record.status != state.CLUSTER_UP:
+        raise ClusterError(
+            f"Cluster '{name}' is {record.status} ({record.status_reason}); its nodes are not "
+            f"ready. Run 'skycore launch -c {name} TASK.yaml' to repair it."
+        )
+    handle = backend.get_handle(record, config)
+    statuses = provision.query_instances(record.provider, name, config)
+    missing = [r for r in range(record.num_nodes) if statuses.get(r) is not provision.NodeStatus.UP]
+    if missing:
+        reason = f"node(s) {', '.join(map(str, missing))} not running"
+        state.set_cluster_status(name, state.CLUSTER_INIT, reason)
+        raise ClusterError(
+            f"Cluster '{name}' is not healthy: {reason}. Run 'skycore launch -c {name} "
+            "TASK.yaml' to repair it."
+        )
+    return record, handle
+
+
+def exec_task(
+    task: Task,
+    cluster_name: str,
+    *,
+    console: Console | None = None,
+    config: SkycoreConfig | None = None,
+    stream: bool = True,
+) -> RunResult:
+    """Run ``task`` on an UP cluster: SYNC_WORKDIR -> EXEC (no provisioning, no setup)."""
+    config = config or load_config()
+    console = _console(console)
+    record, handle = require_up(cluster_name, config)
+    if task.num_nodes > record.num_nodes:
+        raise ClusterError(
+            f"num_nodes: the task asks for {task.num_nodes} nodes but cluster '{cluster_name}' "
+            f"has {record.num_nodes}. Lower num_nodes, or launch a new cluster with -c."
+        )
+    log_dir = logs.new_log_dir(config)
+    result = RunResult(cluster_name, log_dir)
+    rep = Reporter(console, result)
+    console.print(
+        f"Running on cluster [bold]{escape(cluster_name)}[/bold]. Logs: {log_dir}",
+        highlight=False,
+    )
+    _sync_workdir(handle, task, rep, log_dir)
+    job = state.add_job(
+        cluster_name, task.name, task.num_nodes, str(log_dir), os.getpid(), state.JOB_PENDING
+    )
+    result.job_id = job.job_id
+    _exec(handle, task, job, rep, log_dir, stream, result)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# stop / start / down
+# ---------------------------------------------------------------------------------------------
+
+
+def _existing(name: str) -> state.ClusterRecord:
+    _check_name(name)
+    record = state.get_cluster(name)
+    if record is None:
+        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+    return record
+
+
+def stop(
+    name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
+) -> StageResult:
+    """Drain cached mounts (nothing written is lost), unmount, stop the nodes -> STOPPED."""
+    config = config or load_config()
+    console = _console(console)
+    log_dir = logs.new_log_dir(config)
+    rep = Reporter(console, RunResult(name, log_dir))
+    log_path = log_dir / LOG_NAMES[Stage.STOP]
+    with cluster_lock(name):
+        record = _existing(name)
+        with rep.stage(Stage.STOP) as st:
+            handle = backend.get_handle(record, config)
+            up = [n for n in handle.info.nodes if n.status is provision.NodeStatus.UP]
+            if record.status == state.CLUSTER_STOPPED and not up:
+                st.note = "already stopped"
+                st.skipped = True
+                return st
+            if up:
+                running = ClusterHandle(
+                    handle.name,
+                    handle.provider,
+                    provision.ClusterInfo(name, handle.provider, up),
+                    [handle.runners[handle.info.nodes.index(n)] for n in up],
+                    config,
+                )
+                rep.progress("draining cached mounts and unmounting")
+                n = backend.drain_mounts(running, log_path, unmount=True)
+                logs.append(log_path, f"drained and unmounted {n} mount(s)")
+            rep.progress("stopping nodes")
+            try:
+                provision.stop_instances(record.provider, name, config)
+            except ProvisionError as e:
+                state.set_cluster_status(name, state.CLUSTER_INIT, f"stop failed: {e}")
+                raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
+            state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
+            st.note = f"{len(up)} node(s) stopped; mounts drained"
+        return st
+
+
+def start(
+    name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
+) -> StageResult:
+    """Resume the nodes, check health, mount recorded storage again -> UP."""
+    config = config or load_config()
+    console = _console(console)
+    log_dir = logs.new_log_dir(config)
+    rep = Reporter(console, RunResult(name, log_dir))
+    log_path = log_dir / LOG_NAMES[Stage.START]
+    with cluster_lock(name):
+        record = _existing(name)
+        with rep.stage(Stage.START) as st:
+            if record.status == state.CLUSTER_UP:
+                handle = backend.get_handle(record, config)
+                if not backend.node_problems(handle, record.num_nodes):
+                    st.note = "already UP"
+                    st.skipped = True
+                    return st
+            handle = backend.provision_cluster(
+                name,
+                record.provider,
+                record.num_nodes,
+                record.resources.get("image_id"),
+                record.resources,
+                config,
+                log_path,
+                f"start: resuming from {record.status}",
+            )
+            rep.progress("mounting storage again")
+            try:
+                n = backend.remount(handle, log_path)
+            except StageError as e:
+                state.set_cluster_status(name, state.CLUSTER_INIT, f"re-mount failed: {e}")
+                raise
+            st.note = f"{handle.num_nodes} node(s) UP, {n} mount(s) restored"
+        return st
+
+
+def down(
+    name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
+) -> StageResult:
+    """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
+    config = config or load_config()
+    console = _console(console)
+    log_dir = logs.new_log_dir(config)
+    rep = Reporter(console, RunResult(name, log_dir))
+    _check_name(name)
+    with cluster_lock(name), rep.stage(Stage.DOWN) as st:
+        st.note = _teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+        return st
+
+
+def _teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]) -> str:
+    record = state.get_cluster(name)
+    provider = record.provider if record else "docker"
+    if record is None and not provision.query_instances(provider, name, config):
+        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+    mounts = state.get_cluster_mounts(name)
+    if record is not None:
+        handle = backend.get_handle(record, config)
+        up = [i for i, n in enumerate(handle.info.nodes) if n.status is provision.NodeStatus.UP]
+        if up and mounts:
+            say("draining cached mounts and unmounting")
+            running = ClusterHandle(
+                name,
+                provider,
+                provision.ClusterInfo(name, provider, [handle.info.nodes[i] for i in up]),
+                [handle.runners[i] for i in up],
+                config,
+            )
+            backend.drain_mounts(running, log_path, unmount=True)
+    say("removing nodes")
+    try:
+        provision.terminate_instances(provider, name, config)
+    except ProvisionError as e:
+        raise StageError(f"Removing the nodes failed: {e}", log_path) from None
+    deleted = _delete_ephemeral_storage(mounts, name, config, log_path, say)
+    state.remove_cluster(name, "terminated by user (down)")
+    note = "nodes removed"
+    if deleted:
+        note += f"; deleted storage {', '.join(deleted)} (persistent: false)"
+    return note
+
+
+def _delete_ephemeral_storage(
+    mounts: list[state.MountRecord],
+    cluster: str,
+    config: SkycoreConfig,
+    log_path: Path,
+    say: Callable[[str], None],
+) -> list[str]:
+    names = sorted({m.storage_name for m in mounts if m.storage_name and not m.persistent})
+    if not names:
+        return []
+    from skycore.storage import catalog
+
+    deleted = []
+    for storage_name in names:
+        say(f"deleting storage {storage_name}")
+        try:
+            catalog.delete_storage(storage_name)
+            deleted.append(storage_name)
+            logs.append(log_path, f"deleted storage {storage_name}")
+        except Exception as e:
+            logs.append(log_path, f"deleting storage {storage_name} failed: {e}")
+            raise StageError(
+                f"The nodes of '{cluster}' are removed, but deleting the persistent: false "
+                f"storage {storage_name} failed: {e}. Delete it with 'skycore storage delete "
+                f"{storage_name}'.",
+                log_path,
+            ) from None
+    return deleted
