@@ -26,7 +26,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from html import unescape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,7 +54,7 @@ from harness.gate_rules import (
 CHUNK = 1 << 20
 ADMIN_PREFIX = "/__gate__/"
 STORES = ("s3", "gcs", "azure")
-MAX_DRAIN = 8 << 20  # denied request bodies up to this size are read and dropped
+LINGER_SECONDS = 60.0  # how long a denied request's body is read and dropped
 MAX_SMALL_BODY = 16 << 20  # bodies the gate reads whole to classify a request
 UPSTREAM_TIMEOUT = 600.0
 
@@ -271,8 +271,9 @@ class GateHandler(BaseHTTPRequestHandler):
             name = query.get("bucket", [""])[0]
             state.drop_bucket(name)
             return self._send_json(200, {"bucket": name})
-        self._drain_or_close()
-        return self._send_json(404, {"error": f"no admin route {self.command} {parts.path}"})
+        return self._answer_unforwarded(
+            lambda: self._send_json(404, {"error": f"no admin route {self.command} {parts.path}"})
+        )
 
     def _upstream_problem(self) -> str | None:
         host, port = self.server.upstream
@@ -357,7 +358,7 @@ class GateHandler(BaseHTTPRequestHandler):
         host, port = self.server.upstream
         conn = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        chunked = self._chunked()
         body = self._body
         for name, value in self.headers.items():
             lname = name.lower()
@@ -426,7 +427,7 @@ class GateHandler(BaseHTTPRequestHandler):
                 self.send_response_only(100)
                 self.end_headers()
                 self._expect_continue_pending = False
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            if self._chunked():
                 raw = b"".join(self._raw_chunked())
                 self._body = _dechunk(raw)
             else:
@@ -436,20 +437,36 @@ class GateHandler(BaseHTTPRequestHandler):
             self._body_consumed = True
         return self._body
 
-    def _drain_or_close(self) -> None:
-        """Before answering without forwarding: drop a small pending body, or close."""
-        if self._body_consumed or self._expect_continue_pending:
-            if self._expect_continue_pending:
-                self.close_connection = True
-            return
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+    def _chunked(self) -> bool:
+        return "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+
+    def _answer_unforwarded(self, send: Callable[[], int]) -> int:
+        """Answer a request the gate does not forward (admin or denied).
+
+        A pending body is not read first: the answer goes out with ``Connection: close``,
+        then the body is read and dropped (a lingering close, bounded in time), so that a
+        client still sending sees the answer instead of a reset connection. With ``Expect:
+        100-continue`` pending the client never sends the body at all.
+        """
+        if self._body_consumed:
+            return send()
+        if self._expect_continue_pending:
             self.close_connection = True
-        elif self._content_length() <= MAX_DRAIN:
-            for _ in self._body_pieces():
-                pass
-        else:
-            self.close_connection = True
+            self._body_consumed = True
+            return send()
+        if not self._chunked() and self._content_length() == 0:
+            self._body_consumed = True
+            return send()
+        self.close_connection = True
+        status = send()
         self._body_consumed = True
+        deadline = time.monotonic() + LINGER_SECONDS
+        with contextlib.suppress(OSError, ValueError):
+            self.connection.settimeout(5)
+            for _ in self._raw_chunked() if self._chunked() else self._body_pieces():
+                if time.monotonic() > deadline:
+                    break
+        return status
 
     # --- responses -----------------------------------------------------------------------
 
@@ -507,7 +524,10 @@ class GateHandler(BaseHTTPRequestHandler):
         return status
 
     def _deny(self, verdict: Verdict, access: Access) -> int:
-        self._drain_or_close()
+        return self._answer_unforwarded(lambda: self._send_error(verdict, access))
+
+    def _send_error(self, verdict: Verdict, access: Access) -> int:
+        """The verdict as the API's own error: GCS JSON or S3 XML."""
         if self.server.store == "gcs":
             reason = {403: "forbidden", 409: "conflict"}.get(verdict.status, "forbidden")
             err = {"domain": "global", "reason": reason, "message": verdict.message}

@@ -62,8 +62,10 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
-    """True if nothing listens on 127.0.0.1:port and it can be bound."""
+    """True if nothing listens on 127.0.0.1:port. Like the servers themselves, this binds
+    with SO_REUSEADDR, so connections of a stopped server in TIME_WAIT do not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((LOOPBACK, port))
         except OSError as e:

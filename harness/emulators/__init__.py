@@ -18,6 +18,7 @@ from harness.emulators.base import (
     EmulatorError,
     RunningEmulator,
     WriteEvent,
+    gate_version,
     harness_home,
     state_file,
 )
@@ -64,6 +65,8 @@ def _start_one(home: Path, store: str) -> RunningEmulator:
     cls = EMULATORS[store]
     old = cls.load(home)
     if old is not None and old.healthy():
+        if old.record.gate_version != gate_version():
+            old.restart_gate()
         return old
     prefer = None
     if old is not None:  # dead or half-dead: stop what is left, restart on the same ports

@@ -10,6 +10,7 @@ exactly what was started.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -70,6 +71,7 @@ class EmulatorRecord:
     gate_log: str
     gate_state: str
     started_at: float
+    gate_version: str = ""
 
 
 def harness_home(home: Path | None = None) -> Path:
@@ -207,32 +209,8 @@ class RunningEmulator(ABC):
                 log,
                 cls.startup_timeout,
             )
-            gate = start_process(
-                [
-                    sys.executable,
-                    "-m",
-                    "harness.gate",
-                    "--store",
-                    cls.store,
-                    "--listen",
-                    f"{LOOPBACK}:{gate_port}",
-                    "--upstream",
-                    f"http://{LOOPBACK}:{port}",
-                    "--state",
-                    str(gate_state),
-                ],
-                gate_log,
-                env={"PYTHONPATH": _pythonpath()},
-                cwd=home,
-            )
+            gate = _start_gate(cls.store, home, port, gate_port, gate_state, gate_log)
             started.append(gate)
-            wait_healthy(
-                f"The {cls.store} access gate",
-                gate,
-                lambda: http_ok(f"http://{LOOPBACK}:{gate_port}/__gate__/health", timeout=1),
-                gate_log,
-                30.0,
-            )
         except HarnessProcessError as e:
             for proc in reversed(started):
                 stop_process(proc)
@@ -253,9 +231,24 @@ class RunningEmulator(ABC):
             gate_log=str(gate_log),
             gate_state=str(gate_state),
             started_at=time.time(),
+            gate_version=gate_version(),
         )
         _write_json(state_file(home, cls.store), asdict(record))
         return cls(home, record)
+
+    def restart_gate(self) -> None:
+        """Restart only the gate on its port (after its code changed); the emulator and the
+        bucket ownership stay, the event log starts empty."""
+        r = self.record
+        stop_process(self.procs[1])
+        try:
+            gate = _start_gate(
+                self.store, self.home, r.port, r.gate_port, Path(r.gate_state), Path(r.gate_log)
+            )
+        except HarnessProcessError as e:
+            raise EmulatorError(str(e)) from None
+        r.gate_pid, r.gate_start_time, r.gate_version = gate.pid, gate.start_time, gate_version()
+        _write_json(state_file(self.home, self.store), asdict(r))
 
     @classmethod
     def load(cls, home: Path) -> RunningEmulator | None:
@@ -333,6 +326,52 @@ class RunningEmulator(ABC):
 def state_file(home: Path, store: str) -> Path:
     """``$HARNESS_HOME/emulators/<store>.json``."""
     return home / "emulators" / f"{store}.json"
+
+
+def gate_version() -> str:
+    """A hash of the gate's code: a running gate with another version is restarted."""
+    digest = hashlib.sha256()
+    for name in ("gate.py", "gate_rules.py", "accounts.py"):
+        digest.update((Path(harness.__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _start_gate(
+    store: str, home: Path, port: int, gate_port: int, gate_state: Path, gate_log: Path
+) -> Proc:
+    """Start ``python -m harness.gate`` for ``store`` and wait until it is healthy.
+    Raises HarnessProcessError (after stopping it) if it does not come up."""
+    if not port_is_free(gate_port):
+        raise HarnessProcessError(
+            f"Cannot start the {store} access gate: port {gate_port} on {LOOPBACK} is already "
+            "in use. Stop whatever listens there (for a stale harness: 'harness down')."
+        )
+    argv = [
+        sys.executable,
+        "-m",
+        "harness.gate",
+        "--store",
+        store,
+        "--listen",
+        f"{LOOPBACK}:{gate_port}",
+        "--upstream",
+        f"http://{LOOPBACK}:{port}",
+        "--state",
+        str(gate_state),
+    ]
+    gate = start_process(argv, gate_log, env={"PYTHONPATH": _pythonpath()}, cwd=home)
+    try:
+        wait_healthy(
+            f"The {store} access gate",
+            gate,
+            lambda: http_ok(f"http://{LOOPBACK}:{gate_port}/__gate__/health", timeout=1),
+            gate_log,
+            30.0,
+        )
+    except BaseException:
+        stop_process(gate)
+        raise
+    return gate
 
 
 def _pythonpath() -> str:
