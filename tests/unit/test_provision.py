@@ -1,0 +1,150 @@
+"""The docker provider: real containers on the harness's dockerd, nothing mocked."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skycore import provision
+from skycore.config import DockerConfig, SkycoreConfig, save_config
+from skycore.provision import NodeStatus, ProvisionError
+from skycore.provision import docker as dprov
+
+pytestmark = pytest.mark.cloud
+
+
+@pytest.fixture
+def docker_config(
+    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SkycoreConfig:
+    """A skycore home of this test with only the docker section (no emulators needed)."""
+    host, image = node_engine
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    config = SkycoreConfig(
+        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
+    )
+    save_config(config)
+    return config
+
+
+@pytest.fixture
+def cluster(docker_config: SkycoreConfig) -> Iterator[str]:
+    """A unique cluster name; its nodes are removed after the test."""
+    name = f"tp-{uuid.uuid4().hex[:8]}"
+    yield name
+    provision.terminate_instances("docker", name, docker_config)
+
+
+def test_run_instances_creates_labelled_nodes(cluster: str, docker_config: SkycoreConfig) -> None:
+    info = provision.run_instances("docker", cluster, 3, None, docker_config)
+    assert [n.rank for n in info.nodes] == [0, 1, 2]
+    assert info.head.rank == 0
+    assert [n.hostname for n in info.nodes] == [f"{cluster}-{r}" for r in range(3)]
+    assert len(set(info.ips)) == 3
+    assert all(ip.startswith("127.") and ip.endswith(f".{r + 1}") for r, ip in enumerate(info.ips))
+    assert provision.query_instances("docker", cluster, docker_config) == {
+        0: NodeStatus.UP,
+        1: NodeStatus.UP,
+        2: NodeStatus.UP,
+    }
+    client = dprov.client(docker_config)
+    c = client.containers.get(dprov.container_name(cluster, 1))
+    assert c.labels[dprov.LABEL_CLUSTER] == cluster
+    assert c.labels[dprov.LABEL_RANK] == "1"
+    assert c.attrs["HostConfig"]["NetworkMode"] == "host"
+    assert "SYS_ADMIN" in c.attrs["HostConfig"]["CapAdd"]
+    # Each node has its own hostname and its own disk.
+    runners = provision.get_command_runners("docker", info, docker_config)
+    assert runners[0].run_output("hostname")[1].strip() == f"{cluster}-0"
+    assert runners[0].run_output("echo mine > /root/disk.txt")[0] == 0
+    assert runners[1].run_output("test -e /root/disk.txt")[0] == 1
+
+
+def test_run_instances_only_brings_up_missing_nodes(
+    cluster: str, docker_config: SkycoreConfig
+) -> None:
+    info = provision.run_instances("docker", cluster, 2, None, docker_config)
+    ids = [n.instance_id for n in info.nodes]
+    client = dprov.client(docker_config)
+    client.containers.get(ids[1]).remove(force=True)
+    assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
+    again = provision.run_instances("docker", cluster, 2, None, docker_config)
+    assert again.nodes[0].instance_id == ids[0]  # the live node is untouched
+    assert again.nodes[1].instance_id != ids[1]  # the gone node is re-created
+    # A stopped node is resumed, not re-created.
+    client.containers.get(ids[0]).stop(timeout=1)
+    assert provision.query_instances("docker", cluster, docker_config)[0] is NodeStatus.STOPPED
+    third = provision.run_instances("docker", cluster, 2, None, docker_config)
+    assert third.nodes[0].instance_id == ids[0]
+    assert third.nodes[0].status is NodeStatus.UP
+
+
+def test_stop_start_terminate(cluster: str, docker_config: SkycoreConfig) -> None:
+    info = provision.run_instances("docker", cluster, 2, None, docker_config)
+    runner = provision.get_command_runners("docker", info, docker_config)[1]
+    runner.run_output("echo kept > /root/kept.txt")
+    provision.stop_instances("docker", cluster, docker_config)
+    assert set(provision.query_instances("docker", cluster, docker_config).values()) == {
+        NodeStatus.STOPPED
+    }
+    provision.start_instances("docker", cluster, docker_config)
+    assert set(provision.query_instances("docker", cluster, docker_config).values()) == {
+        NodeStatus.UP
+    }
+    assert runner.run_output("cat /root/kept.txt")[1].strip() == "kept"  # disk survives stop
+    provision.terminate_instances("docker", cluster, docker_config)
+    assert provision.query_instances("docker", cluster, docker_config) == {}
+    assert provision.get_cluster_info("docker", cluster, docker_config).nodes == []
+
+
+def test_missing_image_is_a_clear_error_and_never_pulled(
+    cluster: str, docker_config: SkycoreConfig
+) -> None:
+    with pytest.raises(ProvisionError, match="never pulled"):
+        provision.run_instances("docker", cluster, 1, "docker:no-such-image:1", docker_config)
+    with pytest.raises(ProvisionError, match="image_id"):
+        provision.run_instances("docker", cluster, 1, "ami-123", docker_config)
+    assert provision.query_instances("docker", cluster, docker_config) == {}
+
+
+def test_image_id_uses_a_local_image(cluster: str, docker_config: SkycoreConfig) -> None:
+    image = docker_config.docker.image
+    info = provision.run_instances("docker", cluster, 1, f"docker:{image}", docker_config)
+    c = dprov.client(docker_config).containers.get(info.head.instance_id)
+    assert image in c.image.tags
+
+
+def test_name_conflict_fails_that_node_with_reason(
+    cluster: str, docker_config: SkycoreConfig
+) -> None:
+    client = dprov.client(docker_config)
+    blocker = client.containers.create(
+        docker_config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
+    )
+    try:
+        with pytest.raises(ProvisionError, match="node 1"):
+            provision.run_instances("docker", cluster, 2, None, docker_config)
+        assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
+    finally:
+        blocker.remove(force=True)
+    info = provision.run_instances("docker", cluster, 2, None, docker_config)
+    assert len(info.nodes) == 2
+
+
+def test_unreachable_engine_is_a_clear_error(tmp_path: Path) -> None:
+    config = SkycoreConfig(docker=DockerConfig(host=f"unix://{tmp_path}/none.sock"))
+    with pytest.raises(ProvisionError, match=r"docker\.host"):
+        provision.query_instances("docker", "x", config)
+
+
+def test_cluster_names_and_registry() -> None:
+    assert provision.check_cluster_name("my-cluster-1") is None
+    assert "invalid" in (provision.check_cluster_name("Bad_Name") or "")
+    assert provision.provider_for_cloud(None) == "docker"
+    assert provision.provider_for_cloud("AWS") == "docker"
+    with pytest.raises(ProvisionError, match=r"resources\.cloud"):
+        provision.provider_for_cloud("oracle")
+    assert dprov.node_ip("abc", 3).endswith(".4")

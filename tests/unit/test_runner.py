@@ -1,0 +1,119 @@
+"""DockerCommandRunner on a real node: commands, secrets through stdin, incremental rsync."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skycore import provision
+from skycore.config import DockerConfig, SkycoreConfig
+from skycore.runner import CommandRunner, ignore_args
+
+pytestmark = pytest.mark.cloud
+
+
+@pytest.fixture(scope="module")
+def runner(
+    node_engine: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CommandRunner]:
+    """One node for the module's tests (removed at the end)."""
+    host, image = node_engine
+    config = SkycoreConfig(docker=DockerConfig(host=host, image=image))
+    name = f"tr-{uuid.uuid4().hex[:8]}"
+    info = provision.run_instances("docker", name, 1, None, config)
+    try:
+        yield provision.get_command_runners("docker", info, config)[0]
+    finally:
+        provision.terminate_instances("docker", name, config)
+
+
+def test_run_exit_code_env_log_and_stream(runner: CommandRunner, tmp_path: Path) -> None:
+    lines: list[str] = []
+    log = tmp_path / "run.log"
+    rc = runner.run(
+        "echo $GREETING; echo err >&2; shopt -q login_shell && echo login; exit 7",
+        env={"GREETING": "hello world"},
+        log_path=log,
+        stream=True,
+        prefix="(n) ",
+        sink=lines.append,
+    )
+    assert rc == 7
+    # stdout and stderr travel on separate docker streams: their order may interleave.
+    assert sorted(lines) == ["(n) err\n", "(n) hello world\n", "(n) login\n"]
+    assert sorted(log.read_text().splitlines()) == ["err", "hello world", "login"]
+
+
+def test_run_output_and_home(runner: CommandRunner) -> None:
+    assert runner.run_output("echo ok") == (0, "ok\n")
+    assert runner.home() == "/root"
+    assert runner.abs_path("~/x") == "/root/x"
+
+
+def test_write_file_goes_through_stdin_with_mode(runner: CommandRunner) -> None:
+    runner.write_file("~/.secrets/creds", "key=SECRET\n", 0o600)
+    rc, out = runner.run_output("stat -c '%a %U' ~/.secrets/creds; cat ~/.secrets/creds")
+    assert rc == 0
+    assert out == "600 root\nkey=SECRET\n"
+    argv = runner._exec_argv("x", None, interactive=True)  # the secret is never on argv
+    assert "SECRET" not in " ".join(argv)
+
+
+def test_rsync_up_is_incremental(runner: CommandRunner, tmp_path: Path) -> None:
+    src = tmp_path / "wd"
+    (src / "sub").mkdir(parents=True)
+    for i in range(5):
+        (src / f"f{i}.txt").write_text(f"file {i}\n")
+    (src / "sub" / "deep.txt").write_text("deep\n")
+    first = runner.rsync_up(src, "~/sync_test")
+    assert first.returncode == 0
+    assert first.files_transferred == 6
+    second = runner.rsync_up(src, "~/sync_test")
+    assert second.files_transferred == 0
+    (src / "f3.txt").write_text("changed, and longer\n")
+    third = runner.rsync_up(src, "~/sync_test")
+    assert third.files_transferred == 1
+    assert runner.run_output("cat ~/sync_test/f3.txt ~/sync_test/sub/deep.txt")[1] == (
+        "changed, and longer\ndeep\n"
+    )
+
+
+def test_rsync_single_file_to_new_folder(runner: CommandRunner, tmp_path: Path) -> None:
+    f = tmp_path / "one.txt"
+    f.write_text("one\n")
+    assert runner.rsync_up(f, "/data/deep/one.txt").returncode == 0
+    assert runner.run_output("cat /data/deep/one.txt")[1] == "one\n"
+
+
+def test_skyignore_wins_over_gitignore(runner: CommandRunner, tmp_path: Path) -> None:
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "keep.py").write_text("k")
+    (src / "big.bin").write_text("b")
+    (src / "notes.log").write_text("l")
+    (src / "pkg" / "cache.log").write_text("l")
+    (src / ".gitignore").write_text("*.log\n")
+    runner.rsync_up(src, "~/ign_git")
+    out = runner.run_output("cd ~/ign_git && find . -type f | sort")[1].split()
+    assert out == ["./.gitignore", "./big.bin", "./keep.py"]
+    (src / ".skyignore").write_text("big.bin\n")
+    assert ignore_args(src) == [f"--exclude-from={src / '.skyignore'}"]
+    runner.rsync_up(src, "~/ign_sky")
+    out = runner.run_output("cd ~/ign_sky && find . -type f | sort")[1].split()
+    assert out == [
+        "./.gitignore",
+        "./.skyignore",
+        "./keep.py",
+        "./notes.log",
+        "./pkg/cache.log",
+    ]
+
+
+def test_rsync_down(runner: CommandRunner, tmp_path: Path) -> None:
+    runner.run_output("mkdir -p ~/out && echo result > ~/out/r.txt")
+    res = runner.rsync_down("~/out/", tmp_path / "got")
+    assert res.returncode == 0
+    assert (tmp_path / "got" / "r.txt").read_text() == "result\n"
