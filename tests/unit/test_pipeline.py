@@ -1,0 +1,329 @@
+"""The staged pipeline on real docker nodes (no storage: see test_pipeline_storage.py)."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+
+from skycore import execution, provision, state
+from skycore.backend import ClusterError, StageError
+from skycore.config import DockerConfig, SkycoreConfig, save_config
+from skycore.execution import Stage
+from skycore.provision import NodeStatus
+from skycore.provision import docker as dprov
+from skycore.task import Task
+
+pytestmark = pytest.mark.cloud
+
+
+@pytest.fixture
+def config(
+    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SkycoreConfig:
+    """This test's own skycore home: docker section only, logs under tmp_path."""
+    host, image = node_engine
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    cfg = SkycoreConfig(
+        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
+    )
+    save_config(cfg)
+    return cfg
+
+
+@pytest.fixture
+def cluster(config: SkycoreConfig) -> Iterator[str]:
+    """A unique cluster name, torn down after the test whatever happened."""
+    name = f"tpl-{uuid.uuid4().hex[:8]}"
+    yield name
+    provision.terminate_instances("docker", name, config)
+    state.remove_cluster(name, "test teardown")
+
+
+@pytest.fixture
+def make_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Task]:
+    """Write a task YAML (with a workdir and a data file next to it) and load it."""
+    monkeypatch.chdir(tmp_path)  # relative paths in a task resolve against the cwd
+    (tmp_path / "wd").mkdir(exist_ok=True)
+    (tmp_path / "wd" / "hello.txt").write_text("hello from workdir\n")
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "data" / "config.txt").write_text("mounted-config\n")
+    (tmp_path / "data" / "sub").mkdir(exist_ok=True)
+    (tmp_path / "data" / "sub" / "a.txt").write_text("a\n")
+
+    def make(**fields: Any) -> Task:
+        path = tmp_path / f"task-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(fields))
+        return Task.from_yaml(path)
+
+    return make
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=200)
+
+
+def text_of(console: Console) -> str:
+    f = console.file
+    assert isinstance(f, io.StringIO)
+    return f.getvalue()
+
+
+RUN_REPORT = textwrap.dedent(
+    """\
+    echo "rank=$SKYPILOT_NODE_RANK num=$SKYPILOT_NUM_NODES host=$(hostname) foo=$FOO"
+    echo "ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)"
+    echo "task=$SKYPILOT_TASK_ID"
+    echo "pwd=$(pwd)"
+    cat hello.txt
+    """
+)
+
+
+def test_single_node_launch(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(
+        name="single", workdir="wd", envs={"FOO": "bar"}, setup="echo setup-ran", run=RUN_REPORT
+    )
+    console = quiet()
+    result = execution.launch(task, cluster, console=console, config=config, stream=False)
+    assert result.exit_code == 0
+    assert result.job_status == state.JOB_SUCCEEDED
+    assert [s.stage for s in result.stages] == [
+        Stage.PROVISION,
+        Stage.SYNC_WORKDIR,
+        Stage.SYNC_FILE_MOUNTS,
+        Stage.SETUP,
+        Stage.EXEC,
+    ]
+    out = text_of(console)
+    for stage in ("PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC"):
+        assert any(stage in line and "s " in line for line in out.splitlines()), out
+    logs = result.log_dir
+    for name in ("provision.log", "workdir_sync.log", "setup-0.log", "run-0.log"):
+        assert (logs / name).exists(), name
+    assert (logs / "setup-0.log").read_text() == "setup-ran\n"
+    run = (logs / "run-0.log").read_text()
+    assert f"rank=0 num=1 host={cluster}-0 foo=bar" in run
+    assert "pwd=/root/sky_workdir" in run
+    assert "hello from workdir" in run
+    assert f"_{cluster}_1" in run  # SKYPILOT_TASK_ID names the cluster and job
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_UP
+    events = state.cluster_events(cluster)
+    assert [(e.from_status, e.to_status) for e in events[:2]] == [(None, "INIT"), ("INIT", "UP")]
+    assert all(e.reason for e in events)
+
+
+def test_three_nodes_workdir_file_mounts_and_env_everywhere(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(
+        num_nodes=3,
+        workdir="wd",
+        envs={"FOO": "baz"},
+        file_mounts={"/etc/app/config.txt": "data/config.txt", "~/datadir": "data"},
+        # setup reads a file mount
+        setup="cp /etc/app/config.txt ~/setup-saw.txt",
+        run=RUN_REPORT + "cat ~/setup-saw.txt ~/datadir/sub/a.txt\n",
+    )
+    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert result.exit_code == 0, result
+    info = provision.get_cluster_info("docker", cluster, config)
+    ips = ",".join(info.ips)
+    for rank in range(3):
+        run = (result.log_dir / f"run-{rank}.log").read_text()
+        assert f"rank={rank} num=3 host={cluster}-{rank} foo=baz" in run
+        assert f"ips={ips}" in run
+        assert "hello from workdir" in run
+        assert "mounted-config\na\n" in run
+    task_ids = {
+        line
+        for rank in range(3)
+        for line in (result.log_dir / f"run-{rank}.log").read_text().splitlines()
+        if line.startswith("task=")
+    }
+    assert len(task_ids) == 1  # the same task id on every node
+
+
+def test_output_streams_with_node_prefixes(
+    cluster: str,
+    config: SkycoreConfig,
+    make_task: Callable[..., Task],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    task = make_task(num_nodes=2, run="echo streamed-$SKYPILOT_NODE_RANK")
+    execution.launch(task, cluster, console=quiet(), config=config)
+    out = capsys.readouterr().out
+    assert "(head, rank=0) streamed-0" in out
+    assert "(worker1, rank=1) streamed-1" in out
+
+
+def test_setup_failure_keeps_cluster_up_then_exec_works(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    bad = make_task(setup="echo about-to-fail; exit 3", run="echo never")
+    console = quiet()
+    result = execution.launch(bad, cluster, console=console, config=config, stream=False)
+    assert result.exit_code == 100
+    assert result.job_status == state.JOB_FAILED_SETUP
+    assert Stage.EXEC not in [s.stage for s in result.stages]
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_UP
+    job = state.get_job(cluster, result.job_id or 0)
+    assert job is not None and job.status == state.JOB_FAILED_SETUP and job.exit_code == 3
+    out = text_of(console)
+    assert "about-to-fail" in out  # the tail of the failed log is shown
+    assert str(result.log_dir / "setup-0.log") in out
+    fixed = make_task(run="echo exec-works")
+    again = execution.exec_task(fixed, cluster, console=quiet(), config=config, stream=False)
+    assert again.exit_code == 0
+    assert (again.log_dir / "run-0.log").read_text() == "exec-works\n"
+    assert [s.stage for s in again.stages] == [Stage.SYNC_WORKDIR, Stage.EXEC]
+
+
+def test_failed_run_is_exit_100_with_log_tail(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    console = quiet()
+    task = make_task(run="echo last-words; exit 9")
+    result = execution.launch(task, cluster, console=console, config=config, stream=False)
+    assert result.exit_code == 100
+    assert result.job_status == state.JOB_FAILED
+    assert "last-words" in text_of(console)
+    job = state.get_job(cluster, result.job_id or 0)
+    assert job is not None and job.exit_code == 9
+
+
+def test_relaunch_skips_provision_and_resyncs_only_changed_files(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task], tmp_path: Path
+) -> None:
+    for i in range(20):
+        (tmp_path / "wd" / f"file{i}.txt").write_text(f"{i}\n")
+    task = make_task(workdir="wd", run="cat file7.txt")
+    first = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert first.exit_code == 0
+    ids = [n.instance_id for n in provision.get_cluster_info("docker", cluster, config).nodes]
+    (tmp_path / "wd" / "file7.txt").write_text("seven, changed\n")
+    console = quiet()
+    second = execution.launch(task, cluster, console=console, config=config, stream=False)
+    assert second.exit_code == 0
+    prov = next(s for s in second.stages if s.stage is Stage.PROVISION)
+    assert prov.skipped and "provisioning skipped" in prov.note
+    assert "provisioning skipped" in text_of(console)
+    assert [n.instance_id for n in provision.get_cluster_info("docker", cluster, config).nodes] == (
+        ids
+    )
+    sync_log = (second.log_dir / "workdir_sync.log").read_text()
+    assert "Number of regular files transferred: 1" in sync_log
+    assert (second.log_dir / "run-0.log").read_text() == "seven, changed\n"
+    assert [s.stage for s in second.stages][1:] == [
+        Stage.SYNC_WORKDIR,
+        Stage.SYNC_FILE_MOUNTS,
+        Stage.SETUP,
+        Stage.EXEC,
+    ]
+
+
+def test_relaunch_with_different_resources_is_a_clear_error(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    execution.launch(make_task(run="true"), cluster, console=quiet(), config=config)
+    with pytest.raises(ClusterError) as exc:
+        execution.launch(
+            make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config
+        )
+    msg = exc.value.message
+    assert "num_nodes=1" in msg and "num_nodes=2" in msg and cluster in msg
+    assert exc.value.exit_code == 2
+
+
+def test_exec_on_stopped_or_missing_cluster_says_what_to_run(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(run="true")
+    with pytest.raises(ClusterError, match="does not exist"):
+        execution.exec_task(task, cluster, console=quiet(), config=config)
+    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    execution.stop(cluster, console=quiet(), config=config)
+    assert set(provision.query_instances("docker", cluster, config).values()) == {
+        NodeStatus.STOPPED
+    }
+    with pytest.raises(ClusterError, match=f"skycore start {cluster}"):
+        execution.exec_task(task, cluster, console=quiet(), config=config)
+    execution.start(cluster, console=quiet(), config=config)
+    res = execution.exec_task(task, cluster, console=quiet(), config=config, stream=False)
+    assert res.exit_code == 0
+
+
+def test_node_that_fails_to_start_leaves_init_and_next_launch_repairs(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    client = dprov.client(config)
+    blocker = client.containers.create(
+        config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
+    )
+    task = make_task(num_nodes=2, run="echo ok")
+    try:
+        with pytest.raises(StageError, match="node 1"):
+            execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+        rec = state.get_cluster(cluster)
+        assert rec is not None and rec.status == state.CLUSTER_INIT
+        assert "node 1" in rec.status_reason
+        with pytest.raises(ClusterError, match="repair"):
+            execution.exec_task(task, cluster, console=quiet(), config=config)
+    finally:
+        blocker.remove(force=True)
+    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert result.exit_code == 0
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_UP
+    assert set(provision.query_instances("docker", cluster, config).values()) == {NodeStatus.UP}
+
+
+def test_relaunch_repairs_a_gone_node(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(num_nodes=2, run="hostname")
+    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    dprov.client(config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
+    with pytest.raises(ClusterError, match="not healthy"):
+        execution.exec_task(task, cluster, console=quiet(), config=config)
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_INIT
+    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    prov = next(s for s in result.stages if s.stage is Stage.PROVISION)
+    assert not prov.skipped
+    assert (result.log_dir / "run-1.log").read_text().strip() == f"{cluster}-1"
+
+
+def test_down_removes_nodes_and_record(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    execution.launch(make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config)
+    execution.down(cluster, console=quiet(), config=config)
+    assert provision.query_instances("docker", cluster, config) == {}
+    assert state.get_cluster(cluster) is None
+    assert state.cluster_events(cluster)[-1].to_status == state.CLUSTER_TERMINATED
+    with pytest.raises(ClusterError, match="does not exist"):
+        execution.down(cluster, console=quiet(), config=config)
+
+
+def test_launch_with_down_flag(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    result = execution.launch(
+        make_task(run="echo bye"), cluster, down=True, console=quiet(), config=config
+    )
+    assert result.exit_code == 0
+    assert result.stages[-1].stage is Stage.DOWN
+    assert provision.query_instances("docker", cluster, config) == {}
+    assert state.get_cluster(cluster) is None
