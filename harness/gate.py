@@ -328,7 +328,7 @@ class GateHandler(BaseHTTPRequestHandler):
                 self.send_response_only(100)
                 self.end_headers()
                 self._expect_continue_pending = False
-            up = self._forward()
+            up = self._forward(self._extra_upstream_headers(access, identity))
             try:
                 if self._wants_whole_response(access, up):
                     data = up.resp.read()
@@ -353,7 +353,22 @@ class GateHandler(BaseHTTPRequestHandler):
             or (self.server.store == "gcs" and "uploadType=resumable" in self.path)
         )
 
-    def _forward(self) -> _Upstream:
+    def _extra_upstream_headers(self, access: Access, identity: str | None) -> dict[str, str]:
+        """moto applies object ACLs to unsigned requests (an anonymous GET of a public
+        bucket's object gets 403). The gate has already allowed the read, so it forwards it
+        as the bucket owner; moto does not verify signatures."""
+        if self.server.store != "s3" or identity is not ANONYMOUS or access.kind is not Kind.READ:
+            return {}
+        known = self.server.state.buckets().get(access.bucket or "")
+        if known is None or "x-amz-credential" in self.path.lower():
+            return {}
+        key = ACCOUNTS[known.owner].s3_access_key_id
+        return {
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={key}/20000101/us-east-1/s3/"
+            "aws4_request, SignedHeaders=host, Signature=0"
+        }
+
+    def _forward(self, extra: dict[str, str] | None = None) -> _Upstream:
         """Send the request (streaming its body) to the emulator and return its response."""
         host, port = self.server.upstream
         conn = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
@@ -366,6 +381,8 @@ class GateHandler(BaseHTTPRequestHandler):
                 continue
             if lname == "content-length" and body is not None:
                 continue
+            conn.putheader(name, value)
+        for name, value in (extra or {}).items():
             conn.putheader(name, value)
         if body is not None:
             conn.putheader("Content-Length", str(len(body)))
@@ -570,7 +587,7 @@ class GateHandler(BaseHTTPRequestHandler):
         elif access.kind is Kind.LIST_BUCKETS and identity:
             mine = {n for n, b in state.buckets().items() if b.owner == identity}
             data = _filter_s3_bucket_list(data, mine)
-        elif access.deletes_bucket and up.status == 204:
+        elif access.deletes_bucket:
             state.drop_bucket(bucket)
         if access.event is None:
             return data
@@ -604,7 +621,7 @@ class GateHandler(BaseHTTPRequestHandler):
             mine = {n for n, b in state.buckets().items() if b.owner == identity}
             obj["items"] = [i for i in obj["items"] if i.get("name") in mine]
             return json.dumps(obj).encode()
-        if access.deletes_bucket and up.status == 204:
+        if access.deletes_bucket:
             state.drop_bucket(access.bucket or "")
             return data
         if "uploadType=resumable" in self.path and self.command == "POST":
