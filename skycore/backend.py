@@ -308,6 +308,10 @@ def sync_file_mounts(
         res = st.prepare(handle.config, progress=upload_progress)
         if res is not None:
             logs.append(log_path, f"prepare {dst}: {res}")
+        if st.kind == "sky_managed":
+            # prepare() checked access before creating the bucket; check again so the
+            # mount of a bucket we just created is not made read-only.
+            st.access(handle.config)
 
     if storages:
         say(f"preparing {len(storages)} storage(s)")

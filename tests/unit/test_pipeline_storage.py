@@ -1,0 +1,172 @@
+"""The pipeline with storage on the local cloud: COPY / MOUNT / MOUNT_CACHED on every node,
+stop/start keeps the mounts, down deletes persistent: false storage. Real emulators, real
+FUSE mounts inside real containers."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+
+from skycore import execution, provision, state
+from skycore.config import SkycoreConfig, load_config
+from skycore.storage.common import StoreType
+from skycore.storage.store import make_store
+from skycore.task import Task
+
+pytestmark = [pytest.mark.cloud, pytest.mark.aws]
+
+
+@pytest.fixture
+def config(skycore_home: Path) -> SkycoreConfig:
+    return load_config()
+
+
+@pytest.fixture
+def run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def cluster(config: SkycoreConfig, run_id: str) -> Iterator[str]:
+    name = f"tps-{run_id}"
+    yield name
+    # Drain, unmount and remove whatever the test left; then the buckets it made.
+    if state.get_cluster(name) is not None:
+        try:
+            execution.down(name, console=quiet(), config=config)
+        except Exception:
+            provision.terminate_instances("docker", name, config)
+            state.remove_cluster(name, "test teardown")
+    for rec in state.list_storage():
+        if rec.sky_managed and run_id in rec.name:
+            st = make_store(StoreType(rec.store), rec.name, config)
+            if st.exists():
+                st.delete()
+            state.remove_storage(rec.name)
+
+
+@pytest.fixture
+def make_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Task]:
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "seed.txt").write_text("seeded\n")
+
+    def make(**fields: Any) -> Task:
+        path = tmp_path / f"task-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(fields))
+        return Task.from_yaml(path)
+
+    return make
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=200)
+
+
+def keys(config: SkycoreConfig, bucket: str) -> list[str]:
+    return sorted(make_store(StoreType.S3, bucket, config).list_keys())
+
+
+def storage_mounts(run_id: str, persistent: bool = True) -> dict[str, Any]:
+    return {
+        "/copy": {
+            "name": f"tps-copy-{run_id}",
+            "source": "src",
+            "store": "s3",
+            "mode": "COPY",
+            "persistent": persistent,
+        },
+        "/mount": {
+            "name": f"tps-mount-{run_id}",
+            "source": "src",
+            "store": "s3",
+            "mode": "MOUNT",
+            "persistent": persistent,
+        },
+        "/cached": {
+            "name": f"tps-cached-{run_id}",
+            "source": "src",
+            "store": "s3",
+            "mode": "MOUNT_CACHED",
+        },
+    }
+
+
+def test_storage_on_every_node_and_setup_reads_it(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(
+        num_nodes=2,
+        file_mounts=storage_mounts(run_id),
+        setup="cat /copy/seed.txt /mount/seed.txt /cached/seed.txt > ~/setup-saw.txt",
+        run=(
+            "set -e\ncat ~/setup-saw.txt\n"
+            "echo from-$SKYPILOT_NODE_RANK > /cached/out-$SKYPILOT_NODE_RANK.txt\n"
+            "echo direct-$SKYPILOT_NODE_RANK > /mount/direct-$SKYPILOT_NODE_RANK.txt\n"
+            "if mountpoint -q /copy; then echo copy-is-a-mount; else echo copy-is-a-snapshot; fi\n"
+        ),
+    )
+    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert result.exit_code == 0, (result.log_dir / "file_mounts.log").read_text()
+    for rank in range(2):
+        run = (result.log_dir / f"run-{rank}.log").read_text()
+        assert run.startswith("seeded\nseeded\nseeded\n")
+        assert "copy-is-a-snapshot" in run
+    # The job is done only after the cached mount is drained: the files are in the bucket.
+    assert {"out-0.txt", "out-1.txt", "seed.txt"} <= set(keys(config, f"tps-cached-{run_id}"))
+    assert {"direct-0.txt", "direct-1.txt"} <= set(keys(config, f"tps-mount-{run_id}"))
+    mounts = {m.dst: m.mode for m in state.get_cluster_mounts(cluster)}
+    assert mounts == {"/copy": "COPY", "/mount": "MOUNT", "/cached": "MOUNT_CACHED"}
+
+
+def test_stop_start_keeps_mounts_and_drains_before_stop(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(file_mounts=storage_mounts(run_id), run="true")
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+    # Written outside any job, right before stop: stop must drain it into the bucket.
+    write = (
+        "set -e; for i in 1 2 3; do head -c 3000000 /dev/urandom > /cached/late-$i.bin; done; "
+        "echo m > /mount/late-m.txt"
+    )
+    node = provision.get_command_runners(
+        "docker", provision.get_cluster_info("docker", cluster, config), config
+    )[0]
+    assert node.run(write) == 0
+    execution.stop(cluster, console=quiet(), config=config)
+    assert {"late-1.bin", "late-2.bin", "late-3.bin"} <= set(keys(config, f"tps-cached-{run_id}"))
+    assert "late-m.txt" in keys(config, f"tps-mount-{run_id}")
+    execution.start(cluster, console=quiet(), config=config)
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_UP
+    check = make_task(
+        run="mountpoint -q /mount && mountpoint -q /cached && ls /cached /mount | sort -u"
+    )
+    res = execution.exec_task(check, cluster, console=quiet(), config=config, stream=False)
+    assert res.exit_code == 0
+    listing = (res.log_dir / "run-0.log").read_text()
+    assert "late-2.bin" in listing and "late-m.txt" in listing and "seed.txt" in listing
+
+
+def test_down_deletes_only_ephemeral_storage(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(file_mounts=storage_mounts(run_id, persistent=False), run="true")
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+    execution.down(cluster, console=quiet(), config=config)
+    assert provision.query_instances("docker", cluster, config) == {}
+    names = {r.name for r in state.list_storage()}
+    assert f"tps-copy-{run_id}" not in names
+    assert f"tps-mount-{run_id}" not in names
+    assert not make_store(StoreType.S3, f"tps-copy-{run_id}", config).exists()
+    # persistent (the default) survives down
+    assert f"tps-cached-{run_id}" in names
+    assert make_store(StoreType.S3, f"tps-cached-{run_id}", config).exists()
