@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -54,11 +55,39 @@ def process_start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+def free_port(exclude: set[int] | frozenset[int] = frozenset()) -> int:
+    """A TCP port on 127.0.0.1 that is free right now.
+
+    It is picked below the kernel's ephemeral range, where outgoing connections never take
+    it between this check and the server binding it (the port the kernel hands out for
+    ``bind(0)`` is in that range and may be reused by a client socket at once).
+    """
+    low = _ephemeral_low()
+    if low > 12000:
+        rng = random.Random()
+        for _ in range(200):
+            port = rng.randrange(10000, low)
+            if port not in exclude and port_is_free(port):
+                return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((LOOPBACK, 0))
+            port = int(s.getsockname()[1])
+        if port not in exclude:
+            return port
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def is_port_conflict(message: str) -> bool:
+    """True if a startup error (with its log tail) says the address was in use."""
+    lowered = message.lower()
+    return "already in use" in lowered or "eaddrinuse" in lowered
 
 
 def port_is_free(port: int) -> bool:

@@ -30,6 +30,7 @@ from harness.procs import (
     Proc,
     free_port,
     http_ok,
+    is_port_conflict,
     port_is_free,
     start_process,
     stop_process,
@@ -171,18 +172,29 @@ class RunningEmulator(ABC):
         """Start the emulator and its gate, wait until both are healthy, record them.
 
         ``ports`` forces (emulator port, gate port); ``prefer`` is tried if both are free;
-        otherwise free ports are picked. Raises EmulatorError, leaving nothing running.
+        otherwise free ports are picked (and picked again if another process takes one
+        first). Raises EmulatorError, leaving nothing running.
         """
         cls.prepare(home)
-        if ports is None:
-            if prefer and prefer[0] != prefer[1] and all(port_is_free(p) for p in prefer):
-                ports = prefer
-            else:
-                port = free_port()
-                gate_port = free_port()
-                while gate_port == port:
-                    gate_port = free_port()
-                ports = (port, gate_port)
+        if ports is not None:
+            return cls._launch_on(home, ports)
+        if prefer and prefer[0] != prefer[1] and all(port_is_free(p) for p in prefer):
+            candidates = prefer
+        else:
+            port = free_port()
+            candidates = (port, free_port(exclude={port}))
+        for attempt in range(3):
+            try:
+                return cls._launch_on(home, candidates)
+            except EmulatorError as e:
+                if attempt == 2 or not is_port_conflict(str(e)):
+                    raise
+            port = free_port()
+            candidates = (port, free_port(exclude={port}))
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _launch_on(cls, home: Path, ports: tuple[int, int]) -> RunningEmulator:
         port, gate_port = ports
         for p in ports:
             if not port_is_free(p):

@@ -46,15 +46,16 @@ def unique_name() -> Callable[[str], str]:
     return make
 
 
-def rclone_config(emulator: RunningEmulator, owner: str = USER) -> str:
-    """An rclone.conf section named ``remote`` for ``owner`` through the gate."""
-    account = ACCOUNTS[owner]
+def rclone_config(emulator: RunningEmulator, owner: str = USER, account: str | None = None) -> str:
+    """An rclone.conf section named ``remote`` for ``owner`` through the gate (Azure: on
+    storage ``account``, by default the owner's own)."""
+    creds = ACCOUNTS[owner]
     if emulator.store == "s3":
         lines = [
             "type = s3",
             "provider = Other",
-            f"access_key_id = {account.s3_access_key_id}",
-            f"secret_access_key = {account.s3_secret_access_key}",
+            f"access_key_id = {creds.s3_access_key_id}",
+            f"secret_access_key = {creds.s3_secret_access_key}",
             f"endpoint = {emulator.endpoint}",
             "region = us-east-1",
             "force_path_style = true",
@@ -63,16 +64,17 @@ def rclone_config(emulator: RunningEmulator, owner: str = USER) -> str:
         lines = [
             "type = google cloud storage",
             f"endpoint = {emulator.endpoint}/storage/v1/",
-            f"access_token = {account.gcs_token}",
+            f"access_token = {creds.gcs_token}",
             "bucket_policy_only = true",
             "project_number = 123456789012",
         ]
     else:
+        account = account or creds.azure_account
         lines = [
             "type = azureblob",
-            f"account = {account.azure_account}",
-            f"key = {account.azure_key}",
-            f"endpoint = {emulator.endpoint}/{account.azure_account}",
+            f"account = {account}",
+            f"key = {creds.azure_key}",
+            f"endpoint = {emulator.endpoint}/{account}",
         ]
     return "[remote]\n" + "\n".join(lines) + "\n"
 
@@ -96,14 +98,19 @@ RcloneRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def rclone(rclone_bin: Path, tmp_path: Path) -> RcloneRunner:
-    """``rclone(emulator, *args, owner="user", timeout=60)``: run rclone with a ``remote:``
-    configured for ``owner`` through the emulator's gate (no retries, so denials are fast)."""
+    """``rclone(emulator, *args, owner="user", account=None, timeout=60)``: run rclone with
+    a ``remote:`` configured for ``owner`` through the emulator's gate (Azure: on storage
+    ``account``); one attempt only, so denials come back fast."""
 
     def run(
-        emulator: RunningEmulator, *args: str, owner: str = USER, timeout: float = 60
+        emulator: RunningEmulator,
+        *args: str,
+        owner: str = USER,
+        account: str | None = None,
+        timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
-        conf = tmp_path / f"rclone-{emulator.store}-{owner}.conf"
-        conf.write_text(rclone_config(emulator, owner))
+        conf = tmp_path / f"rclone-{emulator.store}-{owner}-{account}.conf"
+        conf.write_text(rclone_config(emulator, owner, account))
         argv = [str(rclone_bin), "--config", str(conf), "--retries", "1", *args]
         return subprocess.run(
             argv, capture_output=True, text=True, env=rclone_env(), timeout=timeout, check=False

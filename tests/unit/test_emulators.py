@@ -1,0 +1,366 @@
+"""The emulators as processes (start, reuse, stop, failures), their write-event logs, the
+config they hand to skycore, and rclone through each gate."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import requests
+
+from harness.accounts import ACCOUNTS, OTHER, USER
+from harness.emulators import (
+    EmulatorError,
+    RunningEmulator,
+    start_all,
+    status_all,
+    stop_all,
+)
+from harness.emulators.azure import npm_dir
+from harness.emulators.gcs import GcsEmulator
+from harness.procs import Proc, free_port
+from skycore.config import AwsConfig, AzureConfig, GcpConfig
+
+MARKS = {"s3": pytest.mark.aws, "gcs": pytest.mark.gcp, "azure": pytest.mark.azure}
+ALL = [pytest.param(s, marks=MARKS[s]) for s in MARKS]
+MiB = 1 << 20
+
+
+# --- config and buckets ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ALL)
+def test_config_section_reaches_the_gate_as_user(
+    emulators: dict[str, RunningEmulator], store: str
+) -> None:
+    emulator = emulators[store]
+    section = emulator.config_section()
+    user = ACCOUNTS[USER]
+    if store == "s3":
+        assert isinstance(section, AwsConfig)
+        assert section.endpoint_url == emulator.endpoint
+        assert section.access_key_id == user.s3_access_key_id
+    elif store == "gcs":
+        assert isinstance(section, GcpConfig)
+        assert section.api_endpoint == emulator.endpoint
+        assert section.access_token == user.gcs_token
+    else:
+        assert isinstance(section, AzureConfig)
+        assert section.account_name == user.azure_account
+        assert section.blob_endpoint("skyother") == f"{emulator.endpoint}/skyother"
+    assert emulator.endpoint.startswith("http://127.0.0.1:")
+
+
+@pytest.mark.parametrize("store", ALL)
+def test_make_and_delete_bucket(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+) -> None:
+    emulator = emulators[store]
+    name = unique_name("eb")
+    url = emulator.make_bucket(name, owner=OTHER, public=True, objects={"a/b.txt": b"ab"})
+    expected = {"s3": f"s3://{name}", "gcs": f"gs://{name}", "azure": f"azure://skyother/{name}"}
+    assert url == expected[store]
+    assert emulator.bucket_owner(name) == OTHER
+    assert [(e.key, e.size) for e in emulator.events(name)] == [("a/b.txt", 2)]
+    emulator.delete_bucket(name)
+    emulator.delete_bucket(name)  # deleting a missing bucket is not an error
+    if store == "s3":
+        assert name not in {b["Name"] for b in emulator.client(OTHER).list_buckets()["Buckets"]}
+    elif store == "gcs":
+        assert emulator.client(OTHER).lookup_bucket(name) is None
+    else:
+        assert not emulator.client(OTHER).get_container_client(name).exists()
+
+
+# --- the event log ---------------------------------------------------------------------
+
+
+def _put(emulator: RunningEmulator, bucket: str, key: str, data: bytes) -> None:
+    if emulator.store == "s3":
+        emulator.client(USER).put_object(Bucket=bucket, Key=key, Body=data)
+    elif emulator.store == "gcs":
+        emulator.client(USER).bucket(bucket).blob(key).upload_from_string(data)
+    else:
+        emulator.client(USER).get_container_client(bucket).upload_blob(key, data)
+
+
+@pytest.mark.parametrize("store", ALL)
+def test_sequential_writes_are_logged_in_order(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+) -> None:
+    emulator = emulators[store]
+    bucket = unique_name("ev")
+    emulator.make_bucket(bucket)
+    written = [(f"dir/file-{i:02d}.bin", 100 + 37 * i) for i in range(20)]
+    for key, size in written:
+        _put(emulator, bucket, key, os.urandom(size))
+    events = emulator.events(bucket)
+    assert [(e.key, e.size) for e in events] == written
+    assert {e.op for e in events} == {"put"}
+    stamps = [e.t_ns for e in events]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    emulator.delete_bucket(bucket)
+
+
+@pytest.mark.aws
+def test_s3_multipart_upload_is_one_event(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    from boto3.s3.transfer import TransferConfig
+
+    s3 = emulators["s3"]
+    bucket = unique_name("mp")
+    s3.make_bucket(bucket)
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(20 * MiB))
+    config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    s3.client(USER).upload_file(str(src), bucket, "big.bin", Config=config)
+    events = s3.events(bucket)
+    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "multipart")]
+    s3.delete_bucket(bucket)
+
+
+@pytest.mark.gcp
+def test_gcs_resumable_upload_is_one_event(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+) -> None:
+    gcs = emulators["gcs"]
+    bucket = unique_name("ru")
+    gcs.make_bucket(bucket)
+    data = os.urandom(20 * MiB)
+    blob = gcs.client(USER).bucket(bucket).blob("big.bin", chunk_size=4 * MiB)
+    blob.upload_from_string(data)
+    events = gcs.events(bucket)
+    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
+    assert gcs.client(USER).bucket(bucket).blob("big.bin").download_as_bytes() == data
+    gcs.delete_bucket(bucket)
+
+
+@pytest.mark.azure
+def test_azure_block_upload_is_one_event(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+) -> None:
+    azure = emulators["azure"]
+    bucket = unique_name("bl")
+    azure.make_bucket(bucket)
+    container = azure.client(USER).get_container_client(bucket)
+    container._config.max_single_put_size = 4 * MiB  # force staged blocks + a commit
+    container._config.max_block_size = 4 * MiB
+    container.upload_blob("big.bin", os.urandom(10 * MiB))
+    events = azure.events(bucket)
+    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 10 * MiB, "commit")]
+    azure.delete_bucket(bucket)
+
+
+@pytest.mark.parametrize("store", ALL)
+def test_deletes_are_logged(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+) -> None:
+    emulator = emulators[store]
+    bucket = unique_name("dl")
+    emulator.make_bucket(bucket, objects={"gone.txt": b"bye"})
+    client = emulator.client(USER)
+    if store == "s3":
+        client.delete_object(Bucket=bucket, Key="gone.txt")
+    elif store == "gcs":
+        client.bucket(bucket).blob("gone.txt").delete()
+    else:
+        client.get_container_client(bucket).delete_blob("gone.txt")
+    assert [(e.key, e.op) for e in emulator.events(bucket)] == [
+        ("gone.txt", "put"),
+        ("gone.txt", "delete"),
+    ]
+    emulator.delete_bucket(bucket)
+
+
+# --- rclone through the gates ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ALL)
+def test_rclone_through_the_gate(
+    emulators: dict[str, RunningEmulator],
+    unique_name: Callable[[str], str],
+    rclone: Callable[..., Any],
+    tmp_path: Path,
+    store: str,
+) -> None:
+    emulator = emulators[store]
+    mine, theirs = unique_name("rc"), unique_name("rcpub")
+    emulator.make_bucket(mine)
+    emulator.make_bucket(theirs, owner=OTHER, public=True, objects={"pub.txt": b"public\n"})
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "one.txt").write_bytes(b"one\n")
+    (src / "sub" / "two.bin").write_bytes(os.urandom(3 * MiB))
+
+    listed = rclone(emulator, "lsd", "remote:")
+    assert listed.returncode == 0, listed.stderr
+    assert mine in listed.stdout
+    copied = rclone(emulator, "copy", str(src), f"remote:{mine}/data")
+    assert copied.returncode == 0, copied.stderr
+    tree = rclone(emulator, "ls", f"remote:{mine}")
+    assert "data/one.txt" in tree.stdout and "data/sub/two.bin" in tree.stdout
+    assert rclone(emulator, "cat", f"remote:{mine}/data/one.txt").stdout == "one\n"
+    assert {e.key for e in emulator.events(mine)} == {"data/one.txt", "data/sub/two.bin"}
+
+    # The other account's public bucket: readable, never writable, and refused promptly.
+    # (Azure: the container lives in the other storage account; the user's key is used.)
+    where = {"account": ACCOUNTS[OTHER].azure_account} if store == "azure" else {}
+    read = rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **where)
+    assert read.returncode == 0 and read.stdout == "public\n", read.stderr
+    started = time.monotonic()
+    write = rclone(emulator, "copy", str(src), f"remote:{theirs}/planted", **where)
+    elapsed = time.monotonic() - started
+    assert write.returncode != 0
+    assert "403" in write.stderr or "AuthorizationFailure" in write.stderr, write.stderr
+    assert elapsed < 10, f"denied write took {elapsed:.1f} s"
+    assert [e.key for e in emulator.events(theirs)] == ["pub.txt"]  # nothing was written
+    emulator.delete_bucket(mine)
+    emulator.delete_bucket(theirs)
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+def test_second_start_reuses_the_processes_quickly(
+    emulators: dict[str, RunningEmulator],
+) -> None:
+    stores = tuple(emulators)
+    started = time.monotonic()
+    again = start_all(stores=stores)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"second start_all took {elapsed:.2f} s"
+    assert {s: e.procs for s, e in again.items()} == {s: e.procs for s, e in emulators.items()}
+    status = status_all()
+    for store in stores:
+        assert status[store]["running"] is True
+        assert status[store]["endpoint"] == emulators[store].endpoint
+        assert Path(status[store]["log"]).exists()
+
+
+@pytest.mark.slow
+def test_start_reuse_restart_stop_in_a_fresh_home(tmp_path: Path) -> None:
+    home = tmp_path / "harness"
+    shared_npm = npm_dir(Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser())
+    if (shared_npm / "node_modules").exists():  # reuse the installed Azurite, not reinstall
+        home.mkdir()
+        npm_dir(home).symlink_to(shared_npm)
+    stores = ("s3", "gcs", "azure")
+    first = start_all(home, stores=stores)
+    try:
+        second_started = time.monotonic()
+        second = start_all(home, stores=stores)
+        assert time.monotonic() - second_started < 1.0
+        assert {s: e.procs for s, e in second.items()} == {s: e.procs for s, e in first.items()}
+        # A dead emulator is restarted (on the same ports), the others are left alone.
+        gcs_proc, _ = first["gcs"].procs
+        os.kill(gcs_proc.pid, 9)
+        _wait_gone(gcs_proc)
+        third = start_all(home, stores=stores)
+        assert third["gcs"].procs[0] != gcs_proc
+        assert third["gcs"].endpoint == first["gcs"].endpoint
+        assert third["s3"].procs == first["s3"].procs
+    finally:
+        stopped = stop_all(home)
+    assert sorted(stopped) == sorted(stores)
+    for emulator in (*first.values(), third["gcs"]):
+        for proc in emulator.procs:
+            assert not proc.alive(), f"{emulator.store} process {proc.pid} survived stop_all"
+    assert not any((home / "emulators").glob("*.json")) or all(
+        p.name.endswith("-gate-state.json") for p in (home / "emulators").glob("*.json")
+    )
+    assert all(not st["running"] for st in status_all(home).values())
+
+
+def _wait_gone(proc: Proc) -> None:
+    for _ in range(100):
+        if not proc.alive():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {proc.pid} did not die")
+
+
+@pytest.mark.gcp
+def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(EmulatorError, match=rf"port {port} .*already in use"):
+            GcsEmulator.launch(tmp_path, ports=(port, free_port()))
+    assert not (tmp_path / "emulators" / "gcs.json").exists()
+
+
+class _DiesAtStart(GcsEmulator):
+    """An emulator whose process exits at once, as a broken install would."""
+
+    startup_timeout: ClassVar[float] = 10.0
+
+    @classmethod
+    def command(cls, home: Path, port: int, gate_port: int) -> tuple[list[str], dict[str, str]]:
+        return ["sh", "-c", "echo 'fatal: cannot open the data store' >&2; exit 3"], {}
+
+
+@pytest.mark.gcp
+def test_process_exiting_early_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EmulatorError) as info:
+        _DiesAtStart.launch(tmp_path)
+    message = str(info.value)
+    assert "exited during startup (exit code 3)" in message
+    assert "fatal: cannot open the data store" in message  # the log's last lines
+    assert str(tmp_path / "logs" / "gcs.log") in message
+    assert not (tmp_path / "emulators" / "gcs.json").exists()
+
+
+@pytest.mark.aws
+@pytest.mark.slow
+def test_gate_streams_large_uploads_near_emulator_speed(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+) -> None:
+    """64 MiB PUT through the gate vs. straight to moto: the gate must not be the
+    bottleneck (it streams; it does not buffer)."""
+    import boto3
+
+    s3 = emulators["s3"]
+    bucket = unique_name("tp")
+    s3.make_bucket(bucket)
+    data = os.urandom(64 * MiB)
+    direct = boto3.client(
+        "s3",
+        endpoint_url=s3.upstream,
+        region_name="us-east-1",
+        aws_access_key_id=ACCOUNTS[USER].s3_access_key_id,
+        aws_secret_access_key=ACCOUNTS[USER].s3_secret_access_key,
+    )
+    rates = {}
+    for name, client in (("direct", direct), ("gate", s3.client(USER))):
+        started = time.monotonic()
+        client.put_object(Bucket=bucket, Key=f"{name}.bin", Body=data)
+        rates[name] = 64 / (time.monotonic() - started)
+    print(f"\n64 MiB PUT: direct to moto {rates['direct']:.0f} MiB/s, gate {rates['gate']:.0f}")
+    assert rates["gate"] > 0.5 * rates["direct"], rates
+    got = s3.client(USER).get_object(Bucket=bucket, Key="gate.bin")["Body"].read()
+    assert got == data
+    s3.delete_bucket(bucket)
+
+
+@pytest.mark.gcp
+def test_gate_health_reports_a_dead_emulator(tmp_path: Path) -> None:
+    emulator = GcsEmulator.launch(tmp_path)
+    try:
+        health = requests.get(f"{emulator.endpoint}/__gate__/health", timeout=10)
+        assert health.status_code == 200 and health.json()["ok"] is True
+        upstream, gate = emulator.procs
+        os.kill(upstream.pid, 9)
+        _wait_gone(upstream)
+        health = requests.get(f"{emulator.endpoint}/__gate__/health", timeout=10)
+        assert health.status_code == 503 and "does not answer" in health.json()["error"]
+        assert not emulator.healthy() and gate.alive()
+    finally:
+        emulator.stop()
+    assert not any(p.alive() for p in emulator.procs)
