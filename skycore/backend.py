@@ -249,6 +249,20 @@ def _run_on_all(
     parallel(one, handle.runners)
 
 
+def daemon_safe(cmd: str) -> str:
+    """Wrap a command that may leave a daemon behind (rclone mount --daemon).
+
+    A background process that inherits the exec's stdout/stderr holds docker's output
+    streams open: the engine then waits ~2 s on that exec and on the next one. The command's
+    output goes to a file on the node instead and is printed once it exits.
+    """
+    return (
+        "out=$(mktemp /tmp/skycore-cmd.XXXXXX)\n"
+        f'bash -c {shlex.quote(cmd)} >"$out" 2>&1 </dev/null; rc=$?\n'
+        'cat "$out"; rm -f "$out"; exit $rc'
+    )
+
+
 def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
     """Write the store credential files on every node (mode 0600, through stdin)."""
     from skycore.storage import mounting
@@ -333,7 +347,7 @@ def sync_file_mounts(
             records.append(state.MountRecord(handle.name, dst, name, mode, persistent, None))
         else:
             mount_cmd = st.mount_command(dst, handle.config)
-            commands.append((f"mount {dst} ({mode})", mount_cmd))
+            commands.append((f"mount {dst} ({mode})", daemon_safe(mount_cmd)))
             records.append(state.MountRecord(handle.name, dst, name, mode, persistent, mount_cmd))
     say(f"copying and mounting {len(commands)} entr(ies) on {handle.num_nodes} node(s)")
     node_jobs = [(r, what, cmd) for r in handle.runners for what, cmd in commands]
@@ -369,7 +383,7 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     write_credentials(handle, log_path)
     for m in mounts:
         assert m.mount_command is not None
-        _run_on_all(handle, m.mount_command, log_path, f"mount {m.dst}")
+        _run_on_all(handle, daemon_safe(m.mount_command), log_path, f"mount {m.dst}")
     return len(mounts)
 
 

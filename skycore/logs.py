@@ -42,7 +42,8 @@ def tail(path: Path, lines: int = 20) -> str:
 
 
 def append(path: Path, text: str) -> None:
-    """Append a line of text to a log file."""
+    """Append a line of text to a log file, stamped with the wall-clock time."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%H:%M:%S.%f")[:-3]
     with open(path, "a") as f:
-        f.write(text.rstrip("\n") + "\n")
+        f.write(f"[{stamp}] " + text.rstrip("\n") + "\n")
