@@ -502,6 +502,9 @@ class GateHandler(BaseHTTPRequestHandler):
         resp = up.resp
         no_body = self.command == "HEAD" or up.status in (204, 304) or 100 <= up.status < 200
         rechunk = not no_body and resp.length is None
+        if rechunk and self.request_version == "HTTP/1.0":  # no chunked coding: end by close
+            rechunk = False
+            self.close_connection = True
         self.send_response_only(up.status, up.reason)
         for name, value in up.headers:
             lname = name.lower()
@@ -641,6 +644,8 @@ class GateHandler(BaseHTTPRequestHandler):
             obj = obj.get("resource") or {}
         name = obj.get("name")
         if not isinstance(name, str):
+            if access.event == "put" and access.key and not obj:  # XML-style PUT /bucket/key
+                state.record(access.bucket or "", access.key, self._content_length(), "put")
             return data
         try:
             size = int(obj.get("size", -1))

@@ -244,13 +244,15 @@ def test_second_start_reuses_the_processes_quickly(
 
 
 @pytest.mark.slow
-def test_start_reuse_restart_stop_in_a_fresh_home(tmp_path: Path) -> None:
+def test_start_reuse_restart_stop_in_a_fresh_home(
+    emulators: dict[str, RunningEmulator], tmp_path: Path
+) -> None:
     home = tmp_path / "harness"
     shared_npm = npm_dir(Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser())
     if (shared_npm / "node_modules").exists():  # reuse the installed Azurite, not reinstall
         home.mkdir()
         npm_dir(home).symlink_to(shared_npm)
-    stores = ("s3", "gcs", "azure")
+    stores = tuple(emulators)  # the selected stores
     first = start_all(home, stores=stores)
     try:
         second_started = time.monotonic()
@@ -258,17 +260,19 @@ def test_start_reuse_restart_stop_in_a_fresh_home(tmp_path: Path) -> None:
         assert time.monotonic() - second_started < 1.0
         assert {s: e.procs for s, e in second.items()} == {s: e.procs for s, e in first.items()}
         # A dead emulator is restarted (on the same ports), the others are left alone.
-        gcs_proc, _ = first["gcs"].procs
-        os.kill(gcs_proc.pid, 9)
-        _wait_gone(gcs_proc)
+        victim = stores[0]
+        dead, _ = first[victim].procs
+        os.kill(dead.pid, 9)
+        _wait_gone(dead)
         third = start_all(home, stores=stores)
-        assert third["gcs"].procs[0] != gcs_proc
-        assert third["gcs"].endpoint == first["gcs"].endpoint
-        assert third["s3"].procs == first["s3"].procs
+        assert third[victim].procs[0] != dead
+        assert third[victim].endpoint == first[victim].endpoint
+        for store in stores[1:]:
+            assert third[store].procs == first[store].procs
     finally:
         stopped = stop_all(home)
     assert sorted(stopped) == sorted(stores)
-    for emulator in (*first.values(), third["gcs"]):
+    for emulator in (*first.values(), third[victim]):
         for proc in emulator.procs:
             assert not proc.alive(), f"{emulator.store} process {proc.pid} survived stop_all"
     assert not any((home / "emulators").glob("*.json")) or all(

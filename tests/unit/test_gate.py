@@ -291,6 +291,40 @@ def test_gcs_copy_and_rewrite_need_read_access_to_the_source(
     assert ops["copied"] == "copy" and ops["rewritten"] == "rewrite"
 
 
+@pytest.mark.gcp
+def test_gcs_compose_is_an_owner_write_and_one_event(
+    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+) -> None:
+    from google.api_core.exceptions import Forbidden
+
+    gcs = emulators["gcs"]
+    mine = gcs.client(USER).bucket(matrix_bucket("gcs", USER, True))
+    mine.blob("part-1").upload_from_string(b"abc")
+    mine.blob("part-2").upload_from_string(b"defg")
+    mine.blob("whole").compose([mine.blob("part-1"), mine.blob("part-2")])
+    assert mine.blob("whole").download_as_bytes() == b"abcdefg"
+    assert [(e.key, e.size, e.op) for e in gcs.events(mine.name)][-1] == ("whole", 7, "compose")
+    theirs = gcs.client(OTHER).bucket(mine.name)
+    with pytest.raises(Forbidden):
+        theirs.blob("whole2").compose([theirs.blob("part-1"), theirs.blob("part-2")])
+
+
+@pytest.mark.gcp
+def test_gcs_xml_style_paths_are_gated(
+    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+) -> None:
+    gcs = emulators["gcs"]
+    public = matrix_bucket("gcs", OTHER, True)
+    private = matrix_bucket("gcs", OTHER, False)
+    seed = SEED_KEY.replace(" ", "%20")
+    assert requests.get(f"{gcs.endpoint}/{public}/{seed}", timeout=10).content == SEED
+    assert requests.get(f"{gcs.endpoint}/{private}/{seed}", timeout=10).status_code == 403
+    assert requests.put(f"{gcs.endpoint}/{public}/x", data=b"x", timeout=10).status_code == 403
+    user = {"Authorization": f"Bearer {ACCOUNTS[USER].gcs_token}"}
+    put = requests.put(f"{gcs.endpoint}/{public}/x", data=b"x", headers=user, timeout=10)
+    assert put.status_code == 403
+
+
 # --- other ways in ---------------------------------------------------------------------
 
 
