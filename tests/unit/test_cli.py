@@ -1,0 +1,195 @@
+"""The skycore CLI as a user runs it: a real process, real nodes, exit codes and messages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from skycore import provision, state
+from skycore.config import DockerConfig, SkycoreConfig, save_config
+
+pytestmark = pytest.mark.cloud
+
+SKYCORE = [sys.executable, "-m", "skycore.cli"]
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def home(
+    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SkycoreConfig:
+    host, image = node_engine
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    cfg = SkycoreConfig(
+        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
+    )
+    save_config(cfg)
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "msg.txt").write_text("from-workdir\n")
+    return cfg
+
+
+@pytest.fixture
+def cluster(home: SkycoreConfig) -> Iterator[str]:
+    name = f"tc-{uuid.uuid4().hex[:8]}"
+    yield name
+    provision.terminate_instances("docker", name, home)
+    state.remove_cluster(name, "test teardown")
+
+
+@pytest.fixture
+def sky(home: SkycoreConfig) -> Run:
+    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*SKYCORE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "COLUMNS": "200"},
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run
+
+
+def write(path: str, text: str) -> str:
+    Path(path).write_text(text)
+    return path
+
+
+def test_lifecycle(cluster: str, sky: Run) -> None:
+    task = write(
+        "task.yaml",
+        "name: hello\nworkdir: wd\nenvs:\n  WHO: yaml\nsetup: echo set-up\n"
+        "run: |\n  echo hi $WHO rank=$SKYPILOT_NODE_RANK\n  cat msg.txt\n",
+    )
+    r = sky("launch", task, "-c", cluster, "-y", "--env", "WHO=cli")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for stage in ("PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC"):
+        assert stage in r.stdout
+    assert "hi cli rank=0" in r.stdout and "from-workdir" in r.stdout
+    assert "set-up" in r.stdout
+
+    r = sky("exec", cluster, "echo exec-$SKYPILOT_NUM_NODES")
+    assert r.returncode == 0 and "exec-1" in r.stdout
+
+    r = sky("queue", cluster)
+    assert r.returncode == 0
+    assert r.stdout.count("SUCCEEDED") == 2 and "hello" in r.stdout
+
+    r = sky("logs", cluster, "1")
+    assert r.returncode == 0 and "hi cli rank=0" in r.stdout and "SUCCEEDED" in r.stdout
+    r = sky("logs", cluster, "--status")
+    assert r.stdout.strip() == "SUCCEEDED"
+
+    r = sky("status", "-v")
+    assert r.returncode == 0 and cluster in r.stdout and "UP" in r.stdout
+    assert "INIT -> UP" in r.stdout and "node 0 (head): UP" in r.stdout
+
+    r = sky("stop", cluster, "-y")
+    assert r.returncode == 0 and "STOP" in r.stdout
+    r = sky("exec", cluster, "echo no")
+    assert r.returncode == 2
+    assert f"skycore start {cluster}" in r.stderr and "Traceback" not in r.stderr
+    r = sky("status")
+    assert "STOPPED" in r.stdout
+
+    r = sky("start", cluster, "-y")
+    assert r.returncode == 0
+    r = sky("exec", cluster, "cat ~/sky_workdir/msg.txt")
+    assert r.returncode == 0 and "from-workdir" in r.stdout  # the disk survived stop/start
+
+    r = sky("down", cluster, "-y")
+    assert r.returncode == 0
+    assert provision.query_instances("docker", cluster, None) == {}
+    r = sky("status")
+    assert cluster not in r.stdout
+
+
+def test_setup_failure_exit_100_then_exec(cluster: str, sky: Run) -> None:
+    task = write("bad.yaml", "setup: |\n  echo broken-setup\n  false\nrun: echo unreachable\n")
+    r = sky("launch", task, "-c", cluster, "-y")
+    assert r.returncode == 100
+    assert "broken-setup" in r.stdout and "FAILED_SETUP" in r.stdout
+    assert "unreachable" not in r.stdout
+    r = sky("status")
+    assert "UP" in r.stdout
+    r = sky("exec", cluster, "echo fixed")
+    assert r.returncode == 0 and "fixed" in r.stdout
+
+
+def test_user_errors_are_one_paragraph_exit_2(cluster: str, sky: Run) -> None:
+    write("typo.yaml", "nun_nodes: 2\nrun: echo\n")
+    r = sky("launch", "typo.yaml", "-c", cluster, "-y")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and "nun_nodes" in r.stderr
+    r = sky("launch", "missing.yaml", "-c", cluster, "-y")
+    assert r.returncode == 2 and "missing.yaml" in r.stderr
+    r = sky("launch", write("ok.yaml", "run: echo\n"), "-c", "Bad_Name", "-y")
+    assert r.returncode == 2 and "Cluster name" in r.stderr
+    r = sky("exec", cluster, "echo")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = sky("launch", "ok.yaml", "-c", cluster, "-y", "--env", "NOEQUALS")
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+    r = sky("logs", cluster)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_different_resources_names_both(cluster: str, sky: Run) -> None:
+    assert sky("launch", write("one.yaml", "run: echo\n"), "-c", cluster, "-y").returncode == 0
+    r = sky("launch", write("two.yaml", "num_nodes: 2\nrun: echo\n"), "-c", cluster, "-y")
+    assert r.returncode == 2
+    assert "num_nodes=1" in r.stderr and "num_nodes=2" in r.stderr
+
+
+def test_dryrun_changes_nothing(cluster: str, sky: Run) -> None:
+    r = sky("launch", write("d.yaml", "run: echo\n"), "-c", cluster, "--dryrun")
+    assert r.returncode == 0, r.stderr
+    assert "Dry run" in r.stdout
+    assert state.get_cluster(cluster) is None
+    assert provision.query_instances("docker", cluster, None) == {}
+
+
+def test_cancel_a_running_job(cluster: str, sky: Run, home: SkycoreConfig) -> None:
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    proc = subprocess.Popen(
+        [*SKYCORE, "exec", cluster, "echo started; sleep 120; echo finished"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            job = state.get_job(cluster, 2)
+            if job is not None and job.status == state.JOB_RUNNING:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        r = sky("cancel", cluster, "2", "-y")
+        assert r.returncode == 0, r.stderr
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 103
+    assert "started" in out and "finished" not in out
+    job = state.get_job(cluster, 2)
+    assert job is not None and job.status == state.JOB_CANCELLED
+    r = sky("queue", cluster)
+    assert "CANCELLED" in r.stdout
+
+
+def test_storage_ls_empty(home: SkycoreConfig, sky: Run) -> None:
+    r = sky("storage", "ls")
+    assert r.returncode == 0 and "No storage" in r.stdout
+    r = sky("storage", "delete", "nope", "-y")
+    assert r.returncode == 2 and "storage ls" in r.stderr
