@@ -96,7 +96,7 @@ class GateState:
         self._lock = threading.Lock()
         self.create_lock = threading.Lock()
         self._buckets: dict[str, Bucket] = {}
-        self._events: list[Event] = []
+        self._events: dict[str, list[Event]] = {}
         self._uploads: dict[str, tuple[str, str | None]] = {}
         if path.exists():
             data = json.loads(path.read_text() or "{}")
@@ -130,12 +130,15 @@ class GateState:
     def record(self, bucket: str, key: str, size: int, op: str) -> None:
         """Append a write event stamped now; the list stays in completion order."""
         with self._lock:
-            self._events.append(Event(bucket, key, size, op, time.time_ns()))
+            event = Event(bucket, key, size, op, time.time_ns())
+            self._events.setdefault(bucket, []).append(event)
 
     def events(self, bucket: str | None) -> list[Event]:
         """Events of one bucket (all buckets if None), oldest first."""
         with self._lock:
-            return [e for e in self._events if bucket is None or e.bucket == bucket]
+            if bucket is not None:
+                return list(self._events.get(bucket, ()))
+            return sorted((e for events in self._events.values() for e in events), key=_t_ns)
 
     def add_upload(self, upload_id: str, bucket: str, owner: str | None) -> None:
         """Remember who started a GCS resumable upload (its id is its credential)."""
@@ -146,6 +149,10 @@ class GateState:
         """Bucket and initiator of a resumable upload started through the gate."""
         with self._lock:
             return self._uploads.get(upload_id)
+
+
+def _t_ns(event: Event) -> int:
+    return event.t_ns
 
 
 class GateServer(ThreadingHTTPServer):
@@ -493,7 +500,8 @@ class GateHandler(BaseHTTPRequestHandler):
             if name.lower() in _HOP_BY_HOP or name.lower() == "content-length":
                 continue
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
+        if up.status not in (204, 304):
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD" and data:
             self.wfile.write(data)
