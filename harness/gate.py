@@ -284,7 +284,7 @@ class GateHandler(BaseHTTPRequestHandler):
 
     def _upstream_problem(self) -> str | None:
         host, port = self.server.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=2)
+        conn = http.client.HTTPConnection(host, port, timeout=4)
         try:
             conn.request("HEAD", "/")
             conn.getresponse().read()

@@ -7,6 +7,7 @@ its class in ``EMULATORS``.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def _check_stores(stores: tuple[str, ...] | list[str]) -> None:
 def _start_one(home: Path, store: str) -> RunningEmulator:
     cls = EMULATORS[store]
     old = cls.load(home)
-    if old is not None and old.healthy():
+    if old is not None and _healthy_or_busy(old):
         if old.record.gate_version != gate_version():
             old.restart_gate()
         return old
@@ -74,6 +75,20 @@ def _start_one(home: Path, store: str) -> RunningEmulator:
             stop_process(proc)
         prefer = (old.record.port, old.record.gate_port)
     return cls.launch(home, prefer=prefer)
+
+
+def _healthy_or_busy(emulator: RunningEmulator, patience: float = 20.0) -> bool:
+    """True if the recorded processes run and answer. Processes that run but answer slowly
+    (a loaded machine) get ``patience`` seconds: restarting an in-memory emulator would
+    wipe every bucket other test workers are using."""
+    if emulator.healthy():
+        return True
+    deadline = time.monotonic() + patience
+    while all(p.alive() for p in emulator.procs) and time.monotonic() < deadline:
+        if emulator.healthy(timeout=5):
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def start_all(

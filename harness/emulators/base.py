@@ -120,13 +120,13 @@ class RunningEmulator(ABC):
         r = self.record
         return Proc(r.pid, r.start_time), Proc(r.gate_pid, r.gate_start_time)
 
-    def healthy(self) -> bool:
+    def healthy(self, timeout: float = 2.0) -> bool:
         """Both processes are the recorded ones and the gate reaches the emulator."""
         upstream, gate = self.procs
         return (
             upstream.alive()
             and gate.alive()
-            and http_ok(f"{self.endpoint}/__gate__/health", timeout=2)
+            and http_ok(f"{self.endpoint}/__gate__/health", timeout=timeout)
         )
 
     def status(self) -> dict[str, Any]:
