@@ -34,18 +34,18 @@ MiB = 1 << 20
 # --- config and buckets ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store", ALL)
+@pytest.mark.parametrize("store_name", ALL)
 def test_config_section_reaches_the_gate_as_user(
-    emulators: dict[str, RunningEmulator], store: str
+    emulators: dict[str, RunningEmulator], store_name: str
 ) -> None:
-    emulator = emulators[store]
+    emulator = emulators[store_name]
     section = emulator.config_section()
     user = ACCOUNTS[USER]
-    if store == "s3":
+    if store_name == "s3":
         assert isinstance(section, AwsConfig)
         assert section.endpoint_url == emulator.endpoint
         assert section.access_key_id == user.s3_access_key_id
-    elif store == "gcs":
+    elif store_name == "gcs":
         assert isinstance(section, GcpConfig)
         assert section.api_endpoint == emulator.endpoint
         assert section.access_token == user.gcs_token
@@ -56,22 +56,22 @@ def test_config_section_reaches_the_gate_as_user(
     assert emulator.endpoint.startswith("http://127.0.0.1:")
 
 
-@pytest.mark.parametrize("store", ALL)
+@pytest.mark.parametrize("store_name", ALL)
 def test_make_and_delete_bucket(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
 ) -> None:
-    emulator = emulators[store]
+    emulator = emulators[store_name]
     name = unique_name("eb")
     url = emulator.make_bucket(name, owner=OTHER, public=True, objects={"a/b.txt": b"ab"})
     expected = {"s3": f"s3://{name}", "gcs": f"gs://{name}", "azure": f"azure://skyother/{name}"}
-    assert url == expected[store]
+    assert url == expected[store_name]
     assert emulator.bucket_owner(name) == OTHER
     assert [(e.key, e.size) for e in emulator.events(name)] == [("a/b.txt", 2)]
     emulator.delete_bucket(name)
     emulator.delete_bucket(name)  # deleting a missing bucket is not an error
-    if store == "s3":
+    if store_name == "s3":
         assert name not in {b["Name"] for b in emulator.client(OTHER).list_buckets()["Buckets"]}
-    elif store == "gcs":
+    elif store_name == "gcs":
         assert emulator.client(OTHER).lookup_bucket(name) is None
     else:
         assert not emulator.client(OTHER).get_container_client(name).exists()
@@ -89,11 +89,11 @@ def _put(emulator: RunningEmulator, bucket: str, key: str, data: bytes) -> None:
         emulator.client(USER).get_container_client(bucket).upload_blob(key, data)
 
 
-@pytest.mark.parametrize("store", ALL)
+@pytest.mark.parametrize("store_name", ALL)
 def test_sequential_writes_are_logged_in_order(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
 ) -> None:
-    emulator = emulators[store]
+    emulator = emulators[store_name]
     bucket = unique_name("ev")
     emulator.make_bucket(bucket)
     written = [(f"dir/file-{i:02d}.bin", 100 + 37 * i) for i in range(20)]
@@ -157,17 +157,17 @@ def test_azure_block_upload_is_one_event(
     azure.delete_bucket(bucket)
 
 
-@pytest.mark.parametrize("store", ALL)
+@pytest.mark.parametrize("store_name", ALL)
 def test_deletes_are_logged(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store: str
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
 ) -> None:
-    emulator = emulators[store]
+    emulator = emulators[store_name]
     bucket = unique_name("dl")
     emulator.make_bucket(bucket, objects={"gone.txt": b"bye"})
     client = emulator.client(USER)
-    if store == "s3":
+    if store_name == "s3":
         client.delete_object(Bucket=bucket, Key="gone.txt")
-    elif store == "gcs":
+    elif store_name == "gcs":
         client.bucket(bucket).blob("gone.txt").delete()
     else:
         client.get_container_client(bucket).delete_blob("gone.txt")
@@ -181,15 +181,15 @@ def test_deletes_are_logged(
 # --- rclone through the gates ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("store", ALL)
+@pytest.mark.parametrize("store_name", ALL)
 def test_rclone_through_the_gate(
     emulators: dict[str, RunningEmulator],
     unique_name: Callable[[str], str],
     rclone: Callable[..., Any],
     tmp_path: Path,
-    store: str,
+    store_name: str,
 ) -> None:
-    emulator = emulators[store]
+    emulator = emulators[store_name]
     mine, theirs = unique_name("rc"), unique_name("rcpub")
     emulator.make_bucket(mine)
     emulator.make_bucket(theirs, owner=OTHER, public=True, objects={"pub.txt": b"public\n"})
@@ -210,7 +210,7 @@ def test_rclone_through_the_gate(
 
     # The other account's public bucket: readable, never writable, and refused promptly.
     # (Azure: the container lives in the other storage account; the user's key is used.)
-    where = {"account": ACCOUNTS[OTHER].azure_account} if store == "azure" else {}
+    where = {"account": ACCOUNTS[OTHER].azure_account} if store_name == "azure" else {}
     read = rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **where)
     assert read.returncode == 0 and read.stdout == "public\n", read.stderr
     started = time.monotonic()

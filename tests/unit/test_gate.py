@@ -173,27 +173,27 @@ def _write(store: str, client: Any, bucket: str) -> None:
         client.get_container_client(bucket).upload_blob(key, b"new object")
 
 
-@pytest.mark.parametrize(("store", "owner", "public", "caller", "op", "allowed"), matrix())
+@pytest.mark.parametrize(("store_name", "owner", "public", "caller", "op", "allowed"), matrix())
 def test_access_matrix(
     emulators: dict[str, RunningEmulator],
     matrix_bucket: Callable[[str, str, bool], str],
-    store: str,
+    store_name: str,
     owner: str,
     public: bool,
     caller: str,
     op: str,
     allowed: bool,
 ) -> None:
-    emulator = emulators[store]
-    bucket = matrix_bucket(store, owner, public)
+    emulator = emulators[store_name]
+    bucket = matrix_bucket(store_name, owner, public)
     client = _client(emulator, caller, owner)
     action = _read if op == "read" else _write
     if allowed:
-        action(store, client, bucket)
+        action(store_name, client, bucket)
         return
     started = time.monotonic()
-    with pytest.raises(_denied_types(store)) as info:
-        action(store, client, bucket)
+    with pytest.raises(_denied_types(store_name)) as info:
+        action(store_name, client, bucket)
     assert time.monotonic() - started < QUICK
     assert _status_of(info.value) == 403, info.value
 
@@ -343,22 +343,22 @@ def test_s3_presigned_urls(
     assert requests.put(put, data=b"x", timeout=10).status_code == 403
 
 
-@pytest.mark.parametrize("store", [pytest.param(s, marks=MARKS[s]) for s in ("s3", "gcs")])
+@pytest.mark.parametrize("store_name", [pytest.param(s, marks=MARKS[s]) for s in ("s3", "gcs")])
 def test_denied_streaming_upload_gets_a_clean_answer(
     emulators: dict[str, RunningEmulator],
     matrix_bucket: Callable[[str, str, bool], str],
-    store: str,
+    store_name: str,
 ) -> None:
     """A large chunked upload without Expect: 100-continue is answered 403 in the API's
     format, not with a reset connection."""
-    emulator = emulators[store]
-    bucket = matrix_bucket(store, OTHER, True)
+    emulator = emulators[store_name]
+    bucket = matrix_bucket(store_name, OTHER, True)
 
     def body() -> Iterator[bytes]:
         for _ in range(24):
             yield b"x" * (1 << 20)
 
-    if store == "s3":
+    if store_name == "s3":
         url = f"{emulator.endpoint}/{bucket}/big"
         resp = requests.put(url, data=body(), timeout=30)
         assert b"<Code>AccessDenied</Code>" in resp.content
@@ -369,11 +369,11 @@ def test_denied_streaming_upload_gets_a_clean_answer(
     assert resp.status_code == 403
 
 
-@pytest.mark.parametrize("store", [pytest.param(s, marks=MARKS[s]) for s in MARKS])
-def test_admin_api(emulators: dict[str, RunningEmulator], store: str) -> None:
-    emulator = emulators[store]
+@pytest.mark.parametrize("store_name", [pytest.param(s, marks=MARKS[s]) for s in MARKS])
+def test_admin_api(emulators: dict[str, RunningEmulator], store_name: str) -> None:
+    emulator = emulators[store_name]
     health = requests.get(f"{emulator.endpoint}/__gate__/health", timeout=10).json()
-    assert health["ok"] and health["store"] == store
+    assert health["ok"] and health["store"] == store_name
     name = f"ga-{uuid.uuid4().hex[:10]}"
     bad = requests.post(
         f"{emulator.endpoint}/__gate__/buckets",
