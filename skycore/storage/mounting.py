@@ -278,7 +278,13 @@ def mount_command(
         + "  exit 1\n"
         + "fi\n"
         + 'rm -f "$SOCK"\n'
-        + f'{_rclone(env)} mount {q(remote_path)} "$DST" {flags}\n'
+        + "rc=0\n"
+        + f'{_rclone(env)} mount {q(remote_path)} "$DST" {flags} </dev/null >>"$LOG" 2>&1 '
+        + "|| rc=$?\n"
+        + 'if [ "$rc" != 0 ]; then\n'
+        + '  echo "skycore: rclone failed to mount $DST (exit $rc); last lines of $LOG:" >&2\n'
+        + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
+        + "fi\n"
         + "for _ in $(seq 1 200); do\n"
         + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
         + f'    echo "skycore: mounted {remote_path} at $DST ({mode.value})"; exit 0\n'

@@ -64,7 +64,7 @@ class Storage:
     kind: Kind = "sky_managed"
     prefix: str = ""
     account: str | None = None
-    yaml_field: str = "file_mounts"
+    yaml_field: str = field(default="file_mounts", compare=False)
     mount_options: mounting.MountOptions = field(default_factory=mounting.MountOptions)
     _access: AccessInfo | None = field(default=None, compare=False, repr=False)
 
