@@ -112,3 +112,89 @@ def skycore_home(
     config.logs_dir = str(tmp_path / "sky_logs")
     save_config(config)
     return home
+
+
+# --- stores, buckets, clusters -------------------------------------------------------------
+
+CLOUD_OF_STORE = {store: flag for flag, store in STORE_OPTIONS.items()}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``store`` over the selected stores, each param marked with its cloud."""
+    explicit = any(
+        "store" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")
+    )
+    if "store" in metafunc.fixturenames and not explicit:
+        params = [
+            pytest.param(
+                store, marks=getattr(pytest.mark, CLOUD_OF_STORE[store]), id=CLOUD_OF_STORE[store]
+            )
+            for store in selected_stores(metafunc.config)
+        ]
+        metafunc.parametrize("store", params, scope="module")
+
+
+@pytest.fixture
+def bucket_factory(local_cloud: object, tmp_path: Path) -> Iterator[object]:
+    """``make(store, kind)`` -> TestBucket; every bucket made is deleted after the test."""
+    from harness.buckets import make_test_bucket
+
+    made: list = []
+
+    def make(store: str, kind: str) -> object:
+        bucket = make_test_bucket(store, kind, tmp_path)
+        made.append(bucket)
+        return bucket
+
+    yield make
+    for bucket in made:
+        bucket.delete()
+
+
+@pytest.fixture
+def upload_events(local_cloud: object):
+    """``upload_events(bucket)`` -> the gate's write events for a TestBucket, in order."""
+    return lambda bucket: bucket.events()
+
+
+@pytest.fixture
+def cluster_factory(
+    request: pytest.FixtureRequest, skycore_home: Path, tmp_path: Path
+) -> Iterator[object]:
+    """``make(prefix)`` -> a SmokeCluster with a unique name; always torn down afterwards
+    (unless --keep-on-failure and the test failed)."""
+    from harness.clusters import SmokeCluster
+
+    made: list[SmokeCluster] = []
+
+    def make(prefix: str = "t") -> SmokeCluster:
+        cluster = SmokeCluster.new(prefix, tmp_path)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    keep = request.config.getoption("--keep-on-failure") and _failed(request)
+    for cluster in made:
+        if keep:
+            print(f"\n--keep-on-failure: {cluster.describe_access()}")
+        else:
+            cluster.down()
+
+
+@pytest.fixture
+def node_shell(local_cloud: object):
+    """``node_shell(cluster, rank, cmd)`` -> (exit code, output) of ``cmd`` run on a node."""
+    return lambda cluster, rank, cmd, timeout=120: cluster.shell(cmd, rank=rank, timeout=timeout)
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return bool(report is not None and report.failed)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Keep each phase's report on the item, so fixtures can tell a failed test."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -1,0 +1,116 @@
+"""Buckets for tests: the four kinds the smoke matrix covers, readable from the store itself.
+
+A ``TestBucket`` knows its store, kind and seeded objects, builds its ``file_mounts`` entry
+for a mode, and reads keys straight from the emulator (with the owner's credentials), so a
+test checks what really reached the store, not what a node's cache shows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import emulators
+from harness.accounts import ACCOUNTS, OTHER, USER
+
+SKY_MANAGED = "sky_managed"
+PRIVATE_BY_USER = "external_private_by_user"
+PUBLIC_BY_USER = "external_public_by_user"
+PUBLIC_NOT_BY_USER = "public_not_by_user"
+KINDS = (SKY_MANAGED, PRIVATE_BY_USER, PUBLIC_BY_USER, PUBLIC_NOT_BY_USER)
+WRITABLE_KINDS = (SKY_MANAGED, PRIVATE_BY_USER, PUBLIC_BY_USER)
+
+SEED_KEY = "seed/hello.txt"
+
+
+def unique_name(prefix: str) -> str:
+    """A bucket name valid in every store: lowercase, digits and dashes, <= 63 chars."""
+    return f"{prefix[:40]}-{uuid.uuid4().hex[:10]}".lower()
+
+
+@dataclass
+class TestBucket:
+    """A bucket made for one test (or one module's cluster)."""
+
+    __test__ = False  # not a pytest test class
+
+    store: str
+    kind: str
+    name: str
+    seed: dict[str, bytes]
+    source_dir: Path | None = None
+    owner: str = USER
+    url: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def writable(self) -> bool:
+        """True if the user's credentials may write to it."""
+        return self.kind in WRITABLE_KINDS
+
+    def mount_entry(self, mode: str, **options: Any) -> dict[str, Any]:
+        """The task's file_mounts value for this bucket in ``mode``."""
+        if self.kind == SKY_MANAGED:
+            entry: dict[str, Any] = {
+                "name": self.name,
+                "source": str(self.source_dir),
+                "store": self.store,
+                "mode": mode,
+            }
+        else:
+            entry = {"source": self.url, "mode": mode}
+        entry.update(options)
+        return entry
+
+    def _emulator(self) -> emulators.RunningEmulator:
+        return emulators.get(self.store)
+
+    def list_keys(self) -> list[str]:
+        """Every key in the bucket, read from the store."""
+        client = self._emulator().client(self.owner)
+        if self.store == "s3":
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.name)
+            return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+        if self.store == "gcs":
+            return sorted(b.name for b in client.list_blobs(self.name))
+        return sorted(client.get_container_client(self.name).list_blob_names())
+
+    def read(self, key: str) -> bytes:
+        """The content of ``key``, read from the store."""
+        client = self._emulator().client(self.owner)
+        if self.store == "s3":
+            return bytes(client.get_object(Bucket=self.name, Key=key)["Body"].read())
+        if self.store == "gcs":
+            return bytes(client.bucket(self.name).blob(key).download_as_bytes())
+        blob = client.get_blob_client(self.name, key)
+        return bytes(blob.download_blob().readall())
+
+    def events(self) -> list[emulators.WriteEvent]:
+        """Completed writes to this bucket, in completion order (from the gate)."""
+        return self._emulator().events(self.name)
+
+    def delete(self) -> None:
+        """Remove the bucket and its objects (no error if it is gone)."""
+        self._emulator().delete_bucket(self.name)
+
+
+def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:
+    """Create a bucket of ``kind`` in ``store`` seeded with one object.
+
+    Sky-managed buckets are only named here (skycore creates them from ``source_dir`` at
+    launch); the other kinds are created now, as they would exist before a task runs.
+    """
+    name = unique_name(f"{prefix}-{store}-{kind.replace('_', '-')[:18]}")
+    seed = {SEED_KEY: f"seeded into {name}\n".encode()}
+    if kind == SKY_MANAGED:
+        source = workdir / name
+        (source / "seed").mkdir(parents=True, exist_ok=True)
+        (source / SEED_KEY).write_bytes(seed[SEED_KEY])
+        url = {"s3": "s3://", "gcs": "gs://"}.get(store, f"azure://{ACCOUNTS[USER].azure_account}/")
+        return TestBucket(store, kind, name, seed, source_dir=source, url=url + name)
+    owner = OTHER if kind == PUBLIC_NOT_BY_USER else USER
+    public = kind != PRIVATE_BY_USER
+    url = emulators.get(store).make_bucket(name, owner=owner, public=public, objects=seed)
+    return TestBucket(store, kind, name, seed, owner=owner, url=url)

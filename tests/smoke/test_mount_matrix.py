@@ -1,0 +1,125 @@
+"""The mount matrix: every store x mode x bucket kind, on one reused cluster per store.
+
+Each case lists its mount, reads the seeded file, writes where access allows and reads the
+write back from the store itself, and expects a clear, immediate refusal where it does not.
+COPY is a snapshot: writing to it never touches the bucket.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.buckets import KINDS, PUBLIC_NOT_BY_USER, SEED_KEY, TestBucket, make_test_bucket
+from harness.clusters import SmokeCluster
+from skycore.storage import mounting
+
+MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
+CLOUDS = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
+
+
+def mount_point(kind: str, mode: str) -> str:
+    return f"/matrix/{kind}-{mode.lower()}"
+
+
+def cases() -> list:
+    out = []
+    for store, cloud in CLOUDS.items():
+        for mode in MODES:
+            for kind in KINDS:
+                marks = [getattr(pytest.mark, cloud), pytest.mark.xdist_group(f"matrix-{cloud}")]
+                out.append(
+                    pytest.param(store, mode, kind, id=f"{cloud}-{mode}-{kind}", marks=marks)
+                )
+    return out
+
+
+class MatrixCluster:
+    """One cluster of a store with a mount per (mode, kind), each on its own bucket."""
+
+    def __init__(self, store: str, workdir: Path) -> None:
+        self.store = store
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.cluster = SmokeCluster.new(f"matrix-{CLOUDS[store]}", workdir)
+        self.buckets: dict[tuple[str, str], TestBucket] = {}
+        mounts = {}
+        for mode in MODES:
+            for kind in KINDS:
+                bucket = make_test_bucket(store, kind, workdir, prefix="mx")
+                self.buckets[(mode, kind)] = bucket
+                mounts[mount_point(kind, mode)] = bucket.mount_entry(mode)
+        spec = {"name": "matrix", "file_mounts": mounts, "run": "echo ready"}
+        self.launch = self.cluster.launch(spec)
+
+    def close(self) -> None:
+        self.cluster.down()
+        for bucket in self.buckets.values():
+            bucket.delete()
+
+
+class Matrices:
+    """Builds each store's matrix cluster on first use and tears all of them down at the end."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.built: dict[str, MatrixCluster] = {}
+
+    def get(self, store: str) -> MatrixCluster:
+        if store not in self.built:
+            self.built[store] = MatrixCluster(store, self.workdir / store)
+        return self.built[store]
+
+    def close(self) -> None:
+        for matrix in self.built.values():
+            matrix.close()
+
+
+@pytest.fixture(scope="module")
+def matrices(local_cloud, tmp_path_factory) -> Iterator[Matrices]:
+    built = Matrices(tmp_path_factory.mktemp("matrix"))
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize(("store", "mode", "kind"), cases())
+def test_mount(matrices: Matrices, store: str, mode: str, kind: str) -> None:
+    matrix = matrices.get(store)
+    assert matrix.launch.exit_code == 0, matrix.launch.output
+    bucket = matrix.buckets[(mode, kind)]
+    dst = mount_point(kind, mode)
+    shell = matrix.cluster.shell
+
+    # The mount lists and the seeded object reads back.
+    code, out = shell(f"ls -la {dst} && cat {dst}/{SEED_KEY}")
+    assert code == 0, out
+    assert bucket.seed[SEED_KEY].decode() in out
+
+    key = f"written-{uuid.uuid4().hex[:8]}.txt"
+    payload = f"payload {uuid.uuid4().hex}"
+    code, out = shell(f"echo '{payload}' > {dst}/{key}", timeout=30)
+
+    if mode == "COPY":
+        # A snapshot: the local write works, the bucket never sees it.
+        assert code == 0, out
+        assert key not in bucket.list_keys()
+        return
+
+    if kind == PUBLIC_NOT_BY_USER:
+        # Someone else's bucket: refused at once with a permission error, nothing uploaded.
+        assert code != 0
+        assert "Read-only file system" in out or "Permission denied" in out, out
+        assert key not in bucket.list_keys()
+        return
+
+    assert code == 0, out
+    if mode == "MOUNT_CACHED":
+        code, out = shell(mounting.drain_command(dst, 60), timeout=90)
+        assert code == 0, out
+    assert bucket.read(key).decode().strip() == payload
+    code, out = shell(f"cat {dst}/{key}")
+    assert code == 0 and payload in out, out
