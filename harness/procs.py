@@ -104,6 +104,16 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def wait_port_free(port: int, timeout: float) -> bool:
+    """Poll until 127.0.0.1:port is free (a server just stopped may need a moment)."""
+    deadline = time.monotonic() + timeout
+    while not port_is_free(port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
     """The last ``lines`` lines of a log file (empty if it does not exist)."""
     try:
@@ -208,7 +218,8 @@ def wait_healthy(
 
 
 def stop_process(proc: Proc, timeout: float = 5.0) -> bool:
-    """Stop ``proc`` and its process group: SIGTERM, then SIGKILL after ``timeout``.
+    """Stop ``proc`` and its process group: SIGTERM, then SIGKILL after ``timeout``; return
+    once every thread has exited (so its ports are free again).
 
     Does nothing if the recorded process is gone or its PID now belongs to another process.
     Returns True if the process was running.
@@ -217,19 +228,29 @@ def stop_process(proc: Proc, timeout: float = 5.0) -> bool:
         _reap(proc)
         return False
     _signal_group(proc, signal.SIGTERM)
+    if not _wait_gone(proc, timeout):
+        _signal_group(proc, signal.SIGKILL)
+        _wait_gone(proc, 5.0)
+    return True
+
+
+def _wait_gone(proc: Proc, timeout: float) -> bool:
+    """Wait until ``proc`` has exited completely. A multi-threaded process shows as a zombie
+    as soon as its main thread ends, while other threads may still hold its sockets."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(proc)
-        if not proc.alive():
+        if not proc.alive() and _threads_done(proc.pid):
             return True
-        time.sleep(0.05)
-    _signal_group(proc, signal.SIGKILL)
-    for _ in range(100):
-        _reap(proc)
-        if not proc.alive():
-            break
         time.sleep(0.02)
-    return True
+    return False
+
+
+def _threads_done(pid: int) -> bool:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
 def _signal_group(proc: Proc, sig: signal.Signals) -> None:

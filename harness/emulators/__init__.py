@@ -69,6 +69,9 @@ def _start_one(home: Path, store: str) -> RunningEmulator:
         if old.record.gate_version != gate_version():
             old.restart_gate()
         return old
+    if old is not None and old.procs[0].alive() and old.upstream_answers():
+        old.restart_gate()  # only the gate died: keep the emulator and its buckets
+        return old
     prefer = None
     if old is not None:  # dead or half-dead: stop what is left, restart on the same ports
         for proc in reversed(old.procs):

@@ -35,6 +35,7 @@ from harness.procs import (
     start_process,
     stop_process,
     wait_healthy,
+    wait_port_free,
 )
 
 
@@ -128,6 +129,10 @@ class RunningEmulator(ABC):
             and gate.alive()
             and http_ok(f"{self.endpoint}/__gate__/health", timeout=timeout)
         )
+
+    def upstream_answers(self, timeout: float = 5.0) -> bool:
+        """The emulator itself answers HTTP (any status)."""
+        return http_ok(f"{self.upstream}/", timeout=timeout, any_status=True)
 
     def status(self) -> dict[str, Any]:
         """Status for ``harness status``: running?, pids, ports, endpoint, logs."""
@@ -353,7 +358,7 @@ def _start_gate(
 ) -> Proc:
     """Start ``python -m harness.gate`` for ``store`` and wait until it is healthy.
     Raises HarnessProcessError (after stopping it) if it does not come up."""
-    if not port_is_free(gate_port):
+    if not wait_port_free(gate_port, 5.0):
         raise HarnessProcessError(
             f"Cannot start the {store} access gate: port {gate_port} on {LOOPBACK} is already "
             "in use. Stop whatever listens there (for a stale harness: 'harness down')."
