@@ -3,6 +3,7 @@ config they hand to skycore, and rclone through each gate."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -22,6 +23,7 @@ from harness.emulators import (
     stop_all,
 )
 from harness.emulators.azure import npm_dir
+from harness.emulators.base import state_file
 from harness.emulators.gcs import GcsEmulator
 from harness.procs import Proc, free_port
 from skycore.config import AwsConfig, AzureConfig, GcpConfig
@@ -368,3 +370,33 @@ def test_gate_health_reports_a_dead_emulator(tmp_path: Path) -> None:
     finally:
         emulator.stop()
     assert not any(p.alive() for p in emulator.procs)
+
+
+@pytest.mark.gcp
+def test_a_dead_or_outdated_gate_is_restarted_alone(tmp_path: Path) -> None:
+    """The emulator (and its buckets) survive; the gate reloads bucket ownership from its
+    state file."""
+    from google.api_core.exceptions import Forbidden
+
+    first = start_all(tmp_path, stores=("gcs",))["gcs"]
+    try:
+        first.make_bucket("kept-bucket", owner=OTHER, public=False, objects={"k": b"v"})
+        upstream, gate = first.procs
+        os.kill(gate.pid, 9)
+        _wait_gone(gate)
+        second = start_all(tmp_path, stores=("gcs",))["gcs"]
+        assert second.procs[0] == upstream and second.procs[1] != gate
+        assert second.endpoint == first.endpoint
+        assert second.bucket_owner("kept-bucket") == OTHER
+        with pytest.raises(Forbidden):  # the reloaded ownership is enforced
+            second.client(USER).bucket("kept-bucket").blob("k").download_as_bytes()
+        assert second.client(OTHER).bucket("kept-bucket").blob("k").download_as_bytes() == b"v"
+
+        path = state_file(tmp_path, "gcs")
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "gate_version": "older-code"}))
+        third = start_all(tmp_path, stores=("gcs",))["gcs"]
+        assert third.procs[0] == upstream and third.procs[1] != second.procs[1]
+        assert third.bucket_owner("kept-bucket") == OTHER
+    finally:
+        stop_all(tmp_path)
