@@ -64,36 +64,42 @@ class TestBucket:
         entry.update(options)
         return entry
 
-    def _emulator(self) -> emulators.RunningEmulator:
-        return emulators.get(self.store)
-
     def list_keys(self) -> list[str]:
         """Every key in the bucket, read from the store."""
-        client = self._emulator().client(self.owner)
-        if self.store == "s3":
-            pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.name)
-            return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-        if self.store == "gcs":
-            return sorted(b.name for b in client.list_blobs(self.name))
-        return sorted(client.get_container_client(self.name).list_blob_names())
+        return list_keys(self.store, self.name, self.owner)
 
     def read(self, key: str) -> bytes:
         """The content of ``key``, read from the store."""
-        client = self._emulator().client(self.owner)
-        if self.store == "s3":
-            return bytes(client.get_object(Bucket=self.name, Key=key)["Body"].read())
-        if self.store == "gcs":
-            return bytes(client.bucket(self.name).blob(key).download_as_bytes())
-        blob = client.get_blob_client(self.name, key)
-        return bytes(blob.download_blob().readall())
+        return read_object(self.store, self.name, key, self.owner)
 
     def events(self) -> list[emulators.WriteEvent]:
         """Completed writes to this bucket, in completion order (from the gate)."""
-        return self._emulator().events(self.name)
+        return emulators.get(self.store).events(self.name)
 
     def delete(self) -> None:
         """Remove the bucket and its objects (no error if it is gone)."""
-        self._emulator().delete_bucket(self.name)
+        emulators.get(self.store).delete_bucket(self.name)
+
+
+def list_keys(store: str, bucket: str, owner: str | None = USER) -> list[str]:
+    """Every key of ``bucket`` in ``store``, listed with ``owner``'s credentials."""
+    client = emulators.get(store).client(owner)
+    if store == "s3":
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+    if store == "gcs":
+        return sorted(b.name for b in client.list_blobs(bucket))
+    return sorted(client.get_container_client(bucket).list_blob_names())
+
+
+def read_object(store: str, bucket: str, key: str, owner: str | None = USER) -> bytes:
+    """The content of ``key`` in ``bucket``, read from the store with ``owner``'s credentials."""
+    client = emulators.get(store).client(owner)
+    if store == "s3":
+        return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    if store == "gcs":
+        return bytes(client.bucket(bucket).blob(key).download_as_bytes())
+    return bytes(client.get_blob_client(bucket, key).download_blob().readall())
 
 
 def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:

@@ -1,0 +1,82 @@
+"""The seed's comprehensive manual test, automated: launch comp_test.yaml (the part of the
+selected store; Azure has its twin) and check its output the way the test plan does."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import emulators
+from harness.buckets import list_keys, read_object
+from harness.cloud import PUBLIC_DATASETS
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REPO = FIXTURES.parents[1]
+PREFIX = {"s3": "/s3-", "gcs": "/gcs-", "azure": "/azure-"}
+WRITABLE = ("sky-managed-mount", "sky-managed-mount-cached", "external-private-by-user",
+            "external-public-by-user")  # fmt: skip
+
+
+def task_for(store: str) -> dict:
+    """comp_test.yaml cut down to one store (its mounts and the run lines that use them)."""
+    source = FIXTURES / ("comp_test_azure.yaml" if store == "azure" else "comp_test.yaml")
+    spec = yaml.safe_load(source.read_text())
+    others = [p for s, p in PREFIX.items() if s != store]
+    spec["file_mounts"] = {
+        dst: v for dst, v in spec["file_mounts"].items() if dst.startswith(PREFIX[store])
+    }
+    spec["run"] = "\n".join(
+        line for line in spec["run"].splitlines() if not any(o in line for o in others)
+    )
+    return spec
+
+
+@pytest.fixture
+def run_id(store: str) -> Iterator[str]:
+    """A unique RUN_ID with the user's external buckets made for it; all removed afterwards."""
+    rid = uuid.uuid4().hex[:10]
+    emu = emulators.get(store)
+    external = [f"{store}-external-private-by-user-{rid}", f"{store}-external-public-by-user-{rid}"]
+    for name in external:
+        emu.make_bucket(name, public="public" in name, objects={"existing.txt": b"existing\n"})
+    yield rid
+    managed = [f"{store}-sky-managed-{m}-{rid}" for m in ("copy", "mount", "mount-cached")]
+    for name in external + managed:
+        emu.delete_bucket(name)
+
+
+def test_comp_test(store, run_id, cluster_factory, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)  # the YAML's relative paths are relative to the repository root
+    cluster = cluster_factory("comp")
+    outcome = cluster.launch(task_for(store), env={"RUN_ID": run_id})
+    log = outcome.run_log()
+    assert outcome.exit_code == 0, outcome.output + log
+    assert outcome.job_status == "SUCCEEDED"
+    assert cluster.status() == "UP"
+    setup_log = (outcome.result.log_dir / "setup-0.log").read_text()
+    assert "hi" in setup_log
+
+    # Every mount listed: the workdir, the seeded source, the pre-existing objects, the dataset.
+    assert "README.txt" in log and "main.py" in log
+    assert log.count("hello.txt") >= 3  # copy, mount and mount-cached of the local source
+    assert "existing.txt" in log
+    assert "scratch.tmp" not in log  # the source's .gitignore is honoured
+
+    # Four writes read back on the node, and the refused write to someone else's bucket.
+    assert log.count(" UTC ") >= 4
+    assert "UNEXPECTED" not in log
+    assert "refused, as expected" in log
+    assert "Read-only file system" in log
+
+    # The writes are in the store itself (the job ended only after cached mounts drained).
+    prefix = PREFIX[store].strip("/")
+    for mount in WRITABLE:
+        bucket = f"{prefix}{mount}-{run_id}"
+        assert read_object(store, bucket, "hellotest.txt").strip(), bucket
+    # The COPY bucket was not written to, and neither was the public dataset.
+    assert "hellotest.txt" not in list_keys(store, f"{prefix}sky-managed-copy-{run_id}")
+    assert "hellotest.txt" not in list_keys(store, PUBLIC_DATASETS[store], owner="other")
