@@ -111,19 +111,24 @@ class AzureBlobStore(AbstractStore):
         return count
 
     def access(self) -> AccessInfo:
+        hidden = AccessInfo(
+            exists=True,
+            detail=f"is private to account '{self.account}' or does not exist (Azure does not "
+            "tell anonymous callers which)",
+        )
         try:
             next(iter(self.container.list_blobs(results_per_page=1).by_page()), None)
         except ResourceNotFoundError as e:
-            # ContainerNotFound: no such container. ResourceNotFound (anonymous on a private
-            # container): Azure hides it, but it exists.
+            # With the account key: ContainerNotFound. Anonymous on another account: Azure
+            # answers alike for a private and a missing container.
             if _error_code(e) == "ContainerNotFound" or self.own_account:
                 return AccessInfo(exists=False, detail="does not exist")
-            return AccessInfo(exists=True, detail="private to another account")
+            return hidden
         except ClientAuthenticationError:
-            return AccessInfo(exists=True, detail="private to another account")
+            return hidden
         except HttpResponseError as e:
             if e.status_code in (401, 403):
-                return AccessInfo(exists=True, detail="private to another account")
+                return hidden
             raise self._fail("check access to", e) from None
         except AzureError as e:
             raise self._fail("check access to", e) from None

@@ -44,7 +44,7 @@ class S3Store(AbstractStore):
     def _make_client(self, anonymous: bool) -> Any:
         cfg = Config(
             s3={"addressing_style": "path"},
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"max_attempts": 6, "mode": "standard"},
             connect_timeout=10,
             read_timeout=120,
             max_pool_connections=32,

@@ -225,10 +225,15 @@ class Storage:
                     "create one)."
                 )
             if not info.can_read:
+                what = (
+                    info.detail
+                    if info.detail.startswith("is ")
+                    else "exists but is a private bucket of another account that your "
+                    "credentials cannot access"
+                )
                 raise StorageAccessError(
-                    f"{self.yaml_field}: {url} exists but is a private bucket of another account "
-                    "that your credentials cannot access. Ask its owner for access or use a "
-                    "bucket you own."
+                    f"{self.yaml_field}: {url} {what}. Check the URL, ask its owner for access, "
+                    "or use a bucket you own."
                 )
             if self.prefix and self.mode.is_mount and st.is_object(self.prefix):
                 raise StorageSpecError(

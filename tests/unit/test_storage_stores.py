@@ -1,0 +1,266 @@
+"""Stores against the real emulators behind their access gates (no mocks).
+
+``store`` is parametrized by the harness plugin over the selected stores (s3, gcs, azure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.emulators import RunningEmulator
+from skycore import state
+from skycore.config import SkycoreConfig
+from skycore.storage import (
+    Storage,
+    StorageAccessError,
+    StorageError,
+    StorageSpecError,
+    StoreType,
+    make_store,
+    parse_url,
+)
+from skycore.storage.catalog import delete_storage, list_storage_rows
+from skycore.storage.upload import list_upload_files
+
+
+@pytest.fixture
+def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
+    sections = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
+    return SkycoreConfig(**{sections[s]: em.config_section() for s, em in emulators.items()})
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    h = tmp_path / "home"
+    monkeypatch.setenv("SKYCORE_HOME", str(h))
+    return h
+
+
+def spec(store: str, **kw: object) -> Storage:
+    args: dict[str, object] = {"name": None, "source": None, "store": store, "mode": "MOUNT"}
+    args.update(kw)
+    return Storage.from_spec(field="file_mounts./data", **args)  # type: ignore[arg-type]
+
+
+def test_create_upload_list_delete(
+    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("a")
+    (src / "sub" / "b.bin").write_bytes(b"b" * 5000)
+    name = unique_name("scm")
+    st = make_store(StoreType(store), name, config)
+    assert not st.exists()
+    st.create()
+    try:
+        assert st.exists()
+        info = st.access()
+        assert info.exists and info.can_read and info.can_write and not info.anonymous
+        res = st.upload(src, list_upload_files(src))
+        assert (res.files, res.bytes) == (2, 5001)
+        assert sorted(st.list_keys()) == ["a.txt", "sub/b.bin"]
+        assert st.is_object("sub/b.bin") and not st.is_object("sub")
+    finally:
+        assert st.delete() == 2
+    assert not st.exists()
+
+
+@pytest.mark.parametrize("owner_public", [("user", False), ("user", True), ("other", True)])
+def test_access_of_readable_buckets(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    unique_name: Callable[[str], str],
+    owner_public: tuple[str, bool],
+) -> None:
+    owner, public = owner_public
+    em = emulators[store]
+    name = unique_name("acc")
+    url = em.make_bucket(name, owner=owner, public=public, objects={"d/x.txt": b"x"})
+    try:
+        st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
+        plan = st.check(config)
+        info = plan.access
+        assert info.exists and info.can_read
+        assert info.can_write is (owner == "user")
+        assert plan.read_only is (owner != "user") and not plan.create
+        mount = st.mount_command("/data", config)
+        assert ("--read-only" in mount) is (owner != "user")
+        assert st.kind == "external"
+    finally:
+        em.delete_bucket(name)
+
+
+def test_private_other_and_missing(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    unique_name: Callable[[str], str],
+) -> None:
+    em = emulators[store]
+    name = unique_name("prv")
+    url = em.make_bucket(name, owner="other", public=False, objects={"x": b"x"})
+    try:
+        st = Storage.from_spec(name=None, source=url, store=None, field="file_mounts./p")
+        info = st.access(config)
+        assert info.exists and not info.can_read
+        with pytest.raises(StorageAccessError, match="private"):
+            st.check(config)
+    finally:
+        em.delete_bucket(name)
+    missing = url.replace(name, unique_name("nope"))
+    st = Storage.from_spec(name=None, source=missing, store=None, field="file_mounts./m")
+    with pytest.raises(StorageAccessError, match="does not exist"):
+        st.check(config)
+    if store == "azure":
+        # anonymous callers cannot tell missing from private; with the key we can
+        assert "private to account 'skyother' or does not exist" in st.access(config).detail
+        missing = f"azure://skyuser/{unique_name('nope')}"
+        st = Storage.from_spec(name=None, source=missing, store=None)
+    assert not st.access(config).exists
+
+
+def test_name_taken_by_other_account(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    unique_name: Callable[[str], str],
+) -> None:
+    if store == "azure":
+        pytest.skip("Azure container names are per account: another account cannot take yours")
+    em = emulators[store]
+    name = unique_name("tkn")
+    em.make_bucket(name, owner="other", public=True)
+    try:
+        st = spec(store, name=name)
+        with pytest.raises(StorageAccessError, match="already taken by another account"):
+            st.check(config)
+        with pytest.raises(StorageAccessError):
+            st.prepare(config)
+        assert state.get_storage(name) is None
+    finally:
+        em.delete_bucket(name)
+
+
+def test_mount_of_single_object_refused(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    unique_name: Callable[[str], str],
+) -> None:
+    em = emulators[store]
+    name = unique_name("obj")
+    url = em.make_bucket(name, owner="user", objects={"dir/file.txt": b"x"})
+    try:
+        st = Storage.from_spec(name=None, source=url + "/dir/file.txt", store=None, mode="MOUNT")
+        with pytest.raises(StorageSpecError, match="single object"):
+            st.check(config)
+        copy = Storage.from_spec(name=None, source=url + "/dir/file.txt", store=None, mode="COPY")
+        copy.check(config)
+        folder = Storage.from_spec(name=None, source=url + "/dir", store=None, mode="MOUNT")
+        folder.check(config)
+    finally:
+        em.delete_bucket(name)
+
+
+def test_prepare_sky_managed_honours_gitignore_and_catalog(
+    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+) -> None:
+    src = tmp_path / "proj"
+    (src / "logs").mkdir(parents=True)
+    (src / "pkg" / "build").mkdir(parents=True)
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref")
+    (src / ".gitignore").write_text("*.log\nlogs/\n!keep.log\n")
+    (src / "pkg" / ".gitignore").write_text("build/\n")
+    for rel in ["main.py", "debug.log", "keep.log", "logs/a.txt", "pkg/m.py", "pkg/build/o.bin"]:
+        (src / rel).write_text(rel)
+    name = unique_name("mgd")
+    st = spec(store, name=name, source=str(src), mode="COPY")
+    plan = st.check(config)
+    assert plan.create and plan.upload_files == 5  # incl. both .gitignore files
+    assert not make_store(StoreType(store), name, config).exists()  # check changed nothing
+    st.prepare(config, progress=False)
+    keys = sorted(make_store(StoreType(store), name, config).list_keys())
+    assert keys == [".gitignore", "keep.log", "main.py", "pkg/.gitignore", "pkg/m.py"]
+    rows = {r.name: r for r in list_storage_rows()}
+    assert rows[name].kind == "sky-managed" and rows[name].status == "READY"
+    assert rows[name].store == store
+    # prepared again: reuses the bucket
+    spec(store, name=name, source=str(src), mode="COPY").prepare(config, progress=False)
+    # the same name for another store is refused
+    other = next(s for s in ("s3", "gcs", "azure") if s != store)
+    if getattr(config, StoreType(other).config_section):
+        with pytest.raises(StorageAccessError, match=f"created earlier for the {store} store"):
+            spec(other, name=name).check(config)
+    assert "Deleted" in delete_storage(name, config)
+    assert state.get_storage(name) is None
+    assert not make_store(StoreType(store), name, config).exists()
+    with pytest.raises(StorageError, match="No storage named"):
+        delete_storage(name, config)
+
+
+def test_skyignore_wins(tmp_path: Path) -> None:
+    src = tmp_path / "p"
+    src.mkdir()
+    (src / ".gitignore").write_text("a.txt\n")
+    (src / ".skyignore").write_text("b.txt\n")
+    for f in ("a.txt", "b.txt", "c.txt"):
+        (src / f).write_text(f)
+    assert list_upload_files(src) == [".gitignore", ".skyignore", "a.txt", "c.txt"]
+
+
+def test_external_bucket_never_deleted(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    unique_name: Callable[[str], str],
+) -> None:
+    em = emulators[store]
+    name = unique_name("ext")
+    url = em.make_bucket(name, owner="user", objects={"k": b"v"})
+    try:
+        st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
+        st.prepare(config)
+        row = next(r for r in list_storage_rows() if r.name == name)
+        assert row.kind == "external"
+        with pytest.raises(StorageError, match="never deletes buckets it did not create"):
+            delete_storage(name, config)
+        with pytest.raises(StorageError, match="not created by skycore"):
+            st.delete(config)
+        p = parse_url(url)
+        assert make_store(p.store, p.bucket, config, p.account).exists()
+    finally:
+        em.delete_bucket(name)
+
+
+def test_scratch_bucket_and_nonpersistent_delete(
+    store: str, config: SkycoreConfig, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("scr")
+    st = spec(store, name=name, mode="MOUNT_CACHED", persistent=False)
+    assert st.check(config).create
+    st.prepare(config)
+    store_obj = make_store(StoreType(store), name, config)
+    assert store_obj.exists() and store_obj.list_keys() == []
+    assert st.delete(config) == 0
+    assert not store_obj.exists()
+
+
+def test_delete_bucket_with_1000_objects(
+    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+) -> None:
+    src = tmp_path / "many"
+    src.mkdir()
+    for i in range(1000):
+        (src / f"o{i:04d}").write_text(str(i))
+    name = unique_name("big")
+    st = spec(store, name=name, source=str(src), mode="COPY")
+    st.prepare(config, progress=True)
+    assert len(make_store(StoreType(store), name, config).list_keys()) == 1000
+    assert "(1000 objects)" in delete_storage(name, config)
+    assert not make_store(StoreType(store), name, config).exists()
