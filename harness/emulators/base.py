@@ -290,6 +290,12 @@ class RunningEmulator(ABC):
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")
+            raise EmulatorError(
+                f"The {self.store} access gate refused {method} /__gate__/{route}: {e.code} "
+                f"{detail}"
+            ) from e
         except (urllib.error.URLError, OSError) as e:
             raise EmulatorError(
                 f"The {self.store} access gate at {self.endpoint} does not answer ({e}). "

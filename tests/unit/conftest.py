@@ -46,36 +46,42 @@ def unique_name() -> Callable[[str], str]:
     return make
 
 
-def rclone_config(emulator: RunningEmulator, owner: str = USER, account: str | None = None) -> str:
-    """An rclone.conf section named ``remote`` for ``owner`` through the gate (Azure: on
-    storage ``account``, by default the owner's own)."""
-    creds = ACCOUNTS[owner]
+def rclone_config(
+    emulator: RunningEmulator, owner: str | None = USER, account: str | None = None
+) -> str:
+    """An rclone.conf section named ``remote`` for ``owner`` (None: anonymous) through the
+    gate (Azure: on storage ``account``, by default the owner's own, else the user's)."""
+    creds = ACCOUNTS[owner or USER]
     if emulator.store == "s3":
         lines = [
             "type = s3",
             "provider = Other",
-            f"access_key_id = {creds.s3_access_key_id}",
-            f"secret_access_key = {creds.s3_secret_access_key}",
             f"endpoint = {emulator.endpoint}",
             "region = us-east-1",
             "force_path_style = true",
         ]
+        if owner is not None:
+            lines += [
+                f"access_key_id = {creds.s3_access_key_id}",
+                f"secret_access_key = {creds.s3_secret_access_key}",
+            ]
     elif emulator.store == "gcs":
         lines = [
             "type = google cloud storage",
             f"endpoint = {emulator.endpoint}/storage/v1/",
-            f"access_token = {creds.gcs_token}",
             "bucket_policy_only = true",
             "project_number = 123456789012",
+            "anonymous = true" if owner is None else f"access_token = {creds.gcs_token}",
         ]
     else:
         account = account or creds.azure_account
         lines = [
             "type = azureblob",
             f"account = {account}",
-            f"key = {creds.azure_key}",
             f"endpoint = {emulator.endpoint}/{account}",
         ]
+        if owner is not None:
+            lines.append(f"key = {creds.azure_key}")
     return "[remote]\n" + "\n".join(lines) + "\n"
 
 
@@ -105,7 +111,7 @@ def rclone(rclone_bin: Path, tmp_path: Path) -> RcloneRunner:
     def run(
         emulator: RunningEmulator,
         *args: str,
-        owner: str = USER,
+        owner: str | None = USER,
         account: str | None = None,
         timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:

@@ -221,6 +221,13 @@ def test_rclone_through_the_gate(
     assert write.returncode != 0
     assert "403" in write.stderr or "AuthorizationFailure" in write.stderr, write.stderr
     assert elapsed < 10, f"denied write took {elapsed:.1f} s"
+    # Anonymous: the public bucket lists and reads, and refuses writes.
+    anon = {"owner": None, **where}
+    listed = rclone(emulator, "lsf", f"remote:{theirs}", **anon)
+    assert listed.returncode == 0 and listed.stdout.split() == ["pub.txt"], listed.stderr
+    assert rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **anon).stdout == "public\n"
+    anon_write = rclone(emulator, "copyto", str(src / "one.txt"), f"remote:{theirs}/x", **anon)
+    assert anon_write.returncode != 0
     assert [e.key for e in emulator.events(theirs)] == ["pub.txt"]  # nothing was written
     emulator.delete_bucket(mine)
     emulator.delete_bucket(theirs)
