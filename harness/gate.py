@@ -593,8 +593,10 @@ class GateHandler(BaseHTTPRequestHandler):
         state = self.server.state
         bucket = access.bucket or ""
         if access.kind is Kind.CREATE_BUCKET and identity:
-            if bucket not in state.buckets():
-                state.set_bucket(bucket, identity, public=False)
+            if bucket not in state.buckets():  # a canned public ACL makes it public
+                acl = (self.headers.get("x-amz-acl") or "").lower()
+                public = acl in ("public-read", "public-read-write")
+                state.set_bucket(bucket, identity, public=public)
         elif access.kind is Kind.LIST_BUCKETS and identity:
             mine = {n for n, b in state.buckets().items() if b.owner == identity}
             data = _filter_s3_bucket_list(data, mine)

@@ -224,6 +224,11 @@ def test_s3_create_bucket_rules(emulators: dict[str, RunningEmulator]) -> None:
         s3.client(None).list_buckets()
     s3.delete_bucket(name)
     assert s3.bucket_owner(name) is None  # a deleted bucket's name is free again
+    public = f"gc-{uuid.uuid4().hex[:10]}"
+    s3.client(OTHER).create_bucket(Bucket=public, ACL="public-read")  # canned ACL: public
+    s3.client(OTHER).put_object(Bucket=public, Key="k", Body=b"v")
+    assert s3.client(None).get_object(Bucket=public, Key="k")["Body"].read() == b"v"
+    s3.delete_bucket(public)
 
 
 @pytest.mark.gcp
