@@ -1,0 +1,283 @@
+"""rclone command builders (pure) and real host-side FUSE mounts against the emulators."""
+
+from __future__ import annotations
+
+import configparser
+import errno
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.emulators import RunningEmulator
+from skycore.config import AwsConfig, AzureConfig, GcpConfig, SkycoreConfig
+from skycore.storage import Storage, StorageMode, StoreType, make_store, mounting
+from skycore.storage.mounting import MountOptions, RcloneEnv
+
+# --- pure builders ------------------------------------------------------------------------------
+
+CONFIG = SkycoreConfig(
+    aws=AwsConfig(
+        endpoint_url="http://127.0.0.1:1", access_key_id="AKIA1", secret_access_key="s3cret"
+    ),
+    gcp=GcpConfig(api_endpoint="http://127.0.0.1:2", access_token="ya29.tok"),
+    azure=AzureConfig(
+        account_name="skyuser",
+        account_key="azkey==",
+        endpoint_template="http://127.0.0.1:3/{account}",
+    ),
+)
+SECRETS = ("s3cret", "ya29.tok", "azkey==")
+
+
+def test_credential_file_has_every_remote() -> None:
+    files = mounting.node_credential_files(CONFIG)
+    assert list(files) == ["/root/.config/rclone/rclone.conf"]
+    conf = configparser.ConfigParser()
+    conf.read_string(files["/root/.config/rclone/rclone.conf"])
+    assert set(conf.sections()) == {
+        "skycore-s3",
+        "skycore-s3-anon",
+        "skycore-gcs",
+        "skycore-gcs-anon",
+        "skycore-azure",
+    }
+    assert conf["skycore-s3"]["secret_access_key"] == "s3cret"
+    assert "access_key_id" not in conf["skycore-s3-anon"]
+    assert conf["skycore-gcs"]["endpoint"] == "http://127.0.0.1:2/storage/v1/"
+    assert conf["skycore-gcs-anon"]["anonymous"] == "true"
+    assert conf["skycore-azure"]["endpoint"] == "http://127.0.0.1:3/skyuser"
+    only_s3 = mounting.rclone_config_text(SkycoreConfig(aws=CONFIG.aws))
+    assert "skycore-gcs" not in only_s3 and "skycore-azure" not in only_s3
+
+
+def test_mount_flags_per_mode() -> None:
+    dirs = mounting.mount_dirs("/data")
+    cached = mounting.mount_flags(StorageMode.MOUNT_CACHED, dirs, MountOptions())
+    joined = " ".join(cached)
+    assert "--vfs-cache-mode full" in joined and "--vfs-write-back 1s" in joined
+    assert "--transfers 1" in joined and f"--cache-dir {dirs.cache_dir}" in joined
+    assert (
+        f"--rc-addr unix://{dirs.rc_socket}" in joined and f"--log-file {dirs.log_file}" in joined
+    )
+    plain = " ".join(mounting.mount_flags(StorageMode.MOUNT, dirs, MountOptions(read_only=True)))
+    assert "--vfs-cache-mode off" in plain and "--cache-dir" not in plain and "--read-only" in plain
+    four = " ".join(mounting.mount_flags(StorageMode.MOUNT_CACHED, dirs, MountOptions(transfers=4)))
+    assert "--transfers 4" in four
+    with pytest.raises(ValueError):
+        mounting.mount_flags(StorageMode.COPY, dirs, MountOptions())
+
+
+@given(
+    st.lists(
+        st.text(min_size=1, max_size=30).filter(lambda s: "/" not in s), min_size=1, max_size=4
+    )
+)
+def test_mount_dirs_unique_and_short(parts: list[str]) -> None:
+    dst = "/" + "/".join(parts)
+    dirs = mounting.mount_dirs(dst)
+    assert len(dirs.rc_socket) < 100  # unix socket paths are limited to 107 bytes
+    assert dirs.cache_dir.startswith(dirs.base) and dirs.base.startswith(mounting.NODE_MOUNTS_BASE)
+    assert mounting.mount_dirs(dst) == dirs
+    assert mounting.mount_dirs(dst + "x").base != dirs.base
+
+
+def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
+    storages = [
+        Storage.from_spec(name="abc", source=None, store=s, mode=m)
+        for s in ("s3", "gcs", "azure")
+        for m in ("MOUNT", "MOUNT_CACHED")
+    ]
+    storages.append(
+        Storage.from_spec(name=None, source="azure://skyother/pub", store=None, mode="MOUNT")
+    )
+    scripts = [s.mount_command("/mnt/x", CONFIG) for s in storages]
+    scripts += [mounting.drain_command("/mnt/x", 30), mounting.unmount_command("/mnt/x", 30)]
+    scripts.append(
+        Storage.from_spec(name=None, source="gs://b/p", store=None, mode="COPY").copy_command("~/d")
+    )
+    for script in scripts:
+        assert "unset AWS_CA_BUNDLE" in script
+        assert not any(secret in script for secret in SECRETS)
+        assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+    assert "/usr/local/bin/rclone" in scripts[0]
+    assert ':azureblob,account=skyother,endpoint="http://127.0.0.1:3/skyother":pub' in scripts[6]
+    assert '"$HOME"/d' in scripts[-1]
+
+
+def test_mount_script_refuses_non_empty_mount_point(tmp_path: Path) -> None:
+    dst = tmp_path / "full"
+    dst.mkdir()
+    (dst / "file").write_text("x")
+    env = RcloneEnv(rclone="/bin/false", config_file="/dev/null", mounts_base=str(tmp_path / "m"))
+    cmd = mounting.mount_command("skycore-s3:b", str(dst), StorageMode.MOUNT, env=env)
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 1
+    assert f"cannot mount at {dst}: the folder is not empty" in r.stderr
+
+
+def test_drain_and_unmount_of_unmounted_path_are_noops(tmp_path: Path) -> None:
+    env = RcloneEnv(rclone="/bin/false", config_file="/dev/null", mounts_base=str(tmp_path / "m"))
+    for cmd in (
+        mounting.drain_command(str(tmp_path / "x"), 5, env),
+        mounting.unmount_command(str(tmp_path / "x"), 5, env),
+    ):
+        r = subprocess.run(
+            ["bash", "-c", cmd], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert r.returncode == 0, r.stderr
+
+
+# --- real FUSE mounts on the host ----------------------------------------------------------------
+
+RCLONE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
+
+
+@pytest.fixture
+def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
+    sections = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
+    return SkycoreConfig(**{sections[s]: em.config_section() for s, em in emulators.items()})
+
+
+@pytest.fixture
+def host_env(config: SkycoreConfig) -> Iterator[RcloneEnv]:
+    """rclone config written like a node's (0600) and a short per-test mounts folder."""
+    if not Path("/dev/fuse").exists() or not shutil.which("fusermount3"):
+        pytest.fail("FUSE is missing: /dev/fuse and fusermount3 are needed (apt install fuse3).")
+    base = Path(tempfile.mkdtemp(prefix="skm-", dir="/tmp"))
+    conf = base / "rclone.conf"
+    for path, content in mounting.node_credential_files(config, str(conf)).items():
+        Path(path).write_text(content)
+        os.chmod(path, 0o600)
+    yield RcloneEnv(rclone=str(RCLONE), config_file=str(conf), mounts_base=str(base / "m"))
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        mnt = line.split()[1]
+        if mnt.startswith(str(base)):
+            subprocess.run(["fusermount3", "-uz", mnt], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def bash(cmd: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()}
+    return subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def mounted(path: Path) -> bool:
+    return any(
+        line.split()[1] == str(path) for line in Path("/proc/self/mounts").read_text().splitlines()
+    )
+
+
+@pytest.fixture
+def user_bucket(
+    store: str, emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+) -> Iterator[str]:
+    em = emulators[store]
+    name = unique_name("mnt")
+    url = em.make_bucket(name, owner="user", public=False)
+    yield url
+    em.delete_bucket(name)
+
+
+def test_cached_mount_uploads_in_creation_order_and_drains(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    host_env: RcloneEnv,
+    user_bucket: str,
+) -> None:
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "data"
+    cmd = storage.mount_command(str(dst), config, env=host_env)
+    r = bash(cmd)
+    assert r.returncode == 0, r.stderr
+    assert mounted(dst)
+    again = bash(cmd)  # idempotent
+    assert again.returncode == 0 and "already mounted" in again.stdout
+    names = [f"ckpt-{i:02d}.bin" for i in range(20)]
+    for i, n in enumerate(names):
+        (dst / n).write_bytes(os.urandom(4096 + i))
+        time.sleep(0.05)
+    drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
+    assert drain.returncode == 0, drain.stderr
+    assert "drained" in drain.stdout
+    dirs = mounting.mount_dirs(str(dst), host_env.mounts_base)
+    stats = bash(f"{RCLONE} rc --unix-socket {dirs.rc_socket} vfs/stats").stdout
+    assert '"uploadsQueued": 0' in stats and '"uploadsInProgress": 0' in stats
+    bucket = storage.name
+    writes = [e.key for e in emulators[store].events(bucket) if e.op != "delete" and e.key in names]
+    assert writes == names, f"upload order {writes}"
+    assert (
+        sorted(make_store(StoreType(store), bucket, config, storage.account).list_keys()) == names
+    )
+    un = bash(mounting.unmount_command(str(dst), 60, host_env))
+    assert un.returncode == 0, un.stderr
+    assert not mounted(dst)
+
+
+def test_plain_mount_writes_through_and_remounts_after_stale(
+    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+) -> None:
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT")
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "plain"
+    cmd = storage.mount_command(str(dst), config, env=host_env)
+    assert bash(cmd).returncode == 0
+    (dst / "hello.txt").write_text("hi")  # MOUNT: the upload is done when close returns
+    st = make_store(StoreType(store), storage.name, config, storage.account)
+    assert st.list_keys() == ["hello.txt"]
+    # kill rclone: the mount goes stale; the mount script recovers it
+    pid = bash(
+        f"{RCLONE} rc --unix-socket {mounting.mount_dirs(str(dst), host_env.mounts_base).rc_socket} core/pid"
+    )
+    assert pid.returncode == 0
+    os.kill(int(pid.stdout.split(":")[1].strip(" }\n")), 9)
+    time.sleep(0.5)
+    r = bash(cmd)
+    assert r.returncode == 0, r.stderr
+    assert "stale mount" in r.stderr
+    assert (dst / "hello.txt").read_text() == "hi"
+    assert bash(mounting.unmount_command(str(dst), 30, host_env)).returncode == 0
+
+
+def test_public_bucket_of_other_account_mounts_read_only(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    host_env: RcloneEnv,
+    unique_name: Callable[[str], str],
+) -> None:
+    em = emulators[store]
+    name = unique_name("pub")
+    url = em.make_bucket(name, owner="other", public=True, objects={"data/a.txt": b"public"})
+    try:
+        storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
+        assert storage.check(config).read_only
+        dst = Path(host_env.mounts_base).parent / "pub"
+        r = bash(storage.mount_command(str(dst), config, env=host_env))
+        assert r.returncode == 0, r.stderr
+        assert (dst / "data" / "a.txt").read_text() == "public"
+        t0 = time.monotonic()
+        with pytest.raises(OSError) as info:
+            (dst / "new.txt").write_text("x")
+        assert info.value.errno == errno.EROFS and time.monotonic() - t0 < 5
+        assert bash(mounting.unmount_command(str(dst), 30, host_env)).returncode == 0
+        # COPY of the same public bucket
+        copy_dst = Path(host_env.mounts_base).parent / "copy"
+        c = Storage.from_spec(name=None, source=url + "/data", store=None, mode="COPY")
+        c.check(config)
+        r = bash(c.copy_command(str(copy_dst), config, env=host_env))
+        assert r.returncode == 0, r.stderr
+        assert (copy_dst / "a.txt").read_text() == "public"
+    finally:
+        em.delete_bucket(name)
