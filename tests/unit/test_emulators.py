@@ -262,8 +262,8 @@ def test_start_reuse_restart_stop_in_a_fresh_home(
         home.mkdir()
         npm_dir(home).symlink_to(shared_npm)
     stores = tuple(emulators)  # the selected stores
-    first = start_all(home, stores=stores)
     try:
+        first = start_all(home, stores=stores)
         second_started = time.monotonic()
         second = start_all(home, stores=stores)
         assert time.monotonic() - second_started < 1.0
@@ -385,8 +385,8 @@ def test_a_dead_or_outdated_gate_is_restarted_alone(tmp_path: Path) -> None:
     state file."""
     from google.api_core.exceptions import Forbidden
 
-    first = start_all(tmp_path, stores=("gcs",))["gcs"]
     try:
+        first = start_all(tmp_path, stores=("gcs",))["gcs"]
         first.make_bucket("kept-bucket", owner=OTHER, public=False, objects={"k": b"v"})
         upstream, gate = first.procs
         os.kill(gate.pid, 9)
