@@ -284,6 +284,7 @@ class Storage:
                 self.name, self.store.value, source, True, self.persistent, STATUS_INIT
             )
             st.create()
+            self._access = AccessInfo(exists=True, can_read=True, can_write=True, detail="yours")
         elif rec is None:
             state.add_storage(self.name, self.store.value, source, False, True, STATUS_INIT)
         if not ours:

@@ -1,0 +1,156 @@
+"""``skycore launch --dryrun``: validate a task against the clouds and show the plan.
+
+Nothing is created or changed: access checks only read (S3: a multipart upload started and
+aborted; GCS: a resumable session opened and never used; both leave no object).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from skycore.config import SkycoreConfig
+from skycore.storage import Storage, StorageAccessError, StoragePlan, make_store, parse_url
+from skycore.storage.common import is_cloud_url
+from skycore.task import Task
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    """One file_mounts entry as the dry run sees it."""
+
+    dst: str
+    source: str
+    store: str
+    mode: str
+    kind: str
+    bucket: str
+    action: str
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def stages(task: Task) -> list[str]:
+    """The launch stages this task goes through."""
+    out = ["PROVISION"]
+    if task.workdir is not None:
+        out.append("SYNC_WORKDIR")
+    if task.file_mounts or task.storage_mounts:
+        out.append("SYNC_FILE_MOUNTS")
+    if task.setup:
+        out.append("SETUP")
+    out.append("EXEC")
+    return out
+
+
+def _check_url_copy(dst: str, url: str, config: SkycoreConfig) -> None:
+    parsed = parse_url(url, f"file_mounts.{dst}")
+    info = make_store(parsed.store, parsed.bucket, config, parsed.account).access()
+    if not info.exists:
+        raise StorageAccessError(
+            f"file_mounts.{dst}: the source {url} is in a bucket that does not exist. Check "
+            "the URL."
+        )
+    if not info.can_read:
+        raise StorageAccessError(
+            f"file_mounts.{dst}: {url} is in a private bucket your credentials cannot read. "
+            "Ask its owner for access or use a bucket you own."
+        )
+
+
+def mount_plans(task: Task, config: SkycoreConfig) -> list[MountPlan]:
+    """Check every file mount (in parallel) and describe what launch would do with it.
+    Raises StorageError / TaskError-like UserErrors on the first problem."""
+    storages = list(task.storage_mounts.items())
+    urls = [(d, s) for d, s in task.file_mounts.items() if is_cloud_url(s)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        checks = {dst: pool.submit(st.check, config) for dst, st in storages}
+        url_checks = [pool.submit(_check_url_copy, d, u, config) for d, u in urls]
+        for fut in url_checks:
+            fut.result()
+        results: dict[str, StoragePlan] = {dst: f.result() for dst, f in checks.items()}
+    out = []
+    for dst, src in task.file_mounts.items():
+        store = parse_url(src).store.value if is_cloud_url(src) else "-"
+        out.append(MountPlan(dst, src, store, "COPY", "plain copy", src, "copy to every node"))
+    for dst, st in storages:
+        out.append(_describe(dst, st, results[dst], config))
+    return out
+
+
+def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -> MountPlan:
+    actions = []
+    if plan.create:
+        actions.append("create bucket")
+    if plan.upload_files or st.is_local_source:
+        actions.append(f"upload {plan.upload_files} files ({_size(plan.upload_bytes)})")
+    actions.append("copy to every node" if st.mode.value == "COPY" else "mount on every node")
+    if plan.read_only and st.mode.is_mount:
+        actions.append("read-only")
+    if plan.note and "read-only" not in plan.note:
+        actions.append(plan.note)
+    kind = st.kind.replace("_", "-")
+    if st.kind == "sky_managed" and not st.persistent:
+        kind += " (deleted at down)"
+    return MountPlan(
+        dst=dst,
+        source=st.source or "(empty scratch bucket)",
+        store=st.store.value,
+        mode=st.mode.value,
+        kind=kind,
+        bucket=str(st.url(config)),
+        action=", ".join(actions),
+    )
+
+
+def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:
+    """Validate ``task`` (including bucket access) without creating or changing anything and
+    return a rich renderable of the plan: stages, nodes, each mount (store, mode, bucket
+    kind) and the buckets to create. Raises a UserError (exit 2) on any problem."""
+    mounts = mount_plans(task, config)
+    res = task.resources
+    lines: list[RenderableType] = []
+    title = f"Plan for task {escape(task.name)}" if task.name else "Plan"
+    lines.append(Text.from_markup(f"[bold]{title}[/bold] (dry run: nothing was changed)"))
+    lines.append(Text("Stages: " + " -> ".join(stages(task))))
+    node_desc = f"Nodes: {task.num_nodes} on {res.cloud or 'the default cloud'}"
+    if res.image_id:
+        node_desc += f", image {res.image_id}"
+    if res.use_spot:
+        node_desc += ", spot"
+    if res.job_recovery:
+        jr = res.job_recovery
+        node_desc += f", recovery {jr.strategy} (max {jr.max_restarts_on_errors} restarts)"
+    lines.append(Text(node_desc))
+    if task.workdir is not None:
+        lines.append(Text(f"Workdir: {task.workdir} -> ~/sky_workdir"))
+    if mounts:
+        table = Table(title="File mounts", title_justify="left", show_lines=False)
+        for col in ("Destination", "Source", "Store", "Mode", "Kind", "Bucket", "Action"):
+            table.add_column(col, overflow="fold")
+        for m in mounts:
+            table.add_row(
+                escape(m.dst),
+                escape(m.source),
+                m.store,
+                m.mode,
+                m.kind,
+                escape(m.bucket),
+                escape(m.action),
+            )
+        lines.append(table)
+    to_create = [m.bucket for m in mounts if m.action.startswith("create bucket")]
+    lines.append(Text("Buckets to create: " + (", ".join(to_create) if to_create else "none")))
+    return Group(*lines)
