@@ -237,9 +237,8 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
     st = make_store(StoreType(store), storage.name, config, storage.account)
     assert st.list_keys() == ["hello.txt"]
     # kill rclone: the mount goes stale; the mount script recovers it
-    pid = bash(
-        f"{RCLONE} rc --unix-socket {mounting.mount_dirs(str(dst), host_env.mounts_base).rc_socket} core/pid"
-    )
+    sock = mounting.mount_dirs(str(dst), host_env.mounts_base).rc_socket
+    pid = bash(f"{RCLONE} rc --unix-socket {sock} core/pid")
     assert pid.returncode == 0
     os.kill(int(pid.stdout.split(":")[1].strip(" }\n")), 9)
     time.sleep(0.5)
