@@ -188,8 +188,7 @@ def _s3_subresources(query: Mapping[str, list[str]]) -> set[str]:
         k
         for k in query
         if not k.lower().startswith("x-")
-        and k.lower() not in ("awsaccesskeyid", "signature")
-        and k.lower() != "expires"
+        and k.lower() not in ("awsaccesskeyid", "signature", "expires")
     }
 
 
@@ -229,7 +228,7 @@ def classify_s3(method: str, path: str, headers: Mapping[str, str]) -> Access:
         event = "copy" if copy_source else "put"
     elif method == "POST" and "uploadId" in sub:
         event = "multipart"
-    elif method == "DELETE" and not sub:
+    elif method == "DELETE" and sub <= {"versionId"}:
         event = "delete"
     return Access(Kind.WRITE, bucket, key, sources=sources, event=event)
 
