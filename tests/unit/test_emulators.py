@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -405,5 +407,27 @@ def test_a_dead_or_outdated_gate_is_restarted_alone(tmp_path: Path) -> None:
         third = start_all(tmp_path, stores=("gcs",))["gcs"]
         assert third.procs[0] == upstream and third.procs[1] != second.procs[1]
         assert third.bucket_owner("kept-bucket") == OTHER
+    finally:
+        stop_all(tmp_path)
+
+
+@pytest.mark.gcp
+def test_concurrent_starts_share_one_emulator(tmp_path: Path) -> None:
+    """Several processes starting at once (pytest-xdist workers) end up with one emulator."""
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom harness.emulators import start_all\n"
+        "e = start_all(Path(sys.argv[1]), stores=('gcs',))['gcs']\n"
+        "print(e.record.pid, e.record.gate_pid, e.endpoint)\n"
+    )
+    try:
+        starters = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
+        outputs = {p.communicate(timeout=120)[0].strip() for p in starters}
+        assert all(p.returncode == 0 for p in starters)
+        assert len(outputs) == 1, outputs
     finally:
         stop_all(tmp_path)
