@@ -152,10 +152,16 @@ def test_azure_block_upload_is_one_event(
     azure = emulators["azure"]
     bucket = unique_name("bl")
     azure.make_bucket(bucket)
-    container = azure.client(USER).get_container_client(bucket)
-    container._config.max_single_put_size = 4 * MiB  # force staged blocks + a commit
-    container._config.max_block_size = 4 * MiB
-    container.upload_blob("big.bin", os.urandom(10 * MiB))
+    from azure.storage.blob import BlobServiceClient
+
+    user = ACCOUNTS[USER]
+    service = BlobServiceClient(  # small limits force staged blocks and one commit
+        azure.account_url(user.azure_account),
+        credential={"account_name": user.azure_account, "account_key": user.azure_key},
+        max_single_put_size=4 * MiB,
+        max_block_size=4 * MiB,
+    )
+    service.get_container_client(bucket).upload_blob("big.bin", os.urandom(10 * MiB))
     events = azure.events(bucket)
     assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 10 * MiB, "commit")]
     azure.delete_bucket(bucket)
