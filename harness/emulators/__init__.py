@@ -152,7 +152,9 @@ def stop_all(home: Path | None = None) -> list[str]:
 
 
 def status_all(home: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Per-store status: running, pid, gate_pid, endpoint, upstream, log, gate_log."""
+    """Per-store status for ``harness status``: running, pid, pid_alive, gate_pid,
+    gate_pid_alive, endpoint, upstream, log, gate_log (the same keys whether or not the
+    store was ever started)."""
     home = harness_home(home)
     result: dict[str, dict[str, Any]] = {}
     for store, cls in EMULATORS.items():
@@ -162,8 +164,13 @@ def status_all(home: Path | None = None) -> dict[str, dict[str, Any]]:
                 "store": store,
                 "running": False,
                 "pid": None,
+                "pid_alive": False,
+                "gate_pid": None,
+                "gate_pid_alive": False,
                 "endpoint": None,
+                "upstream": None,
                 "log": str(home / "logs" / f"{store}.log"),
+                "gate_log": str(home / "logs" / f"gate-{store}.log"),
             }
         else:
             result[store] = emulator.status()
