@@ -94,8 +94,10 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
     actions = []
     if plan.create:
         actions.append("create bucket")
-    if plan.upload_files or st.is_local_source:
-        actions.append(f"upload {plan.upload_files} files ({_size(plan.upload_bytes)})")
+    if st.is_local_source:
+        actions.append(
+            f"upload {plan.upload_files} files ({_size(plan.upload_bytes)}) from {st.source}"
+        )
     actions.append("copy to every node" if st.mode.value == "COPY" else "mount on every node")
     if plan.read_only and st.mode.is_mount:
         actions.append("read-only")
@@ -138,17 +140,14 @@ def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:
         lines.append(Text(f"Workdir: {task.workdir} -> ~/sky_workdir"))
     if mounts:
         table = Table(title="File mounts", title_justify="left", show_lines=False)
-        for col in ("Destination", "Source", "Store", "Mode", "Kind", "Bucket", "Action"):
-            table.add_column(col, overflow="fold")
+        table.add_column("Destination", overflow="fold")
+        for col in ("Store", "Mode", "Kind"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("Bucket / URL", overflow="fold")
+        table.add_column("Action", overflow="fold")
         for m in mounts:
             table.add_row(
-                escape(m.dst),
-                escape(m.source),
-                m.store,
-                m.mode,
-                m.kind,
-                escape(m.bucket),
-                escape(m.action),
+                escape(m.dst), m.store, m.mode, m.kind, escape(m.bucket), escape(m.action)
             )
         lines.append(table)
     to_create = [m.bucket for m in mounts if m.action.startswith("create bucket")]
