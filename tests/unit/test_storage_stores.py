@@ -264,3 +264,55 @@ def test_delete_bucket_with_1000_objects(
     assert len(make_store(StoreType(store), name, config).list_keys()) == 1000
     assert "(1000 objects)" in delete_storage(name, config)
     assert not make_store(StoreType(store), name, config).exists()
+
+
+def test_anonymous_read_of_public_bucket(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    """Credentials that grant nothing on a bucket: public ones are still read anonymously,
+    through the SDK and through rclone's anonymous remote; private ones are refused."""
+    import subprocess
+
+    from skycore.storage import mounting
+
+    em = emulators[store]
+    if store == "s3":
+        assert config.aws is not None
+        bad = config.model_copy(
+            update={"aws": config.aws.model_copy(update={"access_key_id": "AKIAUNKNOWN000000000"})}
+        )
+    elif store == "gcs":
+        assert config.gcp is not None
+        bad = config.model_copy(
+            update={"gcp": config.gcp.model_copy(update={"access_token": "ya29.unknown"})}
+        )
+    else:
+        bad = config  # another account's containers are always read anonymously
+    pub, prv = unique_name("anp"), unique_name("anq")
+    pub_url = em.make_bucket(pub, owner="other", public=True, objects={"d/f.txt": b"hello"})
+    prv_url = em.make_bucket(prv, owner="other", public=False, objects={"d/f.txt": b"no"})
+    try:
+        st = Storage.from_spec(name=None, source=pub_url + "/d", store=None, mode="COPY")
+        plan = st.check(bad)
+        assert plan.access.anonymous and plan.access.can_read and not plan.access.can_write
+        p = parse_url(pub_url)
+        assert make_store(p.store, p.bucket, bad, p.account).list_keys() == ["d/f.txt"]
+        conf = tmp_path / "rclone.conf"
+        conf.write_text(mounting.rclone_config_text(bad))
+        rclone = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
+        env = mounting.RcloneEnv(str(rclone), str(conf), str(tmp_path / "m"))
+        cmd = st.copy_command(str(tmp_path / "out"), bad, env=env)
+        assert "-anon:" in cmd or ":azureblob," in cmd
+        r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "out" / "f.txt").read_text() == "hello"
+        private = Storage.from_spec(name=None, source=prv_url, store=None, mode="MOUNT")
+        with pytest.raises(StorageAccessError, match="private"):
+            private.check(bad)
+    finally:
+        em.delete_bucket(pub)
+        em.delete_bucket(prv)
