@@ -12,7 +12,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -279,14 +279,50 @@ def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
     logs.append(log_path, f"wrote {len(files)} credential file(s) on {handle.num_nodes} node(s)")
 
 
+def _prepare_one(
+    dst: str, st: Storage, config: SkycoreConfig, log_path: Path, upload_progress: bool
+) -> None:
+    logs.append(log_path, f"prepare {dst}: {st.bucket_url} ({st.kind}, {st.mode.value})")
+    res = st.prepare(config, progress=upload_progress)
+    if res is not None:
+        logs.append(log_path, f"prepare {dst}: {res}")
+    if st.kind == "sky_managed":
+        # prepare() checked access before creating the bucket; check again so the mount of
+        # a bucket we just created is not made read-only.
+        st.access(config)
+
+
+def start_storage_prepare(
+    task: Task,
+    config: SkycoreConfig,
+    log_path: Path,
+    pool: ThreadPoolExecutor,
+    upload_progress: bool = False,
+) -> dict[str, Future[None]]:
+    """Start the client side of each storage entry (create bucket, upload source) in ``pool``.
+
+    Needs no node, so launch starts it before PROVISION; returns a future per destination.
+    """
+    return {
+        dst: pool.submit(_prepare_one, dst, st, config, log_path, upload_progress)
+        for dst, st in task.storage_mounts.items()
+    }
+
+
 def sync_file_mounts(
-    handle: ClusterHandle, task: Task, log_path: Path, say: Say, upload_progress: bool = False
+    handle: ClusterHandle,
+    task: Task,
+    log_path: Path,
+    say: Say,
+    upload_progress: bool = False,
+    prepared: dict[str, Future[None]] | None = None,
 ) -> tuple[int, int]:
     """Plain copies, storage snapshots and mounts on every node; returns (copies, storages).
 
-    Storage is prepared client-side first (bucket created, source uploaded), then credential
-    files are written, then every node copies or mounts each entry. Mounts are recorded so
-    ``start`` can mount them again and ``stop``/``down`` can drain them.
+    Storage is prepared client-side first (bucket created, source uploaded; ``prepared`` is
+    that work already started in the background), then credential files are written, then
+    every node copies or mounts each entry. Mounts are recorded so ``start`` can mount them
+    again and ``stop``/``down`` can drain them.
     """
     # 1. Plain copies of local files / folders: rsync to every node, all in parallel.
     local = {d: s for d, s in task.file_mounts.items() if not _is_url(s)}
@@ -310,64 +346,62 @@ def sync_file_mounts(
 
     storages = dict(task.storage_mounts)
     if not storages and not urls:
-        state.set_cluster_mounts(handle.name, [])
-        return len(local), 0
+        return len(local), 0  # mounts of an earlier launch stay recorded (and drained)
 
     from skycore.storage.storage import plain_copy_command
 
-    # 2. Storage: create buckets / upload sources on the client, in parallel.
-    def prepare(item: tuple[str, Storage]) -> None:
-        dst, st = item
-        logs.append(log_path, f"prepare {dst}: {st.bucket_url} ({st.kind}, {st.mode.value})")
-        res = st.prepare(handle.config, progress=upload_progress)
-        if res is not None:
-            logs.append(log_path, f"prepare {dst}: {res}")
-        if st.kind == "sky_managed":
-            # prepare() checked access before creating the bucket; check again so the
-            # mount of a bucket we just created is not made read-only.
-            st.access(handle.config)
-
-    if storages:
-        say(f"preparing {len(storages)} storage(s)")
-        parallel(prepare, list(storages.items()))
-    write_credentials(handle, log_path)
-
-    # 3. On every node: cloud-URL copies, COPY snapshots, mounts.
-    commands: list[tuple[str, str]] = []
-    for dst, url in urls.items():
-        commands.append((f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config)))
+    # 2. Storage: each entry waits for its own bucket/upload, then goes to every node; the
+    #    entries proceed independently, so a slow upload holds back only its own mount.
+    own_pool: ThreadPoolExecutor | None = None
+    if prepared is None:
+        own_pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(storages))))
+        prepared = start_storage_prepare(task, handle.config, log_path, own_pool, upload_progress)
+    say(f"{len(storages) + len(urls)} storage entr(ies) to {handle.num_nodes} node(s)")
     records: list[state.MountRecord] = []
-    for dst, st in storages.items():
+
+    def on_all_nodes(what: str, cmd: str) -> None:
+        def one(runner: CommandRunner) -> None:
+            rc = runner.run(cmd, log_path=log_path)
+            logs.append(log_path, f"[{runner.node_name}] {what}: exit {rc}")
+            if rc != 0:
+                raise StageError(
+                    f"{what} failed on {runner.node_name} (exit {rc}).",
+                    log_path=log_path,
+                    tail=logs.tail(log_path, 15),
+                )
+
+        parallel(one, handle.runners)
+
+    def entry(dst: str) -> None:
+        if dst in urls:
+            url = urls[dst]
+            on_all_nodes(f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config))
+            return
+        st = storages[dst]
+        prepared[dst].result()
         mode = st.mode.value
-        name = st.name
         # Only buckets skycore created can be deleted by down; external ones never are.
         persistent = st.persistent or st.kind != "sky_managed"
         if mode == "COPY":
-            commands.append((f"copy {dst} ({name})", st.copy_command(dst, handle.config)))
-            records.append(state.MountRecord(handle.name, dst, name, mode, persistent, None))
-        else:
-            mount_cmd = st.mount_command(dst, handle.config)
-            commands.append((f"mount {dst} ({mode})", daemon_safe(mount_cmd)))
-            records.append(state.MountRecord(handle.name, dst, name, mode, persistent, mount_cmd))
-    say(f"copying and mounting {len(commands)} entr(ies) on {handle.num_nodes} node(s)")
-    node_jobs = [(r, what, cmd) for r in handle.runners for what, cmd in commands]
+            on_all_nodes(f"copy {dst} ({st.name})", st.copy_command(dst, handle.config))
+            records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, None))
+            return
+        mount_cmd = st.mount_command(dst, handle.config)
+        record = state.MountRecord(handle.name, dst, st.name, mode, persistent, mount_cmd)
+        records.append(record)  # recorded even if it fails on a node: stop/down drain it
+        on_all_nodes(f"mount {dst} ({mode})", daemon_safe(mount_cmd))
 
-    def on_node(item: tuple[CommandRunner, str, str]) -> None:
-        runner, what, cmd = item
-        node_log = log_path
-        rc = runner.run(cmd, log_path=node_log)
-        logs.append(log_path, f"[{runner.node_name}] {what}: exit {rc}")
-        if rc != 0:
-            raise StageError(
-                f"{what} failed on {runner.node_name} (exit {rc}).",
-                log_path=log_path,
-                tail=logs.tail(log_path, 15),
-            )
-
+    previous = state.get_cluster_mounts(handle.name)
     try:
-        parallel(on_node, node_jobs)
+        write_credentials(handle, log_path)
+        parallel(entry, [*urls, *storages])
     finally:
-        state.set_cluster_mounts(handle.name, records)
+        if own_pool is not None:
+            own_pool.shutdown(wait=True)
+        # Mounts a relaunch no longer asks for stay live on the nodes: keep them recorded
+        # so stop/down still drain them.
+        new = {r.dst for r in records}
+        state.set_cluster_mounts(handle.name, records + [m for m in previous if m.dst not in new])
     return len(local) + len(urls), len(storages)
 
 
@@ -397,33 +431,29 @@ def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
         return 0
     from skycore.storage import mounting
 
-    def one(runner: CommandRunner) -> None:
-        for m in mounts:
-            if m.mode == "MOUNT_CACHED" and not unmount:
-                # (unmount_command drains first by itself)
-                cmd = mounting.drain_command(m.dst, DRAIN_TIMEOUT_S)
-                logs.append(log_path, f"[{runner.node_name}] drain {m.dst}")
-                rc = runner.run(cmd, log_path=log_path)
-                if rc != 0:
-                    raise StageError(
-                        f"Draining the cached mount {m.dst} on {runner.node_name} failed "
-                        f"(exit {rc}); nothing was unmounted so no write is lost. Retry the "
-                        "command; if the store is unreachable, fix that first.",
-                        log_path=log_path,
-                        tail=logs.tail(log_path, 10),
-                    )
-            if unmount:
-                cmd = mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)
-                logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}")
-                rc = runner.run(cmd, log_path=log_path)
-                if rc != 0:
-                    raise StageError(
-                        f"Unmounting {m.dst} on {runner.node_name} failed (exit {rc}).",
-                        log_path=log_path,
-                        tail=logs.tail(log_path, 10),
-                    )
+    def one(item: tuple[CommandRunner, state.MountRecord]) -> None:
+        runner, m = item
+        if unmount:
+            # unmount_command drains first and refuses to unmount with uploads pending.
+            what, cmd = "unmount", mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)
+        elif m.mode == "MOUNT_CACHED":
+            what, cmd = "drain", mounting.drain_command(m.dst, DRAIN_TIMEOUT_S)
+        else:
+            return
+        logs.append(log_path, f"[{runner.node_name}] {what} {m.dst}")
+        rc = runner.run(cmd, log_path=log_path)
+        logs.append(log_path, f"[{runner.node_name}] {what} {m.dst}: exit {rc}")
+        if rc != 0:
+            raise StageError(
+                f"{what.capitalize()} of {m.dst} on {runner.node_name} failed (exit {rc}); a "
+                "cached mount with uploads pending is never unmounted, so no write is lost. "
+                "Retry the command; if the store is unreachable, fix that first.",
+                log_path=log_path,
+                tail=logs.tail(log_path, 10),
+            )
 
-    parallel(one, handle.runners)
+    # Every mount on every node at once: each drain waits out its own write-back delay.
+    parallel(one, [(r, m) for r in handle.runners for m in mounts])
     return len(mounts)
 
 

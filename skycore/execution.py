@@ -13,6 +13,7 @@ import enum
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,23 +243,30 @@ def launch(
         highlight=False,
     )
     touched = False  # --down only tears down what this launch got to provision
+    background = ThreadPoolExecutor(
+        max_workers=max(1, min(16, len(task.storage_mounts))), thread_name_prefix="prepare"
+    )
+    prepared: dict[str, Future[None]] | None = None
     try:
         with cluster_lock(cluster_name):
             record = state.get_cluster(cluster_name)
             if record is not None:
                 _check_same_resources(record, task)
             touched = True
+            if task.storage_mounts:
+                # Buckets and uploads need no node: they run while the nodes come up.
+                prepared = backend.start_storage_prepare(
+                    task, config, log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS], background
+                )
             handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
             _sync_workdir(handle, task, rep, log_dir)
-            # Uploads draw their own progress bar on a terminal: no spinner then.
-            bars = console.is_terminal
-            with rep.stage(Stage.SYNC_FILE_MOUNTS, quiet_progress=bars) as st:
+            with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
                 n_copies, n_storage = backend.sync_file_mounts(
                     handle,
                     task,
                     log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS],
                     rep.progress,
-                    upload_progress=bars,
+                    prepared=prepared,
                 )
                 st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
             job = state.add_job(
@@ -277,6 +285,7 @@ def launch(
         _exec(handle, task, job, rep, log_dir, stream, result)
         return result
     finally:
+        background.shutdown(wait=True)
         if down and touched:
             _down_stage(cluster_name, config, rep, log_dir)
 
