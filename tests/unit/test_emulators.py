@@ -24,7 +24,7 @@ from harness.emulators import (
     status_all,
     stop_all,
 )
-from harness.emulators.azure import npm_dir
+from harness.emulators.azure import AzureEmulator, npm_dir
 from harness.emulators.base import state_file
 from harness.emulators.gcs import GcsEmulator
 from harness.procs import Proc, free_port
@@ -150,6 +150,7 @@ def test_azure_block_upload_is_one_event(
     emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
 ) -> None:
     azure = emulators["azure"]
+    assert isinstance(azure, AzureEmulator)
     bucket = unique_name("bl")
     azure.make_bucket(bucket)
     from azure.storage.blob import BlobServiceClient

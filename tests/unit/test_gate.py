@@ -13,6 +13,7 @@ import requests
 
 from harness.accounts import ACCOUNTS, OTHER, USER
 from harness.emulators import RunningEmulator
+from harness.emulators.azure import AzureEmulator
 from harness.gate_rules import (
     ANONYMOUS,
     INVALID,
@@ -88,14 +89,11 @@ def matrix_bucket(
 def _client(emulator: RunningEmulator, caller: str, bucket_owner: str) -> Any:
     """An SDK client for ``caller`` (user / anonymous / unknown credentials)."""
     store = emulator.store
-    if caller == USER:
-        if store == "azure":  # the user's key, on the account that holds the container
-            return emulator.client(USER, account=ACCOUNTS[bucket_owner].azure_account)
-        return emulator.client(USER)
-    if caller == "anonymous":
-        if store == "azure":
-            return emulator.client(None, account=ACCOUNTS[bucket_owner].azure_account)
-        return emulator.client(None)
+    if caller in (USER, "anonymous"):
+        owner = USER if caller == USER else None
+        if isinstance(emulator, AzureEmulator):  # on the account that holds the container
+            return emulator.client(owner, account=ACCOUNTS[bucket_owner].azure_account)
+        return emulator.client(owner)
     # unknown credentials
     if store == "s3":
         import boto3
@@ -442,7 +440,15 @@ def test_gcs_identity() -> None:
         ("GET", "/moto-api/reset", {}, Kind.DENY, None, None, None),
     ],
 )
-def test_classify_s3(method, path, headers, kind, bucket, key, event) -> None:
+def test_classify_s3(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    kind: Kind,
+    bucket: str | None,
+    key: str | None,
+    event: str | None,
+) -> None:
     access = classify_s3(method, path, headers)
     assert (access.kind, access.bucket, access.key, access.event) == (kind, bucket, key, event)
 
@@ -489,7 +495,15 @@ SRC = "/storage/v1/b/s/o/k"
         ("GET", "/_internal/healthcheck", Kind.DENY, None, None, None, ()),
     ],
 )
-def test_classify_gcs(method, path, kind, bucket, key, event, sources) -> None:
+def test_classify_gcs(
+    method: str,
+    path: str,
+    kind: Kind,
+    bucket: str | None,
+    key: str | None,
+    event: str | None,
+    sources: tuple[str, ...],
+) -> None:
     access = classify_gcs(method, path, {})
     got = (access.kind, access.bucket, access.key, access.event, access.sources)
     assert got == (kind, bucket, key, event, sources)
