@@ -28,7 +28,7 @@ from harness.paths import harness_home, logs_dir
 
 RECIPE_VERSION = 1
 SUITE = "bookworm"
-PACKAGES = ("fuse3", "rsync", "ca-certificates", "procps", "python3-minimal")
+PACKAGES = ("fuse3", "rsync", "ca-certificates", "procps", "python3")
 REPOSITORY = "skycore-node"
 NODE_RCLONE = "/usr/local/bin/rclone"
 # Set up inside the rootfs after debootstrap: rclone, a login profile, fuse allowed to root.
