@@ -57,6 +57,7 @@ STORES = ("s3", "gcs", "azure")
 LINGER_SECONDS = 60.0  # how long a denied request's body is read and dropped
 MAX_SMALL_BODY = 16 << 20  # bodies the gate reads whole to classify a request
 UPSTREAM_TIMEOUT = 600.0
+MAX_EVENTS_PER_BUCKET = 200_000  # the oldest go first beyond this
 
 # Headers that describe one connection, not the message (RFC 9110 7.6.1), plus Expect,
 # which the gate answers itself.
@@ -131,7 +132,10 @@ class GateState:
         """Append a write event stamped now; the list stays in completion order."""
         with self._lock:
             event = Event(bucket, key, size, op, time.time_ns())
-            self._events.setdefault(bucket, []).append(event)
+            events = self._events.setdefault(bucket, [])
+            events.append(event)
+            if len(events) > MAX_EVENTS_PER_BUCKET:
+                del events[: len(events) - MAX_EVENTS_PER_BUCKET]
 
     def events(self, bucket: str | None) -> list[Event]:
         """Events of one bucket (all buckets if None), oldest first."""
@@ -149,6 +153,11 @@ class GateState:
         """Bucket and initiator of a resumable upload started through the gate."""
         with self._lock:
             return self._uploads.get(upload_id)
+
+    def finish_upload(self, upload_id: str) -> None:
+        """Forget a resumable upload that completed."""
+        with self._lock:
+            self._uploads.pop(upload_id, None)
 
 
 def _t_ns(event: Event) -> int:
@@ -662,6 +671,8 @@ class GateHandler(BaseHTTPRequestHandler):
         except (TypeError, ValueError):
             size = -1
         state.record(str(obj.get("bucket") or access.bucket), name, size, access.event)
+        if access.event == "resumable":
+            state.finish_upload(parse_qs(urlsplit(self.path).query).get("upload_id", [""])[0])
         return data
 
     def _after_azure(self, access: Access, up: _Upstream) -> None:
