@@ -125,11 +125,12 @@ def start_all(
 
 
 def get(store: str, home: Path | None = None) -> RunningEmulator:
-    """The running emulator of ``store`` (EmulatorError if it is not running)."""
+    """The running emulator of ``store`` (EmulatorError if it is not running). Cheap: it
+    checks the recorded processes, not their HTTP health (a loaded machine answers slowly)."""
     home = harness_home(home)
     _check_stores([store])
     emulator = EMULATORS[store].load(home)
-    if emulator is None or not emulator.healthy():
+    if emulator is None or not all(p.alive() for p in emulator.procs):
         raise EmulatorError(
             f"The {store} emulator is not running (state {state_file(home, store)}). Start the "
             "local cloud with 'harness up'."
