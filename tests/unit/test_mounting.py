@@ -280,3 +280,20 @@ def test_public_bucket_of_other_account_mounts_read_only(
         assert (copy_dst / "a.txt").read_text() == "public"
     finally:
         em.delete_bucket(name)
+
+
+def test_unmount_refuses_with_uploads_pending(
+    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+) -> None:
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.mount_options = MountOptions(write_back_s=120)  # hold uploads back
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "pending"
+    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    (dst / "late.bin").write_bytes(b"x" * 1000)
+    r = bash(mounting.unmount_command(str(dst), 2, host_env))
+    assert r.returncode == 1
+    assert "uploads are still pending" in r.stderr and "1 queued" in r.stderr
+    assert mounted(dst)
+    drain = bash(mounting.drain_command(str(dst), 1, host_env))
+    assert drain.returncode == 1 and "timed out draining" in drain.stderr
