@@ -12,6 +12,7 @@ import google.oauth2.credentials
 from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
+from google.resumable_media.common import InvalidResponse
 from google.resumable_media.requests import ResumableUpload
 
 from skycore.config import GcpConfig, SkycoreConfig
@@ -135,10 +136,10 @@ class GcsStore(AbstractStore):
                 "application/octet-stream",
                 total_bytes=0,
             )
-        except Exception as e:
-            if "403" in str(e) or "401" in str(e):
+        except InvalidResponse as e:
+            if getattr(e.response, "status_code", None) in (401, 403):
                 return False
-            raise
+            raise self._fail("check write access to", e) from None
         return True
 
     def access(self) -> AccessInfo:

@@ -271,3 +271,18 @@ def test_random_specs_never_traceback(data: Any) -> None:
         Task.from_dict(data)
     except TaskError as e:
         assert str(e) and "\n" not in str(e)
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+        st.text(string.ascii_letters + string.digits + "-_./", max_size=8),
+        min_size=1,
+        max_size=4,
+    ),
+    st.text(string.ascii_letters + "/-", max_size=6),
+)
+def test_substitute_fills_every_reference(envs: dict[str, str], sep: str) -> None:
+    keys = list(envs)
+    template = sep.join("${" + k + "}" for k in keys)
+    assert substitute(template, envs, "f") == sep.join(envs[k] for k in keys)
