@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.report_collector import ReportCollector
+
 STORE_OPTIONS = {"aws": "s3", "gcp": "gcs", "azure": "azure"}
 
 
@@ -25,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             f"--{flag}", action="store_true", default=False, help=f"run tests for {flag}"
         )
     group.addoption(
+        "--matrix-report",
+        metavar="PATH",
+        default=None,
+        help="write the mount matrix and upload-order timeline as HTML (+ .md, .png) to PATH",
+    )
+    group.addoption(
         "--keep-on-failure",
         action="store_true",
         default=False,
@@ -32,11 +40,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_REPORT: dict[str, ReportCollector] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    target = config.getoption("--matrix-report", default=None)
+    if target and not hasattr(config, "workerinput"):
+        _REPORT["collector"] = ReportCollector(Path(target))
     for flag in STORE_OPTIONS:
         config.addinivalue_line("markers", f"{flag}: needs the {flag} store")
     config.addinivalue_line("markers", "slow: slow end-to-end test")
     config.addinivalue_line("markers", "cloud: needs dockerd and the node image")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect outcomes for --matrix-report (runs in the controller under xdist)."""
+    collector = _REPORT.get("collector")
+    if collector is not None:
+        collector.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write --matrix-report once, from the controller."""
+    collector = _REPORT.pop("collector", None)
+    if collector is not None and not hasattr(session.config, "workerinput"):
+        path = collector.write()
+        session.config.get_terminal_writer().line(f"matrix report: {path}")
 
 
 def selected_clouds(config: pytest.Config) -> list[str]:
@@ -52,7 +81,8 @@ def selected_stores(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen = set(selected_clouds(config))
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         marked = {flag for flag in STORE_OPTIONS if item.get_closest_marker(flag)}
         (drop if marked and not marked & chosen else keep).append(item)

@@ -21,19 +21,27 @@ REQUIRED: dict[str, str] = {
 OPTIONAL_IF_ABSENT: dict[str, str] = {"node": "nodejs", "npm": "npm"}
 
 
-def missing_packages(need_node: bool = True) -> list[str]:
+def missing_packages(need_node: bool = True, extra: dict[str, str] | None = None) -> list[str]:
     """Debian packages whose binaries are not on PATH (or in /usr/sbin)."""
     wanted = dict(REQUIRED)
     if need_node:
         wanted.update(OPTIONAL_IF_ABSENT)
+    wanted.update(extra or {})
     path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     missing = [pkg for binary, pkg in wanted.items() if not shutil.which(binary, path=path)]
     return sorted(set(missing))
 
 
-def ensure_packages(say: Callable[[str], None] = print, need_node: bool = True) -> list[str]:
-    """Install what is missing with apt; return the packages installed (empty if none)."""
-    missing = missing_packages(need_node)
+def ensure_packages(
+    say: Callable[[str], None] = print,
+    need_node: bool = True,
+    extra: dict[str, str] | None = None,
+) -> list[str]:
+    """Install what is missing with apt; return the packages installed (empty if none).
+
+    ``extra`` maps more binaries to their Debian packages (e.g. chromium for the report test).
+    """
+    missing = missing_packages(need_node, extra)
     if not missing:
         return []
     if os.geteuid() != 0 or not shutil.which("apt-get"):
@@ -60,7 +68,7 @@ def ensure_packages(say: Callable[[str], None] = print, need_node: bool = True) 
                 f"'{' '.join(cmd)}' failed (exit {result.returncode}): {tail}. Fix apt "
                 "(network to the Debian mirror, dpkg lock) and run 'harness up' again."
             )
-    still = missing_packages(need_node)
+    still = missing_packages(need_node, extra)
     if still:
         raise CloudError(
             f"apt installed {' '.join(missing)} but {' '.join(still)} is still not on PATH; "

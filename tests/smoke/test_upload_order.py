@@ -4,13 +4,21 @@ case is a strict xfail, showing the guarantee comes from the setting."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from harness.buckets import SKY_MANAGED
+from harness.report_collector import TIMELINE_PROPERTY
 
 KIB, MIB = 1024, 1024 * 1024
+
+
+class OrderLost(AssertionError):
+    """Files reached the store in another order than they were created."""
+
+
 N_FILES = 50
 
 
@@ -35,7 +43,7 @@ print("wrote", len(sizes), "files")
 PY"""
 
 
-def run_order_case(store, bucket_factory, cluster_factory, transfers: int) -> None:
+def run_order_case(store, bucket_factory, cluster_factory, record_property, transfers: int) -> None:
     bucket = bucket_factory(store, SKY_MANAGED)
     cluster = cluster_factory("order")
     entry = bucket.mount_entry("MOUNT_CACHED")
@@ -54,15 +62,26 @@ def run_order_case(store, bucket_factory, cluster_factory, transfers: int) -> No
     expected = [f"order/file-{i:03d}.bin" for i in range(N_FILES)]
     assert [k for k in bucket.list_keys() if k.startswith("order/")] == expected
 
-    uploads = [e.key for e in bucket.events() if e.key.startswith("order/") and e.op != "delete"]
-    first_seen = list(dict.fromkeys(uploads))
-    assert first_seen == expected, f"upload order differs from creation order: {first_seen}"
+    events = [e for e in bucket.events() if e.key.startswith("order/") and e.op != "delete"]
+    if events:
+        t0 = events[0].t_ns
+        points = [((e.t_ns - t0) / 1e9, e.key, e.size) for e in events]
+        record_property(TIMELINE_PROPERTY, json.dumps(points))
+    first_seen = list(dict.fromkeys(e.key for e in events))
+    if first_seen != expected:
+        raise OrderLost(f"upload order differs from creation order: {first_seen}")
 
 
-def test_upload_order_follows_creation(store, bucket_factory, cluster_factory) -> None:
-    run_order_case(store, bucket_factory, cluster_factory, transfers=1)
+def test_upload_order_follows_creation(
+    store, bucket_factory, cluster_factory, record_property
+) -> None:
+    run_order_case(store, bucket_factory, cluster_factory, record_property, transfers=1)
 
 
-@pytest.mark.xfail(strict=True, reason="4 parallel transfers overlap: order is not kept")
-def test_upload_order_lost_with_parallel_transfers(store, bucket_factory, cluster_factory) -> None:
-    run_order_case(store, bucket_factory, cluster_factory, transfers=4)
+@pytest.mark.xfail(
+    strict=True, raises=OrderLost, reason="4 parallel transfers overlap: order is not kept"
+)
+def test_upload_order_lost_with_parallel_transfers(
+    store, bucket_factory, cluster_factory, record_property
+) -> None:
+    run_order_case(store, bucket_factory, cluster_factory, record_property, transfers=4)

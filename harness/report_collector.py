@@ -1,0 +1,54 @@
+"""Turns pytest reports into the matrix report's data (see harness.report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.report import CellResult, ReportData, Timeline, parse_matrix_id, render
+
+TIMELINE_PROPERTY = "upload_timeline"
+
+
+def outcome_of(report: pytest.TestReport) -> str | None:
+    """passed / failed / xfailed / xpassed / skipped for the phase that decides the test."""
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.passed:
+            return "xpassed" if xfail else "passed"
+        if report.skipped:
+            return "xfailed" if xfail else "skipped"
+        return "failed"
+    if report.when == "setup" and (report.failed or report.skipped):
+        return "failed" if report.failed else "skipped"
+    return None
+
+
+class ReportCollector:
+    """Accumulates outcomes and timelines; writes the report at the end of the session."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.data = ReportData()
+
+    def add(self, report: pytest.TestReport) -> None:
+        outcome = outcome_of(report)
+        if outcome is None:
+            return
+        for name, value in report.user_properties:
+            if name == TIMELINE_PROPERTY:
+                points = [tuple(p) for p in json.loads(str(value))]
+                self.data.timelines.append(Timeline(report.nodeid, points))  # type: ignore[arg-type]
+        seconds = report.duration
+        matrix = parse_matrix_id(report.nodeid)
+        if matrix:
+            self.data.cells.append(CellResult(*matrix, outcome=outcome, seconds=seconds))
+        elif "tests/smoke" in report.nodeid:
+            self.data.others.append((report.nodeid.split("tests/smoke/")[-1], outcome, seconds))
+
+    def write(self) -> Path:
+        html_path, _md = render(self.data, self.path)
+        self.path.with_suffix(".json").write_text(self.data.to_json())
+        return html_path

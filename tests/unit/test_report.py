@@ -1,0 +1,77 @@
+"""The matrix report: built from real pytest reports, rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import system
+from harness.report import CellResult, ReportData, Timeline, parse_matrix_id, render
+
+
+def sample() -> ReportData:
+    data = ReportData()
+    for mode in ("COPY", "MOUNT", "MOUNT_CACHED"):
+        for kind in ("sky_managed", "public_not_by_user"):
+            outcome = "failed" if (mode, kind) == ("MOUNT", "public_not_by_user") else "passed"
+            data.cells.append(CellResult("aws", mode, kind, outcome, 1.25))
+    data.timelines.append(
+        Timeline("test_upload_order[aws]", [(0.1 * i, f"f{i}", 1024) for i in range(10)])
+    )
+    data.others.append(("test_upload_order.py::lost[aws]", "xfailed", 3.0))
+    return data
+
+
+def test_matrix_ids_parse():
+    assert parse_matrix_id(
+        "tests/smoke/test_mount_matrix.py::test_mount[gcp-MOUNT-sky_managed]"
+    ) == (
+        "gcp",
+        "MOUNT",
+        "sky_managed",
+    )
+    assert parse_matrix_id("tests/smoke/test_pipeline.py::test_x") is None
+
+
+def test_markdown_twin_and_png(tmp_path: Path):
+    page, md = render(sample(), tmp_path / "report.html")
+    text = md.read_text()
+    assert "| sky_managed | ✔ 1.2s | ✔ 1.2s | ✔ 1.2s |" in text
+    assert "✘" in text and "xfailed" in text
+    png = tmp_path / "report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "report.png" in page.read_text()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    system.ensure_packages(need_node=False, extra={"chromium": "chromium"})
+    path = shutil.which("chromium")
+    assert path, "chromium was installed but is not on PATH"
+    return path
+
+
+def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
+    page, _ = render(sample(), tmp_path / "report.html")
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="matrix-aws"' in dom.stdout
+    assert dom.stdout.count('class="passed"') == 5
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={shot}", "--window-size=1000,900", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.stat().st_size > 10_000  # a real picture, not an empty page
