@@ -13,7 +13,7 @@ from harness import cloud
 from harness.errors import CloudError
 from skycore.config import ConfigError
 
-console = Console(highlight=False)
+console = Console(highlight=False, width=max(Console().width, 140))
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -48,8 +48,13 @@ def down() -> None:
 def status() -> None:
     """Show what runs and where."""
     table = Table("component", "state", "where", "details")
+    for column in table.columns:
+        column.overflow = "fold"
     for row in cloud.status():
-        state = "[green]running[/green]" if row.running else "[red]stopped[/red]"
+        up, down = (
+            ("present", "missing") if row.component == "node image" else ("running", "stopped")
+        )
+        state = f"[green]{up}[/green]" if row.running else f"[red]{down}[/red]"
         table.add_row(row.component, state, row.where, row.details)
     console.print(table)
 

@@ -7,9 +7,16 @@ import os
 from pathlib import Path
 
 
+def harness_home_path(home: Path | None = None) -> Path:
+    """``home``, else ``$HARNESS_HOME``, else ``~/.skycore-harness`` (not created)."""
+    if home is not None:
+        return Path(home).expanduser()
+    return Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
+
+
 def harness_home() -> Path:
     """The harness state folder, created on first use."""
-    home = Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
+    home = harness_home_path()
     home.mkdir(parents=True, exist_ok=True)
     return home
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.paths import harness_home
 from harness.report_collector import ReportCollector
 
 STORE_OPTIONS = {"aws": "s3", "gcp": "gcs", "azure": "azure"}
@@ -94,7 +95,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def session_skycore_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A skycore home shared by this worker's tests (config written by the cloud)."""
-    root = Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
+    root = harness_home()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     home = root / "test-homes" / f"{os.getpid()}-{worker}"
     home.mkdir(parents=True, exist_ok=True)

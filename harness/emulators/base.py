@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import harness
 from harness.accounts import OWNERS, USER
+from harness.paths import harness_home_path
 from harness.procs import (
     LOOPBACK,
     HarnessProcessError,
@@ -76,11 +77,7 @@ class EmulatorRecord:
     gate_version: str = ""
 
 
-def harness_home(home: Path | None = None) -> Path:
-    """``home``, else ``$HARNESS_HOME``, else ``~/.skycore-harness``."""
-    if home is not None:
-        return Path(home).expanduser()
-    return Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
+harness_home = harness_home_path
 
 
 def _write_json(path: Path, data: Any) -> None:
