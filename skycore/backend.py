@@ -421,6 +421,96 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     return len(mounts)
 
 
+# One process per node polls every cached mount's rclone rc socket (HTTP over a unix socket)
+# instead of one `rclone rc` process per mount per poll: with many mounts on many nodes the
+# process spawns alone saturate a small machine. Same rule as mounting.drain_command: nothing
+# queued or uploading for DRAIN_STABLE_POLLS polls in a row. Needs only python3's core.
+DRAIN_STABLE_POLLS = 5
+_DRAIN_PY = r"""
+import os, re, socket, sys, time
+timeout, stable_needed = float(sys.argv[1]), int(sys.argv[2])
+args = sys.argv[3:]
+mounts = list(zip(args[::2], args[1::2]))
+
+def stats(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(15)
+    try:
+        s.connect(path)
+        s.sendall(b"POST /vfs/stats HTTP/1.0\r\nHost: rc\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 2\r\n\r\n{}")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head = data.split(b"\r\n", 1)[0]
+    if b" 200 " not in head + b" ":
+        raise OSError("rc answered %r" % head[:80])
+    body = data.decode("utf-8", "replace")
+    q = re.search(r'"uploadsQueued":\s*(\d+)', body)
+    p = re.search(r'"uploadsInProgress":\s*(\d+)', body)
+    return (int(q.group(1)) if q else 0), (int(p.group(1)) if p else 0)
+
+pending = {}
+for dst, sock in mounts:
+    if os.path.exists(sock):
+        pending[dst] = 0
+    else:
+        print("skycore: no rclone serving %s; nothing to drain" % dst)
+deadline = time.time() + timeout
+last = {}
+while pending:
+    for dst, sock in mounts:
+        if dst not in pending:
+            continue
+        try:
+            q, p = stats(sock)
+        except OSError as e:
+            print("skycore: rclone serving %s is not answering: %s" % (dst, e), file=sys.stderr)
+            sys.exit(2)
+        if q == 0 and p == 0:
+            pending[dst] += 1
+            if pending[dst] >= stable_needed:
+                print("skycore: %s drained" % dst)
+                del pending[dst]
+        else:
+            pending[dst] = 0
+            now = int(time.time())
+            if last.get(dst) != now:
+                last[dst] = now
+                print("skycore: draining %s: %d queued, %d uploading" % (dst, q, p))
+    if pending and time.time() > deadline:
+        print("skycore: timed out draining %s" % ", ".join(sorted(pending)), file=sys.stderr)
+        sys.exit(1)
+    sys.stdout.flush()
+    time.sleep(0.1)
+"""
+
+
+def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:
+    """Bash draining every cached mount in ``dsts`` with one poller; exit 0 when all drained.
+
+    Falls back to mounting.drain_command per mount on a node image without python3.
+    """
+    from skycore.storage import mounting
+
+    args = [str(timeout_s), str(DRAIN_STABLE_POLLS)]
+    for dst in dsts:
+        args += [dst, mounting.mount_dirs(dst).rc_socket]
+    fallback = "\n".join(f"( {mounting.drain_command(d, timeout_s)} ) || exit $?" for d in dsts)
+    return (
+        "if command -v python3 >/dev/null 2>&1; then\n"
+        f"python3 - {shlex.join(args)} <<'SKYCORE_DRAIN_PY'\n{_DRAIN_PY}\nSKYCORE_DRAIN_PY\n"
+        "else\n"
+        f"{fallback}\n"
+        "fi"
+    )
+
+
 def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
     """Drain every MOUNT_CACHED mount on every node (uploads finish), then maybe unmount.
 
@@ -431,29 +521,40 @@ def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
         return 0
     from skycore.storage import mounting
 
-    def one(item: tuple[CommandRunner, state.MountRecord]) -> None:
-        runner, m = item
-        if unmount:
-            # unmount_command drains first and refuses to unmount with uploads pending.
-            what, cmd = "unmount", mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)
-        elif m.mode == "MOUNT_CACHED":
-            what, cmd = "drain", mounting.drain_command(m.dst, DRAIN_TIMEOUT_S)
-        else:
-            return
-        logs.append(log_path, f"[{runner.node_name}] {what} {m.dst}")
-        rc = runner.run(cmd, log_path=log_path)
-        logs.append(log_path, f"[{runner.node_name}] {what} {m.dst}: exit {rc}")
+    cached = [m.dst for m in mounts if m.mode == "MOUNT_CACHED"]
+
+    def drain(runner: CommandRunner) -> None:
+        logs.append(log_path, f"[{runner.node_name}] drain {', '.join(cached)}")
+        rc = runner.run(drain_all_command(cached), log_path=log_path)
+        logs.append(log_path, f"[{runner.node_name}] drain: exit {rc}")
         if rc != 0:
             raise StageError(
-                f"{what.capitalize()} of {m.dst} on {runner.node_name} failed (exit {rc}); a "
-                "cached mount with uploads pending is never unmounted, so no write is lost. "
-                "Retry the command; if the store is unreachable, fix that first.",
+                f"Draining the cached mounts on {runner.node_name} failed (exit {rc}); "
+                "nothing was unmounted, so no write is lost. Retry the command; if the store "
+                "is unreachable, fix that first.",
                 log_path=log_path,
                 tail=logs.tail(log_path, 10),
             )
 
-    # Every mount on every node at once: each drain waits out its own write-back delay.
-    parallel(one, [(r, m) for r in handle.runners for m in mounts])
+    def unmount_one(item: tuple[CommandRunner, state.MountRecord]) -> None:
+        runner, m = item
+        # unmount_command drains again by itself and refuses to unmount with uploads pending.
+        logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}")
+        rc = runner.run(mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S), log_path=log_path)
+        logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}: exit {rc}")
+        if rc != 0:
+            raise StageError(
+                f"Unmounting {m.dst} on {runner.node_name} failed (exit {rc}); a cached mount "
+                "with uploads pending is never unmounted, so no write is lost. Retry the "
+                "command; if the store is unreachable, fix that first.",
+                log_path=log_path,
+                tail=logs.tail(log_path, 10),
+            )
+
+    if cached:
+        parallel(drain, handle.runners)
+    if unmount:
+        parallel(unmount_one, [(r, m) for r in handle.runners for m in mounts])
     return len(mounts)
 
 
