@@ -52,7 +52,9 @@ def status() -> None:
         column.overflow = "fold"
     for row in cloud.status():
         up, down = (
-            ("present", "missing") if row.component == "node image" else ("running", "stopped")
+            ("present", "missing")
+            if row.component in ("node image", "skycore config")
+            else ("running", "stopped")
         )
         state = f"[green]{up}[/green]" if row.running else f"[red]{down}[/red]"
         table.add_row(row.component, state, row.where, row.details)

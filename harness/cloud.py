@@ -118,8 +118,19 @@ def up_docker(say: Say = print) -> tuple[str, str]:
 
 
 def seed_world(running: dict[str, emulators.RunningEmulator], say: Say = print) -> None:
-    """Create the buckets that exist before any task (idempotent)."""
+    """Create the buckets that exist before any task (idempotent).
+
+    A store whose emulator process is the one seeded last time is skipped without a request.
+    """
+    marker = harness_home() / "seeded.json"
+    try:
+        seeded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        seeded = {}
     for store, emu in running.items():
+        identity = [emu.record.pid, emu.record.start_time, emu.endpoint]
+        if seeded.get(store) == identity:
+            continue
         wanted = [
             (PUBLIC_DATASETS[store], OTHER, True, SEED_OBJECTS),
             (f"{store}-external-private-by-user-{DEMO_RUN_ID}", USER, False, _demo_objects()),
@@ -129,6 +140,8 @@ def seed_world(running: dict[str, emulators.RunningEmulator], say: Say = print) 
             if not bucket_exists(emu, name, owner):
                 emu.make_bucket(name, owner=owner, public=public, objects=objects)
                 say(f"  seeded {store} bucket {name} (owner {owner}, public={public})")
+        seeded[store] = identity
+    marker.write_text(json.dumps(seeded))
 
 
 def bucket_exists(emu: emulators.RunningEmulator, name: str, owner: str) -> bool:

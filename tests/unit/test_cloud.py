@@ -1,0 +1,64 @@
+"""The local cloud as a whole: up is idempotent, status tells the truth, down stops only
+what up started."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cloud, emulators
+from harness.procs import Proc
+
+pytestmark = pytest.mark.cloud
+
+
+def test_second_up_is_a_no_op(local_cloud) -> None:
+    before = {s: (e.record.pid, e.record.gate_pid) for s, e in emulators.start_all().items()}
+    said: list[str] = []
+    info = cloud.up(say=said.append)
+    after = {s: (e.record.pid, e.record.gate_pid) for s, e in emulators.start_all().items()}
+    assert after == before  # the same processes, nothing restarted
+    assert not [line for line in said if "seeded" in line or "Starting" in line], said
+    assert info.image == local_cloud.image and info.docker_host == local_cloud.docker_host
+
+
+def test_status_lists_every_component(local_cloud) -> None:
+    rows = {row.component: row for row in cloud.status()}
+    for component in ("dockerd", "node image", "emulator s3", "emulator gcs", "emulator azure"):
+        assert rows[component].running, rows[component]
+    assert rows["node image"].where == local_cloud.image
+
+
+def test_cli_status_and_env(local_cloud) -> None:
+    harness = [sys.executable, "-m", "harness.cli"]
+    status = subprocess.run([*harness, "status"], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    for word in ("dockerd", "node image", "emulator s3", "emulator gcs", "emulator azure"):
+        assert word in status.stdout
+    env = subprocess.run([*harness, "env"], capture_output=True, text=True, timeout=60)
+    assert f"export DOCKER_HOST={local_cloud.docker_host}" in env.stdout
+
+
+def test_world_is_seeded(local_cloud) -> None:
+    for store, name in cloud.PUBLIC_DATASETS.items():
+        emu = emulators.get(store)
+        assert cloud.bucket_exists(emu, name, "other"), (store, name)
+        assert emu.bucket_owner(name) in ("other", None)  # azure: the other account itself
+
+
+def test_down_stops_only_what_up_started(local_cloud, tmp_path: Path, monkeypatch) -> None:
+    shared = [p for e in emulators.start_all().values() for p in e.procs]
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "harness"))
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "skycore"))
+    info = cloud.up(say=lambda _m: None, stores=("s3",), with_docker=False)
+    assert (tmp_path / "skycore" / "config.yaml").exists()
+    emu = emulators.get("s3")
+    procs = emu.procs
+    assert all(p.alive() for p in procs)
+    assert info.endpoints["s3"] == emu.endpoint
+    cloud.down(say=lambda _m: None)
+    assert not any(Proc(p.pid, p.start_time).alive() for p in procs)
+    assert all(p.alive() for p in shared)  # the shared local cloud is untouched
