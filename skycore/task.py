@@ -77,6 +77,7 @@ class StorageSpec(_Strict):
     store: Annotated[Literal["s3", "gcs", "azure"] | None, BeforeValidator(_lower)] = None
     mode: Annotated[Literal["COPY", "MOUNT", "MOUNT_CACHED"], BeforeValidator(_upper)] = "MOUNT"
     persistent: StrictBool = True
+    transfers: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
 
 
 class TaskSpec(_Strict):
@@ -344,6 +345,7 @@ def _resolve_file_mounts(
                     store=sspec.store,
                     mode=sspec.mode,
                     persistent=sspec.persistent,
+                    transfers=sspec.transfers,
                     default_store=default_store,
                     field=field,
                 )

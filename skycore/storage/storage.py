@@ -78,13 +78,23 @@ class Storage:
         store: str | None,
         mode: str = "MOUNT",
         persistent: bool = True,
+        transfers: int | None = None,
         default_store: StoreType | None = None,
         field: str = "file_mounts",
     ) -> Storage:
-        """Resolve a storage dict (name, source, store, mode, persistent) or raise
-        StorageSpecError / BucketNameError naming ``field`` and the fix."""
+        """Resolve a storage dict (name, source, store, mode, persistent, transfers) or raise
+        StorageSpecError / BucketNameError naming ``field`` and the fix.
+
+        ``transfers`` (MOUNT_CACHED only) is how many cached files upload at once; the default
+        1 keeps uploads in creation order."""
         smode = StorageMode(mode)
         store_t = StoreType(store) if store else None
+        if transfers is not None and smode is not StorageMode.MOUNT_CACHED:
+            raise StorageSpecError(
+                f"{field}.transfers applies to mode MOUNT_CACHED only (this entry is "
+                f"{smode.value}); remove transfers or use mode: MOUNT_CACHED."
+            )
+        options = mounting.MountOptions(transfers=transfers or 1)
         if source is not None and is_cloud_url(source):
             url = parse_url(source, f"{field}.source")
             if name is not None:
@@ -108,6 +118,7 @@ class Storage:
                 prefix=url.prefix,
                 account=url.account,
                 yaml_field=field,
+                mount_options=options,
             )
         if name is None:
             if source is None:
@@ -153,6 +164,7 @@ class Storage:
             persistent=persistent,
             kind="sky_managed",
             yaml_field=field,
+            mount_options=options,
         )
 
     def to_spec_dict(self) -> dict[str, Any]:
@@ -165,6 +177,8 @@ class Storage:
             if self.source is not None:
                 out["source"] = self.source
         out["persistent"] = self.persistent
+        if self.mount_options.transfers != 1:
+            out["transfers"] = self.mount_options.transfers
         return out
 
     # --- identity -----------------------------------------------------------------------------

@@ -146,6 +146,14 @@ def test_yaml_errors_are_one_paragraph(tmp_path: Path) -> None:
         ({"file_mounts": {"/a": {"source": "azure://acct"}}}, "lacks a container"),
         (["a", "b"], "must be a mapping"),
         ({"workdir": "/definitely/not/here"}, "workdir: the local path"),
+        (
+            {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT", "transfers": 4}}},
+            "MOUNT_CACHED only",
+        ),
+        (
+            {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED", "transfers": 0}}},
+            ".transfers",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(data: Any, expected: str) -> None:
@@ -157,6 +165,17 @@ def test_local_source_needs_name_and_folder(src: Path) -> None:
     assert "needs a name" in msg
     msg = err({"file_mounts": {"/a": {"name": "abc", "store": "s3", "source": str(src / "a.txt")}}})
     assert "mirrors a folder" in msg
+
+
+def test_transfers_per_mount() -> None:
+    t = Task.from_dict(
+        {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED", "transfers": 4}}}
+    )
+    st = t.storage_mounts["/a"]
+    assert st.mount_options.transfers == 4 and "--transfers 4" in st.mount_command("/a")
+    default = Task.from_dict({"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED"}}})
+    assert "--transfers 1" in default.storage_mounts["/a"].mount_command("/a")
+    assert Task.from_dict(t.to_yaml_dict()) == t
 
 
 def test_default_store_from_cloud(src: Path) -> None:
@@ -224,6 +243,8 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
                 "mode": draw(st.sampled_from(["MOUNT", "MOUNT_CACHED"])),
                 "persistent": draw(st.booleans()),
             }
+            if mounts[dst]["mode"] == "MOUNT_CACHED" and draw(st.booleans()):
+                mounts[dst]["transfers"] = draw(st.integers(1, 8))
     spec["file_mounts"] = mounts
     if draw(st.booleans()):
         spec["run"] = draw(st.text(max_size=30))
