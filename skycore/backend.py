@@ -9,10 +9,11 @@ reached only through the provider API and CommandRunners, never through docker d
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -233,36 +234,6 @@ def sync_workdir(handle: ClusterHandle, workdir: Path, log_path: Path) -> int:
     return max(counts) if counts else 0
 
 
-def _run_on_all(
-    handle: ClusterHandle, cmd: str, log_path: Path, what: str, stdin: bytes | None = None
-) -> None:
-    def one(runner: CommandRunner) -> None:
-        logs.append(log_path, f"[{runner.node_name}] $ {what}")
-        rc = runner.run(cmd, log_path=log_path, stdin=stdin)
-        if rc != 0:
-            raise StageError(
-                f"{what} failed on {runner.node_name} (exit {rc}).",
-                log_path=log_path,
-                tail=logs.tail(log_path, 15),
-            )
-
-    parallel(one, handle.runners)
-
-
-def daemon_safe(cmd: str) -> str:
-    """Wrap a command that may leave a daemon behind (rclone mount --daemon).
-
-    A background process that inherits the exec's stdout/stderr holds docker's output
-    streams open: the engine then waits ~2 s on that exec and on the next one. The command's
-    output goes to a file on the node instead and is printed once it exits.
-    """
-    return (
-        "out=$(mktemp /tmp/skycore-cmd.XXXXXX)\n"
-        f'bash -c {shlex.quote(cmd)} >"$out" 2>&1 </dev/null; rc=$?\n'
-        'cat "$out"; rm -f "$out"; exit $rc'
-    )
-
-
 def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
     """Write the store credential files on every node (mode 0600, through stdin)."""
     from skycore.storage import mounting
@@ -359,42 +330,37 @@ def sync_file_mounts(
     say(f"{len(storages) + len(urls)} storage entr(ies) to {handle.num_nodes} node(s)")
     records: list[state.MountRecord] = []
 
-    def on_all_nodes(what: str, cmd: str) -> None:
-        def one(runner: CommandRunner) -> None:
-            rc = runner.run(cmd, log_path=log_path)
-            logs.append(log_path, f"[{runner.node_name}] {what}: exit {rc}")
-            if rc != 0:
-                raise StageError(
-                    f"{what} failed on {runner.node_name} (exit {rc}).",
-                    log_path=log_path,
-                    tail=logs.tail(log_path, 15),
-                )
-
-        parallel(one, handle.runners)
-
-    def entry(dst: str) -> None:
+    def node_entry(dst: str) -> tuple[str, str]:
+        """(what, bash) for one entry; records mounts (even if they then fail on a node, so
+        that stop/down still drain them)."""
         if dst in urls:
             url = urls[dst]
-            on_all_nodes(f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config))
-            return
+            return f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config)
         st = storages[dst]
-        prepared[dst].result()
+        prepared[dst].result()  # re-raises a failed bucket creation / upload
         mode = st.mode.value
         # Only buckets skycore created can be deleted by down; external ones never are.
         persistent = st.persistent or st.kind != "sky_managed"
         if mode == "COPY":
-            on_all_nodes(f"copy {dst} ({st.name})", st.copy_command(dst, handle.config))
             records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, None))
-            return
+            return f"copy {dst} ({st.name})", st.copy_command(dst, handle.config)
         mount_cmd = st.mount_command(dst, handle.config)
-        record = state.MountRecord(handle.name, dst, st.name, mode, persistent, mount_cmd)
-        records.append(record)  # recorded even if it fails on a node: stop/down drain it
-        on_all_nodes(f"mount {dst} ({mode})", daemon_safe(mount_cmd))
+        records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, mount_cmd))
+        return f"mount {dst} ({mode})", mount_cmd
 
     previous = state.get_cluster_mounts(handle.name)
+    waiting = [*urls, *storages]
     try:
         write_credentials(handle, log_path)
-        parallel(entry, [*urls, *storages])
+        # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so
+        # a slow upload holds back only its own entries.
+        while waiting:
+            ready = [d for d in waiting if d in urls or prepared[d].done()]
+            if not ready:
+                wait([prepared[d] for d in waiting], return_when=FIRST_COMPLETED)
+                continue
+            waiting = [d for d in waiting if d not in ready]
+            run_batch(handle, [node_entry(d) for d in ready], log_path)
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)
@@ -403,6 +369,70 @@ def sync_file_mounts(
         new = {r.dst for r in records}
         state.set_cluster_mounts(handle.name, records + [m for m in previous if m.dst not in new])
     return len(local) + len(urls), len(storages)
+
+
+_ENTRY_RC = re.compile(r"^SKYCORE_ENTRY_RC (\d+) (\d+)$")
+
+
+def batch_script(commands: Sequence[str]) -> str:
+    """Bash running ``commands`` concurrently on a node; prints each one's output, then a
+    ``SKYCORE_ENTRY_RC <i> <exit code>`` line for it.
+
+    Output goes through files: a daemon a command leaves behind (rclone mount) must not hold
+    docker's output streams (the engine then stalls ~2 s on this exec and the next).
+    """
+    lines = ["d=$(mktemp -d /tmp/skycore-batch.XXXXXX)"]
+    for i, cmd in enumerate(commands):
+        lines.append(
+            f'( bash -c {shlex.quote(cmd)} >"$d/{i}" 2>&1 </dev/null; echo $? >"$d/{i}.rc" ) &'
+        )
+    lines.append("wait")
+    lines.append(f"for i in $(seq 0 {len(commands) - 1}); do")
+    lines.append(
+        '  cat "$d/$i"; echo "SKYCORE_ENTRY_RC $i $(cat "$d/$i.rc" 2>/dev/null || echo 255)"'
+    )
+    lines.append("done")
+    lines.append('rm -rf "$d"')
+    return "\n".join(lines)
+
+
+def run_batch(handle: ClusterHandle, entries: Sequence[tuple[str, str]], log_path: Path) -> None:
+    """Run ``entries`` ((what, bash) pairs) concurrently on every node, one exec per node;
+    StageError naming the entry and node (with its output) if any failed."""
+
+    def one(runner: CommandRunner) -> None:
+        out: list[str] = []
+        rc = runner.run(
+            batch_script([cmd for _, cmd in entries]),
+            log_path=log_path,
+            stream=True,
+            sink=out.append,
+        )
+        codes: dict[int, int] = {}
+        chunks: dict[int, list[str]] = {}
+        current: list[str] = []
+        for line in out:
+            m = _ENTRY_RC.match(line.strip())
+            if m:
+                codes[int(m.group(1))] = int(m.group(2))
+                chunks[int(m.group(1))] = current
+                current = []
+            else:
+                current.append(line.rstrip("\n"))
+        for i, (what, _) in enumerate(entries):
+            logs.append(log_path, f"[{runner.node_name}] {what}: exit {codes.get(i, rc)}")
+        failed = [i for i in range(len(entries)) if codes.get(i, 255) != 0]
+        if rc != 0 and not failed:
+            failed = [0]
+        if failed:
+            i = failed[0]
+            raise StageError(
+                f"{entries[i][0]} failed on {runner.node_name} (exit {codes.get(i, rc)}).",
+                log_path=log_path,
+                tail="\n".join(chunks.get(i, [])[-15:]),
+            )
+
+    parallel(one, handle.runners)
 
 
 def _is_url(src: str) -> bool:
@@ -415,9 +445,7 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     if not mounts:
         return 0
     write_credentials(handle, log_path)
-    for m in mounts:
-        assert m.mount_command is not None
-        _run_on_all(handle, daemon_safe(m.mount_command), log_path, f"mount {m.dst}")
+    run_batch(handle, [(f"mount {m.dst}", m.mount_command or "true") for m in mounts], log_path)
     return len(mounts)
 
 
