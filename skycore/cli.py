@@ -236,12 +236,19 @@ def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
 @click.option("-r", "--refresh", is_flag=True, help="Ask the provider for the nodes' state.")
 @handle_errors
 def status(clusters: tuple[str, ...], verbose: bool, refresh: bool) -> None:
-    """Show clusters (and with -v their nodes and every status change with its reason)."""
+    """Show clusters (and with -v their nodes and every status change with its reason).
+
+    With -r, clusters whose nodes no longer match the record (removed or stopped outside
+    skycore) become INIT with the reason; 'skycore launch' repairs them.
+    """
     records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
     if not records:
         console.print("No existing clusters.")
         return
     config = load_config() if (refresh or verbose) else None
+    if refresh and config is not None:
+        refreshed = [execution.refresh_status(r.name, config) for r in records]
+        records = [r for r in refreshed if r is not None]
     table = Table(box=None, header_style="bold")
     for col in ("NAME", "LAUNCHED", "NODES", "RESOURCES", "STATUS", "REASON"):
         table.add_column(col)

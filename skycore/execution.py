@@ -179,6 +179,45 @@ def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
         lock.release()
 
 
+def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
+    """Reconcile a cluster's recorded status with what its provider reports.
+
+    An UP or STOPPED cluster whose nodes no longer match becomes INIT with the reason (the
+    next launch repairs it). Skipped while another command holds the cluster's lock.
+    """
+    path = skycore_home() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return state.get_cluster(name)
+    try:
+        record = state.get_cluster(name)
+        if record is None or record.status == state.CLUSTER_INIT:
+            return record
+        nodes = provision.query_instances(record.provider, name, config)
+        want = (
+            provision.NodeStatus.UP
+            if record.status == state.CLUSTER_UP
+            else provision.NodeStatus.STOPPED
+        )
+        wrong = [
+            f"node {r} is {nodes[r].value if r in nodes else 'gone'}"
+            for r in range(record.num_nodes)
+            if nodes.get(r) is not want
+        ]
+        if wrong:
+            state.set_cluster_status(
+                name,
+                state.CLUSTER_INIT,
+                f"refresh: {'; '.join(wrong)} (expected {want.value}); 'skycore launch' repairs it",
+            )
+        return state.get_cluster(name)
+    finally:
+        lock.release()
+
+
 def _console(console: Console | None) -> Console:
     return console or Console()
 

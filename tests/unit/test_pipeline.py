@@ -327,3 +327,29 @@ def test_launch_with_down_flag(
     assert result.stages[-1].stage is Stage.DOWN
     assert provision.query_instances("docker", cluster, config) == {}
     assert state.get_cluster(cluster) is None
+
+
+def test_refresh_marks_a_cluster_with_a_gone_node_init(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    execution.launch(make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config)
+    dprov.client(config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
+    rec = execution.refresh_status(cluster, config)
+    assert rec is not None and rec.status == state.CLUSTER_INIT
+    assert "node 1 is gone" in rec.status_reason
+    assert state.cluster_events(cluster)[-1].to_status == state.CLUSTER_INIT
+
+
+def test_launch_on_a_stopped_cluster_resumes_it(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(num_nodes=2, run="cat ~/marker 2>/dev/null || echo first > ~/marker")
+    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    execution.stop(cluster, console=quiet(), config=config)
+    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert result.exit_code == 0
+    assert (result.log_dir / "run-0.log").read_text() == "first\n"  # same disk, resumed
+    rec = state.get_cluster(cluster)
+    assert rec is not None and rec.status == state.CLUSTER_UP
+    reasons = [e.reason for e in state.cluster_events(cluster)]
+    assert any("was STOPPED" in r for r in reasons)
