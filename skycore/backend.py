@@ -330,9 +330,9 @@ def sync_file_mounts(
     say(f"{len(storages) + len(urls)} storage entr(ies) to {handle.num_nodes} node(s)")
     records: list[state.MountRecord] = []
 
-    def node_entry(dst: str) -> tuple[str, str]:
-        """(what, bash) for one entry; records mounts (even if they then fail on a node, so
-        that stop/down still drain them)."""
+    def node_entry(dst: str) -> tuple[str, str] | None:
+        """(what, bash) for one entry, None if nothing is to be done; records mounts (even if
+        they then fail on a node, so that stop/down still drain them)."""
         if dst in urls:
             url = urls[dst]
             return f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config)
@@ -346,12 +346,18 @@ def sync_file_mounts(
             return f"copy {dst} ({st.name})", st.copy_command(dst, handle.config)
         mount_cmd = st.mount_command(dst, handle.config)
         records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, mount_cmd))
+        if dst in live and before.get(dst) == mount_cmd:
+            logs.append(log_path, f"mount {dst} ({mode}): already live on every node")
+            return None
         return f"mount {dst} ({mode})", mount_cmd
 
     previous = state.get_cluster_mounts(handle.name)
+    before = {m.dst: m.mount_command for m in previous if m.mount_command}
     waiting = [*urls, *storages]
     try:
         write_credentials(handle, log_path)
+        # A relaunch leaves live mounts alone (same mount command, rclone answering).
+        live = live_mounts(handle, [d for d in storages if d in before])
         # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so
         # a slow upload holds back only its own entries.
         while waiting:
@@ -360,7 +366,9 @@ def sync_file_mounts(
                 wait([prepared[d] for d in waiting], return_when=FIRST_COMPLETED)
                 continue
             waiting = [d for d in waiting if d not in ready]
-            run_batch(handle, [node_entry(d) for d in ready], log_path)
+            todo = [e for e in (node_entry(d) for d in ready) if e is not None]
+            if todo:
+                run_batch(handle, todo, log_path)
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)
@@ -517,6 +525,59 @@ while pending:
     sys.stdout.flush()
     time.sleep(0.1)
 """
+
+
+_LIVE_PY = r"""
+import os, socket, sys
+mounted = set()
+for line in open("/proc/self/mounts"):
+    fields = line.split()
+    if len(fields) > 2:
+        mounted.add(fields[1])
+args = sys.argv[1:]
+for dst, sock in zip(args[::2], args[1::2]):
+    path = os.path.expanduser(dst)
+    if path not in mounted or not os.path.exists(sock):
+        continue
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(sock)
+        s.sendall(b"POST /core/pid HTTP/1.0\r\nHost: rc\r\nContent-Length: 2\r\n\r\n{}")
+        head = s.recv(64)
+        os.stat(path)
+    except OSError:
+        continue
+    finally:
+        s.close()
+    if b" 200 " in head.split(b"\r\n", 1)[0] + b" ":
+        print("SKYCORE_LIVE " + dst)
+"""
+
+
+def live_mounts(handle: ClusterHandle, dsts: Sequence[str]) -> set[str]:
+    """Which of ``dsts`` are mounted with rclone answering on every node (one exec per node;
+    empty on a node image without python3)."""
+    if not dsts:
+        return set()
+    from skycore.storage import mounting
+
+    args: list[str] = []
+    for dst in dsts:
+        args += [dst, mounting.mount_dirs(dst).rc_socket]
+    cmd = (
+        "command -v python3 >/dev/null 2>&1 || exit 0\n"
+        f"python3 - {shlex.join(args)} <<'SKYCORE_LIVE_PY'\n{_LIVE_PY}\nSKYCORE_LIVE_PY"
+    )
+
+    def one(runner: CommandRunner) -> set[str]:
+        rc, out = runner.run_output(cmd, timeout=60)
+        if rc != 0:
+            return set()
+        return {ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("SKYCORE_LIVE ")}
+
+    per_node = parallel(one, handle.runners)
+    return set.intersection(*per_node) if per_node else set()
 
 
 def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:

@@ -324,7 +324,7 @@ def launch(
         _exec(handle, task, job, rep, log_dir, stream, result)
         return result
     finally:
-        background.shutdown(wait=True)
+        background.shutdown(wait=True, cancel_futures=True)
         if down and touched:
             _down_stage(cluster_name, config, rep, log_dir)
 
