@@ -1,0 +1,121 @@
+"""Chaos for the local cloud: preempt a spot node, cut a store off for a while.
+
+``preempt(cluster, rank)`` is what a spot preemption looks like from the outside: the node's
+container is killed and removed with its disk in one step (no stop, no drain, no signal the
+node can act on). Only what a cached mount had already uploaded survives, in the bucket.
+The command line form is ``harness preempt CLUSTER [--rank N]``.
+
+``pause_store(store)`` freezes the store's access gate (SIGSTOP) until the block ends
+(SIGCONT): requests hang as on a network cut. The gate is shared by everything using the
+local cloud, so keep the pause short and never use it in parallel test runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import docker.errors
+
+from harness.errors import CloudError
+from skycore import state
+from skycore.config import SkycoreConfig, load_config
+from skycore.provision import docker as docker_provider
+
+
+class ChaosError(CloudError):
+    """The requested fault cannot be injected; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """One preempted node: which, when its removal was issued and when it was done
+    (wall clock, seconds)."""
+
+    cluster: str
+    rank: int
+    container: str
+    issued_at: float
+    at: float
+
+
+def nodes(cluster: str, config: SkycoreConfig | None = None) -> dict[int, str]:
+    """The existing nodes of ``cluster`` on the engine: rank -> container name."""
+    cfg = config or load_config()
+    found = docker_provider.client(cfg).containers.list(
+        all=True, filters={"label": f"{docker_provider.LABEL_CLUSTER}={cluster}"}
+    )
+    return {int(c.labels[docker_provider.LABEL_RANK]): c.name or "" for c in found}
+
+
+def preempt(
+    cluster: str, rank: int = 0, *, force: bool = False, config: SkycoreConfig | None = None
+) -> Preemption:
+    """Remove node ``rank`` of ``cluster`` abruptly: killed, container and disk gone.
+
+    Refuses a cluster recorded (in this SKYCORE_HOME) as on-demand unless ``force``: only
+    spot nodes are preempted. Raises ChaosError if the node does not exist.
+    """
+    cfg = config or load_config()
+    record = state.get_cluster(cluster)
+    if record is not None and not record.resources.get("use_spot") and not force:
+        raise ChaosError(
+            f"Cluster '{cluster}' runs on-demand nodes (resources.use_spot is false), which are "
+            "never preempted. Launch it with --use-spot (managed jobs: 'skycore jobs launch "
+            "--use-spot'), or pass --force to remove the node anyway."
+        )
+    client = docker_provider.client(cfg)
+    found = client.containers.list(
+        all=True, filters={"label": f"{docker_provider.LABEL_CLUSTER}={cluster}"}
+    )
+    by_rank = {int(c.labels[docker_provider.LABEL_RANK]): c for c in found}
+    if rank not in by_rank:
+        have = ", ".join(map(str, sorted(by_rank))) or "none"
+        raise ChaosError(
+            f"Cluster '{cluster}' has no node of rank {rank} on {cfg.docker.host} (ranks: "
+            f"{have}). Check the name with 'skycore status' or 'skycore jobs queue'."
+        )
+    container = by_rank[rank]
+    name = container.name or docker_provider.container_name(cluster, rank)
+    issued = time.time()
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass  # it vanished on its own meanwhile: preempted all the same
+    except docker.errors.APIError as e:
+        raise ChaosError(f"Removing node {name} failed: {e.explanation or e}.") from e
+    return Preemption(cluster, rank, name, issued, time.time())
+
+
+def wait_for_node(
+    cluster: str, rank: int = 0, timeout: float = 120.0, config: SkycoreConfig | None = None
+) -> str:
+    """Wait until node ``rank`` of ``cluster`` exists; its container name."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = nodes(cluster, config)
+        if rank in found:
+            return found[rank]
+        if time.monotonic() > deadline:
+            raise ChaosError(f"Cluster '{cluster}' has no node {rank} after {timeout:.0f} s.")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def pause_store(store: str) -> Iterator[None]:
+    """Freeze ``store``'s access gate for the block: its requests hang, then resume."""
+    from harness import emulators
+
+    _, gate = emulators.get(store).procs
+    if not gate.alive():
+        raise ChaosError(f"The {store} gate is not running; start the local cloud first.")
+    os.kill(gate.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(gate.pid, signal.SIGCONT)

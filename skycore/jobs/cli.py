@@ -1,0 +1,253 @@
+"""``skycore jobs``: launch, queue, logs, cancel managed jobs (a click group).
+
+The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.jobs.cli`` runs it
+on its own. Errors a user can cause print as one paragraph (exit 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from skycore.config import ConfigError
+from skycore.errors import UserError
+from skycore.jobs import core
+from skycore.jobs import state as jstate
+from skycore.jobs.state import JobStatus
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+# Exit codes of `jobs launch --follow` / `jobs logs --follow` (as SkyPilot's JobExitCode).
+EXIT_CODES = {
+    JobStatus.SUCCEEDED: 0,
+    JobStatus.FAILED: 100,
+    JobStatus.FAILED_SETUP: 100,
+    JobStatus.FAILED_NO_RESOURCE: 101,
+    JobStatus.CANCELLED: 103,
+}
+
+_STYLE = {
+    JobStatus.PENDING: "yellow",
+    JobStatus.STARTING: "cyan",
+    JobStatus.RUNNING: "cyan",
+    JobStatus.RECOVERING: "magenta",
+    JobStatus.SUCCEEDED: "green",
+    JobStatus.FAILED: "red",
+    JobStatus.FAILED_SETUP: "red",
+    JobStatus.FAILED_NO_RESOURCE: "red",
+    JobStatus.CANCELLED: "dim",
+}
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    err_console.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
+    sys.exit(code)
+
+
+def _errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            _fail(e.message, e.exit_code)
+        except ConfigError as e:
+            _fail(str(e), 2)
+        except KeyboardInterrupt:
+            _fail("Interrupted (the job goes on; 'skycore jobs cancel ID' stops it).", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
+    envs: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
+        key, value = pair.split("=", 1)
+        envs[key] = value
+    return envs
+
+
+def _styled(status: JobStatus) -> str:
+    style = _STYLE.get(status, "")
+    return f"[{style}]{status.value}[/{style}]" if style else status.value
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    secs = max(0, int(time.time() - ts))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return f"{secs}s ago"
+
+
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    if not start:
+        return "-"
+    secs = int((end or time.time()) - start)
+    return f"{secs // 60}m {secs % 60}s" if secs >= 60 else f"{secs}s"
+
+
+def _write(chunk: str) -> None:
+    sys.stdout.write(chunk)
+    sys.stdout.flush()
+
+
+def _follow(job_id: int) -> NoReturn:
+    job = core.follow_log(job_id, True, _write)
+    console.print(f"Managed job {job_id} {_styled(job.status)}: {escape(job.status_reason)}")
+    sys.exit(EXIT_CODES.get(job.status, 1))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def jobs() -> None:
+    """Managed jobs: run a task on its own cluster, recover it from preemptions."""
+
+
+@jobs.command("launch")
+@click.argument("entrypoint")
+@click.option("-n", "--name", help="Job name (default: the task's name).")
+@click.option("--use-spot", is_flag=True, help="Run on spot nodes (may be preempted).")
+@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
+@click.option("-y", "--yes", is_flag=True, help="Accepted for SkyPilot compatibility.")
+@click.option("--follow", is_flag=True, help="Stream the job log until the job ends.")
+@_errors
+def launch_cmd(
+    entrypoint: str,
+    name: str | None,
+    use_spot: bool,
+    envs: tuple[str, ...],
+    yes: bool,
+    follow: bool,
+) -> None:
+    """Launch a task YAML as a managed job: its own cluster, torn down when it ends,
+    relaunched from where it left off (its checkpoints) after a preemption."""
+    job = core.launch(entrypoint, name=name, use_spot=use_spot, envs=_parse_envs(envs))
+    spot = " on spot nodes" if job.use_spot else ""
+    console.print(
+        f"Managed job [bold]{job.job_id}[/bold]{escape(f' ({job.name})' if job.name else '')} "
+        f"submitted{spot}; cluster {escape(job.cluster)}. Log: {escape(job.log_path)}",
+    )
+    if follow:
+        _follow(job.job_id)
+    console.print(
+        f"'skycore jobs queue' shows it; 'skycore jobs logs {job.job_id} --follow' streams it."
+    )
+
+
+@jobs.command("queue")
+@click.argument("job_ids", nargs=-1, type=int)
+@click.option("-v", "--verbose", is_flag=True, help="Also show each job's status history.")
+@_errors
+def queue_cmd(job_ids: tuple[int, ...], verbose: bool) -> None:
+    """Show managed jobs: status, recoveries, durations (newest first)."""
+    found = core.queue()
+    if job_ids:
+        for job_id in job_ids:
+            core.get(job_id)
+        found = [j for j in found if j.job_id in job_ids]
+    if not found:
+        console.print("No managed jobs.")
+        return
+    table = Table()
+    for col in ("ID", "NAME", "STATUS", "RECOVERIES", "SUBMITTED", "DURATION", "CLUSTER"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("REASON", overflow="fold", ratio=1)
+    for job in found:
+        recoveries = str(job.recovery_count)
+        if job.restarts_on_errors:
+            recoveries += f" (+{job.restarts_on_errors} restart)"
+        table.add_row(
+            str(job.job_id),
+            escape(job.name or "-"),
+            _styled(job.status),
+            recoveries,
+            _ago(job.submitted_at),
+            _duration(job.started_at, job.ended_at),
+            escape(job.cluster),
+            escape(_short(job.status_reason)),
+        )
+    console.print(table)
+    if verbose:
+        for job in found:
+            console.print(f"\n[bold]Job {job.job_id}[/bold] history:")
+            for ev in jstate.events(job.job_id):
+                stamp = time.strftime("%H:%M:%S", time.localtime(ev.ts))
+                change = (
+                    f"{ev.from_status or '-'} -> {ev.to_status}"
+                    if ev.from_status != ev.to_status
+                    else "note"
+                )
+                console.print(
+                    f"  {stamp}.{int(ev.ts * 1000) % 1000:03d}  {change:<26} {escape(ev.reason)}"
+                )
+
+
+@jobs.command("logs")
+@click.argument("job_id", type=int)
+@click.option("--follow/--no-follow", default=False, help="Keep streaming until the job ends.")
+@_errors
+def logs_cmd(job_id: int, follow: bool) -> None:
+    """Print a managed job's log (controller lines and the nodes' output)."""
+    core.adopt_orphans()
+    if follow:
+        _follow(job_id)
+    core.follow_log(job_id, False, _write)
+
+
+@jobs.command("cancel")
+@click.argument("job_ids", nargs=-1, type=int)
+@click.option("-a", "--all", "all_jobs", is_flag=True, help="Cancel every unfinished job.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--wait", "wait_s", type=float, default=0.0, help="Wait up to N s for the end.")
+@_errors
+def cancel_cmd(job_ids: tuple[int, ...], all_jobs: bool, yes: bool, wait_s: float) -> None:
+    """Cancel managed jobs: the run stops, cached mounts drain, the cluster is torn down."""
+    if not job_ids and not all_jobs:
+        raise UserError("Name the job(s) to cancel (skycore jobs cancel ID ...) or pass --all.")
+    if not yes and not click.confirm(
+        f"Cancel {'all unfinished managed jobs' if all_jobs else 'job(s) ' + str(list(job_ids))}?",
+        default=True,
+    ):
+        raise click.Abort()
+    flagged = core.cancel(list(job_ids), all_jobs=all_jobs)
+    for job_id in job_ids:
+        if job_id not in flagged:
+            job = core.get(job_id)
+            console.print(f"Job {job_id} is already {_styled(job.status)}; nothing to cancel.")
+    for job_id in flagged:
+        console.print(f"Job {job_id}: cancel requested (the controller drains and tears down).")
+        if wait_s > 0:
+            try:
+                job = core.wait(job_id, wait_s)
+                console.print(f"Job {job_id} {_styled(job.status)}.")
+            except TimeoutError as e:
+                console.print(f"Job {job_id}: {escape(str(e))} after {wait_s:.0f} s.")
+
+
+def main() -> None:
+    """``python -m skycore.jobs.cli``: the jobs group on its own."""
+    jobs(prog_name="skycore jobs")
+
+
+if __name__ == "__main__":
+    main()

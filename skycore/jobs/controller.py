@@ -1,0 +1,465 @@
+"""The controller of one managed job: ``python -m skycore.jobs.controller JOB_ID``.
+
+It runs detached on this machine (its own session, output to the job's controller.log),
+holds the job's controller lock for its whole life and writes a heartbeat every second.
+
+One attempt = ``skycore.execution.launch`` of the task on the job's own cluster, in a worker
+thread, while the controller polls the provider every POLL_S seconds:
+
+- every node UP once and then one missing or not UP: a preemption. The job goes RECOVERING
+  (recovery count + 1), what is left of the cluster is removed (which also ends the worker's
+  streams), and the strategy relaunches it: same region first (FAILOVER), storage mounted
+  again, setup and run again with the same SKYPILOT_TASK_ID;
+- the run exits non-zero on a healthy cluster: a user failure. FAILED / FAILED_SETUP, unless
+  ``job_recovery.max_restarts_on_errors`` allows another restart;
+- no nodes could be had (provisioning failed) after the strategy's retries: FAILED_NO_RESOURCE;
+- cancel requested: the run is killed, cached mounts drain, the cluster is torn down.
+
+A job ends (any terminal state) only after its cluster is torn down with ``down`` semantics:
+cached mounts drained and unmounted, nodes removed, persistent: false storage deleted. A
+controller started for a job whose previous controller died (see ``skycore.jobs.core``)
+stops the orphaned run, drains what it wrote and relaunches it instead of leaking a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import io
+import os
+import shlex
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import filelock
+from rich.console import Console
+
+from skycore import backend, execution, provision
+from skycore import state as core_state
+from skycore.backend import ClusterHandle, StageError
+from skycore.config import load_config
+from skycore.errors import UserError
+from skycore.jobs import paths, recovery
+from skycore.jobs import state as jstate
+from skycore.jobs.state import JobStatus
+from skycore.provision import NodeStatus, ProvisionError
+from skycore.task import Task
+
+POLL_S = 0.5
+HEARTBEAT_S = 1.0
+# After the nodes are removed the worker's streams end at once; a worker still inside the
+# health check waits out HEALTH_TIMEOUT_S first.
+JOIN_AFTER_KILL_S = backend.HEALTH_TIMEOUT_S + 30
+
+
+class Outcome(enum.Enum):
+    """How one attempt ended."""
+
+    SUCCEEDED = "SUCCEEDED"
+    PREEMPTED = "PREEMPTED"
+    FAILED = "FAILED"
+    FAILED_SETUP = "FAILED_SETUP"
+    NO_RESOURCE = "NO_RESOURCE"
+    ERROR = "ERROR"
+    CANCELLED = "CANCELLED"
+
+
+@dataclass
+class Attempt:
+    """The outcome of one attempt and why."""
+
+    outcome: Outcome
+    reason: str
+
+
+def with_task_id(task: Task, task_id: str) -> Task:
+    """``task`` whose setup and run export SKYPILOT_TASK_ID=``task_id`` first.
+
+    The pipeline gives each launch a fresh task id; a managed job keeps one id across all its
+    recoveries, so its setup and run start by setting the job's own.
+    """
+    prefix = f"export SKYPILOT_TASK_ID={shlex.quote(task_id)}\n"
+    return dataclasses.replace(
+        task,
+        setup=prefix + task.setup if task.setup else task.setup,
+        run=prefix + task.run if task.run else task.run,
+    )
+
+
+class Controller:
+    """Runs one managed job to a terminal state (see the module docstring)."""
+
+    def __init__(self, job_id: int, out: TextIO | None = None) -> None:
+        self.job_id = job_id
+        self.out = out or sys.stdout
+        self.console = Console(
+            file=self.out, width=120, force_terminal=False, highlight=False, soft_wrap=True
+        )
+        self.config = load_config()
+        job = self._job()
+        self.cluster = job.cluster
+        self.task_id = job.task_id
+        self.provider = "docker"
+        self.region: str | None = None
+        self._stop = threading.Event()
+
+    # -- small helpers ----------------------------------------------------------------------
+
+    def _job(self) -> jstate.ManagedJob:
+        job = jstate.get(self.job_id)
+        if job is None:
+            raise RuntimeError(f"managed job {self.job_id} is not recorded")
+        return job
+
+    def say(self, message: str) -> None:
+        """A controller line in the job log."""
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[jobs {stamp}] job {self.job_id}: {message}", file=self.out, flush=True)
+
+    def _status(self, status: JobStatus, reason: str, **kw: Any) -> None:
+        if jstate.set_status(self.job_id, status, reason, **kw):
+            self.say(f"{status.value}: {reason}")
+
+    def _note(self, reason: str) -> None:
+        jstate.add_event(self.job_id, reason)
+        self.say(reason)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                jstate.update(self.job_id, heartbeat=time.time())
+            except Exception as e:  # a busy database must not kill the controller
+                self.say(f"heartbeat not recorded: {e}")
+
+    def _cancel_requested(self) -> bool:
+        return self._job().cancel_requested
+
+    def _query(self) -> dict[int, NodeStatus] | None:
+        try:
+            return provision.query_instances(self.provider, self.cluster, self.config)
+        except Exception as e:  # the engine hiccuped: try again at the next poll
+            self.say(f"query_instances failed: {e}")
+            return None
+
+    @staticmethod
+    def _missing(statuses: dict[int, NodeStatus], num_nodes: int) -> list[int]:
+        return [r for r in range(num_nodes) if statuses.get(r) is not NodeStatus.UP]
+
+    def _load_task(self) -> Task:
+        job = self._job()
+        task = Task.from_yaml(job.task_yaml)
+        self.provider = provision.provider_for_cloud(task.resources.cloud)
+        return task
+
+    # -- the job ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Take the job's controller lock and run the job; 0 unless the controller broke."""
+        paths.job_dir(self.job_id).mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(paths.lock_path(self.job_id)), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            self.say("another controller runs this job; this one exits")
+            return 0
+        heart = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+        try:
+            jstate.update(self.job_id, controller_pid=os.getpid(), heartbeat=time.time())
+            heart.start()
+            self._run_job()
+            return 0
+        except Exception as e:
+            self.say("controller error:\n" + traceback.format_exc())
+            self._teardown_final()
+            self._status(JobStatus.FAILED, f"controller error: {type(e).__name__}: {e}")
+            return 1
+        finally:
+            self._stop.set()
+            lock.release()
+
+    def _run_job(self) -> None:
+        job = self._job()
+        if job.status.terminal:
+            self.say(f"already {job.status.value}; nothing to do")
+            return
+        try:
+            task = self._load_task()
+        except (UserError, ProvisionError) as e:
+            self._status(JobStatus.FAILED, str(e))
+            return
+        if job.status is not JobStatus.PENDING and self._adopt(job, task):
+            return
+        strategy = recovery.strategy_for(job.strategy, self.provider)
+        while True:
+            job = self._job()
+            if job.status.terminal:
+                return
+            if job.cancel_requested:
+                self._teardown_final()
+                self._status(JobStatus.CANCELLED, "cancelled by user")
+                return
+            if job.status is JobStatus.PENDING:
+                self._status(JobStatus.STARTING, f"launching cluster {self.cluster}")
+            attempt = self._launch(strategy, task)
+            if self._handle(attempt):
+                return
+
+    def _handle(self, attempt: Attempt) -> bool:
+        """Act on an attempt's outcome; True when the job reached a terminal state."""
+        out = attempt.outcome
+        if out is Outcome.PREEMPTED:
+            return False  # RECOVERING was recorded when it was detected; relaunch
+        if out in (Outcome.FAILED, Outcome.FAILED_SETUP):
+            job = self._job()
+            if recovery.may_restart_on_error(job):
+                self._cleanup_cluster(f"restarting after a user failure: {attempt.reason}")
+                n = job.restarts_on_errors + 1
+                self._status(
+                    JobStatus.RECOVERING,
+                    f"{attempt.reason}; restart {n}/{job.max_restarts_on_errors} "
+                    "(job_recovery.max_restarts_on_errors)",
+                    restart_on_error=True,
+                )
+                return False
+        self._teardown_final()
+        final = {
+            Outcome.SUCCEEDED: JobStatus.SUCCEEDED,
+            Outcome.CANCELLED: JobStatus.CANCELLED,
+            Outcome.FAILED: JobStatus.FAILED,
+            Outcome.FAILED_SETUP: JobStatus.FAILED_SETUP,
+            Outcome.NO_RESOURCE: JobStatus.FAILED_NO_RESOURCE,
+            Outcome.ERROR: JobStatus.FAILED,
+        }[out]
+        self._status(final, attempt.reason)
+        return True
+
+    def _launch(self, strategy: recovery.Strategy, task: Task) -> Attempt:
+        """Launch with the strategy's regions and retries until an attempt gets nodes."""
+        plan = strategy.launch_plan(self.region)
+        last = Attempt(Outcome.NO_RESOURCE, "no region to launch in")
+        for i, (region, wait) in enumerate(plan):
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if self._cancel_requested():
+                    return Attempt(Outcome.CANCELLED, "cancelled by user")
+                time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            same = " (same region first)" if region == self.region else ""
+            self._note(
+                f"launching cluster {self.cluster} in region {region}{same}, try {i + 1}/"
+                f"{len(plan)} ({strategy.name})"
+            )
+            attempt = self._attempt(task)
+            if attempt.outcome is not Outcome.NO_RESOURCE:
+                self.region = region
+                return attempt
+            last = attempt
+            self._note(f"no nodes in region {region}: {attempt.reason}")
+            self._cleanup_cluster("launch failed")
+        return last
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def _attempt(self, task: Task) -> Attempt:
+        box: dict[str, Any] = {}
+        wrapped = with_task_id(task, self.task_id)
+
+        def work() -> None:
+            try:
+                box["result"] = execution.launch(
+                    wrapped, self.cluster, console=self.console, config=self.config, stream=True
+                )
+            except BaseException as e:
+                box["error"] = e
+
+        worker = threading.Thread(target=work, name="launch", daemon=True)
+        worker.start()
+        seen_up = False
+        running = False
+        while worker.is_alive():
+            if self._cancel_requested():
+                return self._cancel_running(worker)
+            statuses = self._query()
+            if statuses is not None:
+                missing = self._missing(statuses, task.num_nodes)
+                if not missing and not seen_up:
+                    seen_up = True
+                    self._note(f"nodes up: {task.num_nodes} node(s) of {self.cluster}")
+                elif missing and seen_up:
+                    return self._preempted(worker, missing)
+            if seen_up and not running and self._run_started():
+                running = True
+                job = self._job()
+                after = " after a recovery" if job.status is JobStatus.RECOVERING else ""
+                self._status(JobStatus.RUNNING, f"run started on {task.num_nodes} node(s){after}")
+            worker.join(POLL_S)
+        return self._classify(box, seen_up, task)
+
+    def _run_started(self) -> bool:
+        jobs = core_state.list_jobs(self.cluster)
+        return bool(jobs) and jobs[-1].status == core_state.JOB_RUNNING
+
+    def _classify(self, box: dict[str, Any], seen_up: bool, task: Task) -> Attempt:
+        result: execution.RunResult | None = box.get("result")
+        error: BaseException | None = box.get("error")
+        if result is not None and result.job_status == core_state.JOB_SUCCEEDED:
+            return Attempt(Outcome.SUCCEEDED, "the run finished on every node; mounts drained")
+        record = core_state.get_cluster(self.cluster)
+        statuses = self._query() or {}
+        missing = self._missing(statuses, task.num_nodes)
+        had_nodes = seen_up or bool(record is not None and record.handle)
+        if missing and had_nodes and record is not None:
+            return self._preempted(None, missing)
+        if result is not None:
+            code = None
+            if result.job_id is not None:
+                cjob = core_state.get_job(self.cluster, result.job_id)
+                code = cjob.exit_code if cjob else None
+            if result.job_status == core_state.JOB_CANCELLED:
+                return Attempt(Outcome.CANCELLED, "cancelled by user")
+            if result.job_status == core_state.JOB_FAILED_SETUP:
+                return Attempt(Outcome.FAILED_SETUP, f"setup failed (exit {code})")
+            return Attempt(Outcome.FAILED, f"the run failed (exit {code})")
+        if isinstance(error, UserError):
+            return Attempt(Outcome.ERROR, error.message)
+        if isinstance(error, StageError | ProvisionError) and (
+            record is None or record.status != core_state.CLUSTER_UP
+        ):
+            return Attempt(Outcome.NO_RESOURCE, f"provisioning failed: {error}")
+        return Attempt(Outcome.ERROR, f"launch failed: {type(error).__name__}: {error}")
+
+    def _preempted(self, worker: threading.Thread | None, missing: list[int]) -> Attempt:
+        nodes = ", ".join(map(str, missing))
+        reason = f"preempted: node(s) {nodes} of cluster {self.cluster} gone"
+        self._status(JobStatus.RECOVERING, reason, recovery=True)
+        self._cleanup_cluster(reason, worker)
+        return Attempt(Outcome.PREEMPTED, reason)
+
+    def _cancel_running(self, worker: threading.Thread) -> Attempt:
+        """Stop the attempt for a cancel: kill the run (its mounts drain) or the nodes."""
+        self._note("cancelling: stopping the run")
+        jobs = core_state.list_jobs(self.cluster)
+        record = core_state.get_cluster(self.cluster)
+        if jobs and record is not None and jobs[-1].status == core_state.JOB_RUNNING:
+            cjob = jobs[-1]
+            core_state.set_job_status(self.cluster, cjob.job_id, core_state.JOB_CANCELLED)
+            try:
+                backend.cancel_job(backend.get_handle(record, self.config), cjob.job_id)
+            except Exception as e:
+                self.say(f"killing the run failed ({e}); removing the nodes")
+                self._terminate()
+            # The pipeline drains the cached mounts before it returns.
+            worker.join(backend.DRAIN_TIMEOUT_S)
+        else:
+            # Provisioning or setup: nothing of the run to keep; stop it by removing nodes.
+            self._terminate()
+            worker.join(JOIN_AFTER_KILL_S)
+        return Attempt(Outcome.CANCELLED, "cancelled by user")
+
+    # -- clusters ---------------------------------------------------------------------------
+
+    def _terminate(self) -> None:
+        """Remove every node of the job's cluster, retrying while the engine is busy (e.g.
+        a preempted node's removal still in progress)."""
+        last: Exception | None = None
+        for _ in range(20):
+            try:
+                provision.terminate_instances(self.provider, self.cluster, self.config)
+                return
+            except Exception as e:
+                last = e
+                time.sleep(0.5)
+        self.say(f"removing the nodes of {self.cluster} failed: {last}")
+
+    def _cleanup_cluster(self, reason: str, worker: threading.Thread | None = None) -> None:
+        """Remove the job's nodes at once (no drain: a preempted node's disk is gone anyway)
+        and forget the cluster; the job's storage is kept for the relaunch."""
+        self._terminate()
+        if worker is not None:
+            worker.join(JOIN_AFTER_KILL_S)
+            if worker.is_alive():
+                self.say("the launch did not end after its nodes were removed; going on")
+            # A launch that was still provisioning may have created nodes meanwhile.
+            self._terminate()
+        core_state.remove_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
+
+    def _teardown_final(self) -> None:
+        """``down``: drain and unmount, remove nodes, delete persistent: false storage."""
+        try:
+            exists = core_state.get_cluster(self.cluster) is not None or bool(self._query())
+            if not exists:
+                return
+            self.say(f"tearing down cluster {self.cluster}")
+            execution.down(self.cluster, console=self.console, config=self.config)
+        except Exception as e:
+            self.say(f"teardown: {e}; removing the nodes anyway")
+            self._cleanup_cluster(f"teardown failed: {e}")
+
+    def _adopt(self, job: jstate.ManagedJob, task: Task) -> bool:
+        """The previous controller died mid-job: stop its orphaned run, drain, tear down.
+
+        Returns True if the job is finished (it had succeeded, or a cancel was pending).
+        """
+        self._note(
+            f"controller restarted: the previous controller (pid {job.controller_pid}) is gone"
+        )
+        record = core_state.get_cluster(self.cluster)
+        cjobs = core_state.list_jobs(self.cluster) if record else []
+        if cjobs and cjobs[-1].status == core_state.JOB_SUCCEEDED:
+            self._teardown_final()
+            self._status(JobStatus.SUCCEEDED, "the run finished while no controller watched")
+            return True
+        if record is not None:
+            try:
+                self._stop_and_drain(record, cjobs)
+            except Exception as e:
+                self.say(f"draining the orphaned run failed ({e}); removing its nodes")
+        if job.cancel_requested:
+            self._teardown_final()
+            self._status(JobStatus.CANCELLED, "cancelled by user")
+            return True
+        self._cleanup_cluster("controller restarted")
+        self._status(
+            JobStatus.RECOVERING,
+            "controller restarted: relaunching (the run resumes from what was drained)",
+        )
+        return False
+
+    def _stop_and_drain(
+        self, record: core_state.ClusterRecord, cjobs: list[core_state.JobRecord]
+    ) -> None:
+        handle = backend.get_handle(record, self.config)
+        up = [i for i, n in enumerate(handle.info.nodes) if n.status is NodeStatus.UP]
+        if not up:
+            return
+        running = ClusterHandle(
+            handle.name,
+            handle.provider,
+            provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
+            [handle.runners[i] for i in up],
+            self.config,
+        )
+        for cjob in cjobs:
+            if cjob.status not in core_state.JOB_TERMINAL:
+                backend.cancel_job(running, cjob.job_id)
+        log = paths.job_dir(self.job_id) / "adopt-drain.log"
+        n = backend.drain_mounts(running, log, unmount=True)
+        self._note(f"stopped the orphaned run and drained {n} mount(s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the detached controller process."""
+    parser = argparse.ArgumentParser(prog="python -m skycore.jobs.controller")
+    parser.add_argument("job_id", type=int)
+    args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    return Controller(args.job_id).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
