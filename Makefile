@@ -43,10 +43,10 @@ unit: venv
 	$(BIN)/pytest tests/unit -n $(PYTEST_WORKERS)
 
 smoke: venv
-	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --aws --gcp --azure
+	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup --aws --gcp --azure --matrix-report bench/results/matrix-report.html
 
 smoke-aws smoke-gcp smoke-azure: venv
-	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --$(subst smoke-,,$@)
+	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup --$(subst smoke-,,$@)
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache
