@@ -204,10 +204,12 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     assert mounted(dst)
     again = bash(cmd)  # idempotent
     assert again.returncode == 0 and "already mounted" in again.stdout
+    conn = Path("/sys/fs/fuse/connections") / str(os.minor(os.stat(dst).st_dev))
+    assert (conn / "max_background").read_text().strip() == "1"  # RELEASEs one at a time
     names = [f"ckpt-{i:02d}.bin" for i in range(20)]
-    for i, n in enumerate(names):
-        (dst / n).write_bytes(os.urandom(4096 + i))
-        time.sleep(0.05)
+    sizes = [1024, 8 << 20] + [(4 << 10) if i % 3 else (1 << 20) for i in range(18)]
+    for n, size in zip(names, sizes, strict=True):  # back to back, a big file early
+        (dst / n).write_bytes(os.urandom(size))
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
     assert drain.returncode == 0, drain.stderr
     assert "drained" in drain.stdout
