@@ -295,6 +295,10 @@ def sync_file_mounts(
     every node copies or mounts each entry. Mounts are recorded so ``start`` can mount them
     again and ``stop``/``down`` can drain them.
     """
+    logs.append(
+        log_path,
+        f"{len(task.file_mounts)} plain copies, {len(task.storage_mounts)} storage entries",
+    )
     # 1. Plain copies of local files / folders: rsync to every node, all in parallel.
     local = {d: s for d, s in task.file_mounts.items() if not _is_url(s)}
     urls = {d: s for d, s in task.file_mounts.items() if _is_url(s)}

@@ -159,7 +159,6 @@ def launch(
     name = cluster or _default_cluster_name()
     if dryrun:
         _dryrun(task, name, config)
-        console.print(f"Dry run: nothing was changed (cluster {name}).")
         return
     record = state.get_cluster(name)
     if not yes:
@@ -189,6 +188,7 @@ def _dryrun(task: Any, name: str, config: Any) -> None:
             console.print(f"  copy {escape(str(src))} -> {escape(dst)}")
         for dst, st in task.storage_mounts.items():
             console.print(f"  {st.mode.value} {escape(st.bucket_url)} -> {escape(dst)}")
+        console.print("Dry run: nothing was changed.")
         return
     plan = dryrun_plan(task, config)
     if plan is not None:

@@ -377,6 +377,7 @@ def _sync_workdir(handle: ClusterHandle, task: Task, rep: Reporter, log_dir: Pat
         if task.workdir is None:
             st.note = "no workdir"
             st.skipped = True
+            logs.append(log_dir / LOG_NAMES[Stage.SYNC_WORKDIR], "no workdir in the task")
             return
         sent = backend.sync_workdir(
             handle, Path(task.workdir), log_dir / LOG_NAMES[Stage.SYNC_WORKDIR]

@@ -353,3 +353,18 @@ def test_launch_on_a_stopped_cluster_resumes_it(
     assert rec is not None and rec.status == state.CLUSTER_UP
     reasons = [e.reason for e in state.cluster_events(cluster)]
     assert any("was STOPPED" in r for r in reasons)
+
+
+def test_no_setup_skips_setup_and_every_log_file_exists(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(setup="echo should-not-run > ~/setup-ran", run="ls ~/setup-ran || echo none")
+    result = execution.launch(
+        task, cluster, no_setup=True, console=quiet(), config=config, stream=False
+    )
+    assert result.exit_code == 0
+    setup = next(s for s in result.stages if s.stage is Stage.SETUP)
+    assert setup.skipped and "--no-setup" in setup.note
+    assert "none" in (result.log_dir / "run-0.log").read_text()
+    for name in ("provision.log", "workdir_sync.log", "file_mounts.log", "run-0.log"):
+        assert (result.log_dir / name).exists(), name
