@@ -522,6 +522,18 @@ def storage_delete(names: tuple[str, ...], all_: bool, yes: bool) -> None:
         console.print(catalog.delete_storage(name))
 
 
+def _add_managed_jobs() -> None:
+    """``skycore jobs ...``: the managed-jobs group (skycore.jobs.cli), if present."""
+    try:
+        from skycore.jobs.cli import jobs
+    except ImportError:
+        return
+    cli.add_command(jobs)
+
+
+_add_managed_jobs()
+
+
 def main() -> None:
     """Entry point of the ``skycore`` script."""
     cli()
