@@ -318,8 +318,10 @@ def launch(
             )
             result.job_id = job.job_id
             if not _setup(handle, task, job, rep, log_dir, no_setup, stream):
-                result.job_status = state.JOB_FAILED_SETUP
-                result.exit_code = EXIT_JOB_FAILED
+                current = state.get_job(cluster_name, job.job_id)
+                result.job_status = current.status if current else state.JOB_FAILED_SETUP
+                cancelled = result.job_status == state.JOB_CANCELLED
+                result.exit_code = EXIT_JOB_CANCELLED if cancelled else EXIT_JOB_FAILED
                 return result
         _exec(handle, task, job, rep, log_dir, stream, result)
         return result
@@ -400,14 +402,16 @@ def _setup(
             st.skipped = True
             st.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
             return True
-        codes = backend.run_on_nodes(
-            handle, task, task.setup, "setup", log_dir, job.task_id, None, stream
-        )
+        codes = _run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if not failed:
             st.note = f"done on {len(codes)} node(s)"
             return True
         st.ok = False
+        current = state.get_job(handle.name, job.job_id)
+        if current is not None and current.status == state.JOB_CANCELLED:
+            st.note = f"job {job.job_id} cancelled during setup"
+            return False
         rank = failed[0]
         st.note = (
             f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
@@ -425,6 +429,26 @@ def _setup(
         highlight=False,
     )
     return False
+
+
+def _run_job_part(
+    handle: ClusterHandle,
+    task: Task,
+    body: str,
+    kind: str,
+    log_dir: Path,
+    job: state.JobRecord,
+    stream: bool,
+) -> list[int]:
+    """Setup or run of a job on its nodes; Ctrl-C cancels it there (not left running)."""
+    try:
+        return backend.run_on_nodes(
+            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream
+        )
+    except KeyboardInterrupt:
+        state.set_job_status(handle.name, job.job_id, state.JOB_CANCELLED)
+        backend.cancel_job(handle, job.job_id)
+        raise
 
 
 def _exec(
@@ -445,9 +469,7 @@ def _exec(
             result.job_status = state.JOB_SUCCEEDED
             return
         state.set_job_status(name, job.job_id, state.JOB_RUNNING)
-        codes = backend.run_on_nodes(
-            handle, task, task.run, "run", log_dir, job.task_id, job.job_id, stream
-        )
+        codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         # A job is done only after its cached mounts are drained.
         drain_log = log_dir / "drain.log"
         backend.drain_mounts(handle, drain_log, unmount=False)

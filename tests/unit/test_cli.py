@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -193,3 +194,31 @@ def test_storage_ls_empty(home: SkycoreConfig, sky: Run) -> None:
     assert r.returncode == 0 and "No storage" in r.stdout
     r = sky("storage", "delete", "nope", "-y")
     assert r.returncode == 2 and "storage ls" in r.stderr
+
+
+def test_ctrl_c_cancels_the_job_on_the_nodes(cluster: str, sky: Run, home: SkycoreConfig) -> None:
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    proc = subprocess.Popen(
+        [*SKYCORE, "exec", cluster, "echo started; sleep 300; echo finished"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            job = state.get_job(cluster, 2)
+            if job is not None and job.status == state.JOB_RUNNING:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out
+    job = state.get_job(cluster, 2)
+    assert job is not None and job.status == state.JOB_CANCELLED
+    info = provision.get_cluster_info("docker", cluster, home)
+    runner = provision.get_command_runners("docker", info, home)[0]
+    assert runner.run_output("pgrep -f 'sleep 300'")[0] == 1  # nothing left running
