@@ -152,7 +152,8 @@ def main() -> int:
             rows.extend(bench_store(name, ems[name], config, size, block, base))
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(f"Checkpoint write, {args.size_mib} MiB (rclone {RCLONE.name}, host-side mounts)")
+    version = bash(f"{RCLONE} version").stdout.split("\n", 1)[0]
+    print(f"Checkpoint write, {args.size_mib} MiB ({version}, host-side mounts)")
     print(
         f"{'store':6} {'target':13} {'write s':>8} {'MiB/s':>8} {'in store s':>11} "
         f"{'e2e MiB/s':>10}"
@@ -173,6 +174,7 @@ def main() -> int:
                 "size_mib": args.size_mib,
                 "host": platform.node(),
                 "cpus": os.cpu_count(),
+                "rclone": version,
                 "time": time.time(),
                 "results": rows,
             },
