@@ -36,6 +36,7 @@ HEALTH_TIMEOUT_S = 30.0
 # The node answers through its runtime, /dev/fuse opens read-write, fusermount is there and
 # the shell holds CAP_SYS_ADMIN (bit 21), which mounting needs.
 HEALTH_CMD = r"""
+echo skycore-health-start
 set -e
 exec 3<>/dev/fuse
 command -v fusermount3 >/dev/null || command -v fusermount >/dev/null
@@ -129,6 +130,12 @@ def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHan
 
 def node_problems(handle: ClusterHandle, expected_nodes: int) -> list[str]:
     """Why the cluster is not healthy ([] when every node is UP and passes the health check)."""
+    return _node_problems(handle, expected_nodes)[0]
+
+
+def _node_problems(handle: ClusterHandle, expected_nodes: int) -> tuple[list[str], bool]:
+    """(problems, definitive): definitive when a node's runtime answered but the node itself
+    is unfit (no FUSE, no SYS_ADMIN): waiting will not fix that."""
     statuses = provision.query_instances(handle.provider, handle.name, handle.config)
     problems = []
     for rank in range(expected_nodes):
@@ -138,29 +145,32 @@ def node_problems(handle: ClusterHandle, expected_nodes: int) -> list[str]:
         elif st is not NodeStatus.UP:
             problems.append(f"node {rank} is {st.value}")
     if problems:
-        return problems
+        return problems, False
 
-    def check(runner: CommandRunner) -> str | None:
+    def check(runner: CommandRunner) -> tuple[str | None, bool]:
         rc, out = runner.run_output(HEALTH_CMD, timeout=30)
         if rc == 0 and "skycore-node-ok" in out:
-            return None
-        last = out.strip().splitlines()[-1:] or ["no output"]
-        return f"{runner.node_name} failed the health check (exit {rc}: {last[0]})"
+            return None, False
+        lines = [ln for ln in out.strip().splitlines() if ln != "skycore-health-start"]
+        last = lines[-1] if lines else "no output"
+        ran = "skycore-health-start" in out
+        what = "failed the health check (FUSE or SYS_ADMIN missing)" if ran else "did not answer"
+        return f"{runner.node_name} {what} (exit {rc}: {last})", ran
 
     results = parallel(check, handle.runners[:expected_nodes])
-    return [p for p in results if p]
+    return [p for p, _ in results if p], any(d for p, d in results if p)
 
 
 def wait_healthy(handle: ClusterHandle, expected_nodes: int, log_path: Path) -> None:
     """Poll the health check until every node passes; StageError after HEALTH_TIMEOUT_S."""
     deadline = time.monotonic() + HEALTH_TIMEOUT_S
     while True:
-        problems = node_problems(handle, expected_nodes)
+        problems, definitive = _node_problems(handle, expected_nodes)
         if not problems:
             logs.append(log_path, f"health check passed on {expected_nodes} node(s)")
             return
         logs.append(log_path, "health check: " + "; ".join(problems))
-        if time.monotonic() > deadline:
+        if definitive or time.monotonic() > deadline:
             raise StageError(
                 "Nodes did not become healthy: " + "; ".join(problems), log_path=log_path
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import textwrap
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -368,3 +369,31 @@ def test_no_setup_skips_setup_and_every_log_file_exists(
     assert "none" in (result.log_dir / "run-0.log").read_text()
     for name in ("provision.log", "workdir_sync.log", "file_mounts.log", "run-0.log"):
         assert (result.log_dir / name).exists(), name
+
+
+def test_node_without_fuse_never_becomes_up(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    client = dprov.client(config)
+    repo, tag = "skycore-test-nofuse", uuid.uuid4().hex[:8]
+    # An image whose fusermount is gone: the runtime answers but FUSE cannot work.
+    base = client.containers.create(config.docker.image, ["sleep", "60"])
+    try:
+        base.start()
+        assert base.exec_run("rm -f /usr/bin/fusermount3 /usr/bin/fusermount").exit_code == 0
+        base.commit(repository=repo, tag=tag)
+    finally:
+        base.remove(force=True)
+    try:
+        task = make_task(run="true", resources={"image_id": f"docker:{repo}:{tag}"})
+        started = time.monotonic()
+        with pytest.raises(StageError, match="health check"):
+            execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+        assert time.monotonic() - started < 20  # a definitive failure is not waited out
+        rec = state.get_cluster(cluster)
+        assert rec is not None and rec.status == state.CLUSTER_INIT
+        assert "health check" in rec.status_reason
+        assert state.list_jobs(cluster) == []
+    finally:
+        provision.terminate_instances("docker", cluster, config)
+        client.images.remove(f"{repo}:{tag}", force=True)
