@@ -639,25 +639,21 @@ def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
                 tail=logs.tail(log_path, 10),
             )
 
-    def unmount_one(item: tuple[CommandRunner, state.MountRecord]) -> None:
-        runner, m = item
-        # unmount_command drains again by itself and refuses to unmount with uploads pending.
-        logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}")
-        rc = runner.run(mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S), log_path=log_path)
-        logs.append(log_path, f"[{runner.node_name}] unmount {m.dst}: exit {rc}")
-        if rc != 0:
-            raise StageError(
-                f"Unmounting {m.dst} on {runner.node_name} failed (exit {rc}); a cached mount "
-                "with uploads pending is never unmounted, so no write is lost. Retry the "
-                "command; if the store is unreachable, fix that first.",
-                log_path=log_path,
-                tail=logs.tail(log_path, 10),
-            )
-
     if cached:
         parallel(drain, handle.runners)
     if unmount:
-        parallel(unmount_one, [(r, m) for r in handle.runners for m in mounts])
+        # unmount_command drains again by itself and refuses to unmount with uploads pending.
+        entries = [
+            (f"unmount {m.dst}", mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)) for m in mounts
+        ]
+        try:
+            run_batch(handle, entries, log_path)
+        except StageError as e:
+            e.message += (
+                " A cached mount with uploads pending is never unmounted, so no write is lost."
+                " Retry the command; if the store is unreachable, fix that first."
+            )
+            raise
     return len(mounts)
 
 
