@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.emulators import RunningEmulator
@@ -299,3 +299,19 @@ def test_unmount_refuses_with_uploads_pending(
     assert mounted(dst)
     drain = bash(mounting.drain_command(str(dst), 1, host_env))
     assert drain.returncode == 1 and "timed out draining" in drain.stderr
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20))
+def test_sh_path_quotes_any_destination(name: str) -> None:
+    for path, expected in ((f"/mnt/{name}", f"/mnt/{name}"), (f"~/{name}", f"/root/{name}")):
+        out = subprocess.run(
+            ["bash", "-c", f"printf %s {mounting.sh_path(path)}"],
+            capture_output=True,
+            text=True,
+            env={"HOME": "/root", "PATH": os.environ["PATH"]},
+            check=True,
+        ).stdout
+        assert out == expected
+        script = mounting.mount_command("skycore-s3:b", path, StorageMode.MOUNT_CACHED)
+        assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0

@@ -307,3 +307,14 @@ def test_substitute_fills_every_reference(envs: dict[str, str], sep: str) -> Non
     keys = list(envs)
     template = sep.join("${" + k + "}" for k in keys)
     assert substitute(template, envs, "f") == sep.join(envs[k] for k in keys)
+
+
+def test_comp_test_fixture_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    t = Task.from_yaml(root / "tests" / "fixtures" / "comp_test.yaml", {"RUN_ID": "zz"})
+    kinds = {dst: (s.kind, s.mode.value, s.store.value) for dst, s in t.storage_mounts.items()}
+    assert kinds["/s3-sky-managed-copy"] == ("sky_managed", "COPY", "s3")
+    assert kinds["/gcs-external-public-not-by-user"] == ("external", "MOUNT_CACHED", "gcs")
+    assert t.storage_mounts["/s3-sky-managed-mount"].name == "s3-sky-managed-mount-zz"
+    assert len(t.storage_mounts) == 12 and t.workdir is not None
