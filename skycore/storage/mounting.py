@@ -278,34 +278,6 @@ def _order_guard(mode: StorageMode, options: MountOptions, dirs: MountDirs) -> s
     )
 
 
-def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
-    """Bash (inside the mount loop) that makes the kernel send this mount's FUSE RELEASE
-    requests one at a time, for an ordered MOUNT_CACHED mount ('' otherwise).
-
-    rclone queues a cached file for upload when it handles the file's RELEASE. The kernel
-    sends RELEASE asynchronously after close() and rclone serves requests concurrently, so
-    files closed microseconds apart can be queued out of order, and --transfers 1 then
-    uploads them out of order. With the connection's max_background at 1 (fusectl), the
-    next RELEASE is sent only after rclone answered the previous one: queue order is close
-    order. Only background requests (RELEASE, async reads) are affected.
-    """
-    if mode is not StorageMode.MOUNT_CACHED or options.transfers != 1 or options.read_only:
-        return ""
-    return (
-        '    conn=/sys/fs/fuse/connections/$(mountpoint -d "$DST" | cut -d: -f2)\n'
-        '    if [ ! -d "$conn" ]; then\n'
-        "      mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true\n"
-        "    fi\n"
-        '    if echo 1 > "$conn/max_background" 2>/dev/null; then\n'
-        '      echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
-        "    else\n"
-        '      echo "skycore: warning: cannot set $conn/max_background (fusectl not '
-        "mounted or read-only); files closed within microseconds of each other may upload "
-        'out of order" >&2\n'
-        "    fi\n"
-    )
-
-
 def mount_command(
     remote_path: str,
     dst: str,
@@ -353,7 +325,6 @@ def mount_command(
         + "fi\n"
         + "for _ in $(seq 1 200); do\n"
         + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
-        + _serialize_releases(mode, options)
         + _serialize_releases(mode, options)
         + _order_guard(mode, options, dirs)
         + f'    echo "skycore: mounted {remote_path} at $DST ({mode.value})"; exit 0\n'
