@@ -55,6 +55,8 @@ HEARTBEAT_S = 1.0
 # After the nodes are removed the worker's streams end at once; a worker still inside the
 # health check waits out HEALTH_TIMEOUT_S first.
 JOIN_AFTER_KILL_S = backend.HEALTH_TIMEOUT_S + 30
+# How long a failed attempt's nodes are watched before the failure counts as the user's.
+PREEMPT_GRACE_S = 2.0
 
 
 class Outcome(enum.Enum):
@@ -309,10 +311,9 @@ class Controller:
         if result is not None and result.job_status == core_state.JOB_SUCCEEDED:
             return Attempt(Outcome.SUCCEEDED, "the run finished on every node; mounts drained")
         record = core_state.get_cluster(self.cluster)
-        statuses = self._query() or {}
-        missing = self._missing(statuses, task.num_nodes)
         had_nodes = seen_up or bool(record is not None and record.handle)
-        if missing and had_nodes and record is not None:
+        missing = self._missing_after_failure(task.num_nodes) if had_nodes else []
+        if missing and record is not None:
             return self._preempted(None, missing)
         if result is not None:
             code = None
@@ -331,6 +332,17 @@ class Controller:
         ):
             return Attempt(Outcome.NO_RESOURCE, f"provisioning failed: {error}")
         return Attempt(Outcome.ERROR, f"launch failed: {type(error).__name__}: {error}")
+
+    def _missing_after_failure(self, num_nodes: int) -> list[int]:
+        """Nodes gone after the launch failed. A node being removed can still show as running
+        for a moment after its commands died, so look again for PREEMPT_GRACE_S first."""
+        deadline = time.monotonic() + PREEMPT_GRACE_S
+        while True:
+            statuses = self._query()
+            missing = self._missing(statuses, num_nodes) if statuses is not None else []
+            if missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.2)
 
     def _preempted(self, worker: threading.Thread | None, missing: list[int]) -> Attempt:
         nodes = ", ".join(map(str, missing))

@@ -1,0 +1,495 @@
+"""Managed spot jobs survive preemptions: a training job with its checkpoints on a
+MOUNT_CACHED bucket is preempted (its node removed with its disk) and goes on from the newest
+checkpoint that reached the bucket, with the same SKYPILOT_TASK_ID, to the same result as an
+uninterrupted run; its checkpoints reach the store in the order they were created.
+
+Everything is real: the CLI and detached controllers, containers as nodes, rclone mounts on
+the emulators. Each test cleans up its controllers and clusters (see ``managed``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import chaos, emulators
+from harness.accounts import USER
+from harness.buckets import PRIVATE_BY_USER, TestBucket
+from harness.plugin import selected_stores
+from skycore import provision
+from skycore import state as core_state
+from skycore.jobs import core
+from skycore.jobs import state as jstate
+from skycore.jobs.state import JobStatus
+
+pytestmark = pytest.mark.usefixtures("local_cloud")
+
+TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
+JOBS_CLI = [sys.executable, "-m", "skycore.jobs.cli"]
+
+STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
+DETECT_S = 5.0
+CKPT_KEY_RE = re.compile(r"^ckpt/checkpoint-(\d+)\.(bin|json)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def jobs_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``skycore jobs ...`` in its own process (the controller must outlive it)."""
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [*JOBS_CLI, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
+def uninterrupted_result(tmp_path: Path) -> str:
+    """The sha256 of an uninterrupted run's final weights (the program run on this host)."""
+    args = f"--steps {STEPS} --every {EVERY} --ckpt-mib 0.01 --step-seconds 0".split()
+    out = subprocess.run(
+        [sys.executable, str(TRAIN_DIR / "train.py"), "--ckpt-dir", str(tmp_path / "clean"), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    m = re.search(r"RESULT sha256=([0-9a-f]+)", out)
+    assert m, out
+    return m.group(1)
+
+
+def put_object(bucket: TestBucket, key: str, data: bytes) -> None:
+    """Write ``key`` straight into the store with the owner's credentials."""
+    client = emulators.get(bucket.store).client(USER)
+    if bucket.store == "s3":
+        client.put_object(Bucket=bucket.name, Key=key, Body=data)
+    elif bucket.store == "gcs":
+        client.bucket(bucket.name).blob(key).upload_from_string(data)
+    else:
+        client.get_blob_client(bucket.name, key).upload_blob(data, overwrite=True)
+
+
+def complete_checkpoints(keys: list[str]) -> list[int]:
+    """Steps whose data and manifest are both in the bucket."""
+    kinds: dict[int, set[str]] = {}
+    for key in keys:
+        m = CKPT_KEY_RE.match(key)
+        if m:
+            kinds.setdefault(int(m.group(1)), set()).add(m.group(2))
+    return sorted(s for s, k in kinds.items() if k == {"bin", "json"})
+
+
+class ManagedJobs:
+    """Launch managed jobs of the training program and look at them; cleans up after."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+
+    def spec(
+        self,
+        bucket: TestBucket,
+        *,
+        steps: int = STEPS,
+        setup: str = "python3 --version",
+        extra: str = "",
+        job_recovery: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The training task with its checkpoints on ``bucket`` (MOUNT_CACHED)."""
+        resources: dict[str, Any] = {}
+        if job_recovery is not None:
+            resources["job_recovery"] = job_recovery
+        spec: dict[str, Any] = {
+            "name": "train",
+            "workdir": str(TRAIN_DIR),
+            "file_mounts": {"/checkpoints": bucket.mount_entry("MOUNT_CACHED")},
+            "setup": setup,
+            "run": (
+                f"python3 train.py --ckpt-dir /checkpoints/ckpt --steps {steps} --every {EVERY} "
+                f"--ckpt-mib {CKPT_MIB} --step-seconds {STEP_S} {extra}"
+            ),
+        }
+        if resources:
+            spec["resources"] = resources
+        return spec
+
+    def launch(self, spec: dict[str, Any], name: str = "train") -> jstate.ManagedJob:
+        """``skycore jobs launch TASK --use-spot -n NAME`` in a separate process."""
+        path = self.tmp_path / f"{name}-{time.time_ns()}.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        result = jobs_cli("launch", str(path), "--use-spot", "-n", name, "-y")
+        assert result.returncode == 0, result.stdout + result.stderr
+        m = re.search(r"Managed job (\d+)", result.stdout)
+        assert m, result.stdout
+        job = jstate.get(int(m.group(1)))
+        assert job is not None and job.use_spot
+        return job
+
+    def log(self, job: jstate.ManagedJob) -> str:
+        """The job's whole log so far."""
+        path = Path(job.log_path)
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def wait_log(self, job: jstate.ManagedJob, pattern: str, timeout: float = 90) -> re.Match[str]:
+        """Wait for a line matching ``pattern`` in the job log."""
+        rx = re.compile(pattern, re.M)
+        found: re.Match[str] = wait_for(
+            f"/{pattern}/ in job {job.job_id}'s log", lambda: rx.search(self.log(job)), timeout
+        )
+        return found
+
+    def wait_status(
+        self, job: jstate.ManagedJob, *statuses: JobStatus, timeout: float = 90
+    ) -> jstate.ManagedJob:
+        """Wait until the job is in one of ``statuses``."""
+
+        def check() -> jstate.ManagedJob | None:
+            now = jstate.get(job.job_id)
+            return now if now is not None and now.status in statuses else None
+
+        try:
+            found: jstate.ManagedJob = wait_for(
+                f"job {job.job_id} to be {'/'.join(statuses)}", check, timeout
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- job log ---\n{self.log(job)[-6000:]}") from None
+        return found
+
+    def wait_done(self, job: jstate.ManagedJob, timeout: float = 120) -> jstate.ManagedJob:
+        """Wait until the job is terminal and its controller has exited."""
+        try:
+            return core.wait(job.job_id, timeout)
+        except TimeoutError as e:
+            raise AssertionError(f"{e}\n--- job log ---\n{self.log(job)[-6000:]}") from None
+
+    def resumes(self, job: jstate.ManagedJob) -> list[tuple[int, float]]:
+        """(step, time) of every RESUME line: one per attempt that reached the run."""
+        return [
+            (int(m.group(1)), float(m.group(2)))
+            for m in re.finditer(r"^RESUME step=(\d+) \S+ t=([\d.]+)", self.log(job), re.M)
+        ]
+
+    def events(self, job: jstate.ManagedJob) -> list[jstate.JobEvent]:
+        """The job's recorded events."""
+        return jstate.events(job.job_id)
+
+    def cleanup(self) -> None:
+        """Cancel what still runs, wait for the controllers, remove any leftover nodes."""
+        jobs = jstate.list_jobs()
+        for job in jobs:
+            jstate.request_cancel(job.job_id)
+        for job in jobs:
+            try:
+                core.wait(job.job_id, 90)
+            except TimeoutError:
+                pid = (jstate.get(job.job_id) or job).controller_pid
+                if pid and _is_controller(pid):
+                    os.kill(pid, signal.SIGKILL)
+        for job in jobs:
+            if job.cluster:
+                provision.terminate_instances("docker", job.cluster)
+
+
+def _is_controller(pid: int) -> bool:
+    try:
+        return b"skycore.jobs.controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def managed(skycore_home: Path, tmp_path: Path) -> Iterator[ManagedJobs]:
+    """Managed jobs of one test; every controller and cluster is gone afterwards."""
+    jobs = ManagedJobs(tmp_path)
+    yield jobs
+    jobs.cleanup()
+
+
+@pytest.fixture
+def one_store(request: pytest.FixtureRequest) -> str:
+    """The first selected store: the tests that are not about a store run on one only."""
+    return selected_stores(request.config)[0]
+
+
+@pytest.fixture
+def ckpt_bucket(one_store: str, bucket_factory: Any) -> TestBucket:
+    """A private bucket of the user's for the checkpoints (deleted after the test)."""
+    bucket: TestBucket = bucket_factory(one_store, PRIVATE_BY_USER)
+    return bucket
+
+
+def preempt_and_check_detection(
+    managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
+) -> chaos.Preemption:
+    """Preempt the job's head node; the controller must mark it RECOVERING within 5 s."""
+    hit = chaos.preempt(job.cluster, 0)
+    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_S + 5)
+    recovering = [
+        e
+        for e in managed.events(job)
+        if e.to_status == JobStatus.RECOVERING and "preempted" in e.reason
+    ]
+    assert len(recovering) == expected_recoveries
+    detected = recovering[-1].ts - hit.issued_at
+    assert detected < DETECT_S, f"preemption detected after {detected:.1f} s"
+    assert now.recovery_count == expected_recoveries
+    return hit
+
+
+def second_saved(managed: ManagedJobs, job: jstate.ManagedJob) -> bool:
+    """True once the log shows a checkpoint saved after the second RESUME line."""
+    log = managed.log(job)
+    starts = [m.end() for m in re.finditer(r"^RESUME ", log, re.M)]
+    return len(starts) >= 2 and "saved checkpoint" in log[starts[1] :]
+
+
+def queue_row(stdout: str, cluster: str) -> dict[str, str]:
+    """The row of ``cluster`` in 'jobs queue' output, by column name."""
+    lines = [line for line in stdout.splitlines() if "│" in line or "┃" in line]
+    header = [c.strip() for c in re.split("[┃]", lines[0])[1:-1]]
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cluster in cells:
+            return dict(zip(header, cells, strict=True))
+    raise AssertionError(f"no row for {cluster} in:\n{stdout}")
+
+
+def assert_no_leaks(job: jstate.ManagedJob) -> None:
+    """The job's cluster is gone: no node on the engine, no cluster record."""
+    assert chaos.nodes(job.cluster) == {}
+    assert core_state.get_cluster(job.cluster) is None
+
+
+def assert_creation_order(bucket: TestBucket) -> None:
+    """Checkpoint files reached the store in the order they were created."""
+    events = [e for e in bucket.events() if CKPT_KEY_RE.match(e.key) and e.op != "delete"]
+    first_seen = list(dict.fromkeys(e.key for e in events))
+
+    def order(key: str) -> tuple[int, int]:
+        m = CKPT_KEY_RE.match(key)
+        assert m
+        return int(m.group(1)), 0 if m.group(2) == "bin" else 1
+
+    assert first_seen, "no checkpoint reached the store"
+    assert first_seen == sorted(first_seen, key=order), first_seen
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_preempt_once_resumes_from_checkpoint(
+    store: str, bucket_factory: Any, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    bucket: TestBucket = bucket_factory(store, PRIVATE_BY_USER)
+    expected = uninterrupted_result(tmp_path)
+    job = managed.launch(managed.spec(bucket))
+    managed.wait_log(job, r"^saved checkpoint 15 ")
+    preempt_and_check_detection(managed, job, expected_recoveries=1)
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    assert done.recovery_count == 1
+    resumes = managed.resumes(job)
+    assert len(resumes) == 2, resumes
+    assert resumes[0][0] == 0
+    step, resumed_at = resumes[1]
+    assert step > 0 and step % EVERY == 0, resumes
+    # The same task id in both attempts.
+    ids = re.findall(r"^TASK_ID (\S+)", managed.log(job), re.M)
+    assert len(ids) == 2 and ids[0] == ids[1] == done.task_id, ids
+    assert ids[0] != "-"
+    # It resumed from a checkpoint that had reached the store before it resumed.
+    manifest = f"ckpt/checkpoint-{step:06d}.json"
+    uploaded = [e for e in bucket.events() if e.key == manifest and e.op != "delete"]
+    assert uploaded and uploaded[0].t_ns / 1e9 < resumed_at
+    # Same result as an uninterrupted run; checkpoints arrived in creation order.
+    result = json.loads(bucket.read("ckpt/result.json"))
+    assert result["sha256"] == expected
+    assert result["resumed_from"] == step
+    assert_creation_order(bucket)
+    assert_no_leaks(job)
+    # The queue shows the recovery count.
+    queue = jobs_cli("queue")
+    assert queue.returncode == 0, queue.stderr
+    row = queue_row(queue.stdout, job.cluster)
+    assert row["STATUS"] == "SUCCEEDED" and row["RECOVERIES"] == "1", queue.stdout
+
+
+def test_preempt_twice(ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path) -> None:
+    expected = uninterrupted_result(tmp_path)
+    job = managed.launch(managed.spec(ckpt_bucket))
+    wait_for(
+        "a checkpoint in the bucket", lambda: complete_checkpoints(ckpt_bucket.list_keys()), 90
+    )
+    preempt_and_check_detection(managed, job, expected_recoveries=1)
+    managed.wait_status(job, JobStatus.RUNNING)
+    # Once the second attempt has uploaded a checkpoint of its own, preempt it again.
+    resumed = managed.wait_log(job, r"^RESUME step=(\d+) .*\n(?:.*\n)*RESUME step=(\d+) ")
+    newer = int(resumed.group(2)) + EVERY
+    wait_for(
+        f"checkpoint {newer} in the bucket",
+        lambda: newer in complete_checkpoints(ckpt_bucket.list_keys()),
+        60,
+    )
+    preempt_and_check_detection(managed, job, expected_recoveries=2)
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    assert done.recovery_count == 2
+    steps = [s for s, _ in managed.resumes(job)]
+    assert len(steps) == 3 and steps[0] == 0 and 0 < steps[1] < steps[2], steps
+    assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert_creation_order(ckpt_bucket)
+    assert_no_leaks(job)
+
+
+def test_preempt_during_setup(
+    ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    expected = uninterrupted_result(tmp_path)
+    setup = "echo SETUP-START $SKYPILOT_TASK_ID; sleep 3; echo SETUP-DONE"
+    job = managed.launch(managed.spec(ckpt_bucket, setup=setup))
+    managed.wait_log(job, r"^SETUP-START ")
+    assert jstate.get(job.job_id).status is JobStatus.STARTING  # type: ignore[union-attr]
+    preempt_and_check_detection(managed, job, expected_recoveries=1)
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    assert done.recovery_count == 1
+    log = managed.log(job)
+    # Setup ran again after the recovery, with the same task id; the run started only once.
+    assert re.findall(r"^SETUP-START (\S+)", log, re.M) == [done.task_id, done.task_id]
+    assert [s for s, _ in managed.resumes(job)] == [0]
+    assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert_no_leaks(job)
+
+
+def test_preempt_right_after_checkpoint(
+    ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    """Only checkpoints that reached the bucket count, and never a partial one: the resumed
+    run skips a data file without manifest and one that does not match its manifest."""
+    expected = uninterrupted_result(tmp_path)
+    job = managed.launch(managed.spec(ckpt_bucket))
+    managed.wait_log(job, r"^saved checkpoint 10 ", timeout=90)
+    preempt_and_check_detection(managed, job, expected_recoveries=1)
+
+    # The node is gone: what is in the bucket now is all the relaunch will find.
+    keys = ckpt_bucket.list_keys()
+    complete = complete_checkpoints(keys)
+    newest = complete[-1] if complete else 0
+    assert newest <= 10
+    # Partial checkpoints newer than that: data without manifest, data shorter than its
+    # manifest says (as a cut-off upload would leave them).
+    put_object(ckpt_bucket, "ckpt/checkpoint-000025.bin", b"partial")
+    put_object(ckpt_bucket, "ckpt/checkpoint-000020.bin", b"x" * 1000)
+    manifest = {"step": 20, "file": "checkpoint-000020.bin", "size": 2097152, "sha256": "0" * 64}
+    put_object(ckpt_bucket, "ckpt/checkpoint-000020.json", json.dumps(manifest).encode())
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    log = managed.log(job)
+    assert "skipping incomplete checkpoint 25: no manifest" in log
+    assert "skipping incomplete checkpoint 20: data has 1000 bytes" in log
+    assert [s for s, _ in managed.resumes(job)] == [0, newest], (keys, log[-3000:])
+    assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert_no_leaks(job)
+
+
+@pytest.mark.parametrize("max_restarts", [0, 1])
+def test_user_error_restarts_only_if_allowed(
+    max_restarts: int, ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    """A failing program is not a preemption: FAILED, unless max_restarts_on_errors allows
+    a restart (the program fails once, then resumes from its checkpoint)."""
+    spec = managed.spec(
+        ckpt_bucket,
+        steps=12,
+        extra="--fail-at-step 8 --fail-once",
+        job_recovery={"max_restarts_on_errors": max_restarts},
+    )
+    job = managed.launch(spec)
+    done = managed.wait_done(job)
+    log = managed.log(job)
+    assert done.recovery_count == 0
+    assert len(re.findall(r"^FAILING on purpose at step 8", log, re.M)) == 1
+    if max_restarts == 0:
+        assert done.status is JobStatus.FAILED, log[-4000:]
+        assert "exit 3" in done.status_reason
+        assert done.restarts_on_errors == 0
+    else:
+        assert done.status is JobStatus.SUCCEEDED, log[-4000:]
+        assert done.restarts_on_errors == 1
+        assert [s for s, _ in managed.resumes(job)] == [0, 5]
+    assert_no_leaks(job)
+
+
+def test_cancel_while_recovering(ckpt_bucket: TestBucket, managed: ManagedJobs) -> None:
+    setup = "sleep 4"  # keeps the relaunch in RECOVERING for a while
+    job = managed.launch(managed.spec(ckpt_bucket, setup=setup))
+    managed.wait_log(job, r"^step 3 ")
+    preempt_and_check_detection(managed, job, expected_recoveries=1)
+    cancelled = jobs_cli("cancel", str(job.job_id), "-y")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "cancel requested" in cancelled.stdout
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.CANCELLED, managed.log(job)[-4000:]
+    statuses = [e.to_status for e in managed.events(job) if e.from_status != e.to_status]
+    assert statuses[-2:] == ["RECOVERING", "CANCELLED"], statuses
+    assert_no_leaks(job)
+    again = jobs_cli("cancel", str(job.job_id), "-y")
+    assert "already CANCELLED" in again.stdout
+
+
+def test_killed_controller_is_adopted(
+    ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    """A controller killed mid-run leaks nothing: the next 'jobs queue' starts a new one,
+    which drains and tears down the orphaned run and relaunches it from its checkpoint."""
+    expected = uninterrupted_result(tmp_path)
+    job = managed.launch(managed.spec(ckpt_bucket))
+    managed.wait_log(job, r"^saved checkpoint 10 ")
+    running = jstate.get(job.job_id)
+    assert running is not None and running.controller_pid
+    os.kill(running.controller_pid, signal.SIGKILL)
+    wait_for("the controller lock to be free", lambda: not core.controller_alive(job.job_id), 10)
+    time.sleep(core.ADOPT_AFTER_S)
+    queue = jobs_cli("queue")
+    assert queue.returncode == 0, queue.stderr
+    wait_for("a new controller", lambda: core.controller_alive(job.job_id), 15)
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    assert done.controller_pid != running.controller_pid
+    reasons = [e.reason for e in managed.events(job)]
+    assert any("controller restarted" in r for r in reasons), reasons
+    steps = [s for s, _ in managed.resumes(job)]
+    assert len(steps) == 2 and steps[1] >= 10, steps  # drained before the relaunch
+    assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert_no_leaks(job)
