@@ -155,7 +155,7 @@ def test_different_resources_names_both(cluster: str, sky: Run) -> None:
 def test_dryrun_changes_nothing(cluster: str, sky: Run) -> None:
     r = sky("launch", write("d.yaml", "run: echo\n"), "-c", cluster, "--dryrun")
     assert r.returncode == 0, r.stderr
-    assert "Dry run" in r.stdout
+    assert "dry run" in r.stdout.lower()
     assert state.get_cluster(cluster) is None
     assert provision.query_instances("docker", cluster, None) == {}
 
