@@ -747,8 +747,3 @@ def pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def quote(s: str) -> str:
-    """shlex.quote, re-exported for callers that build node commands."""
-    return shlex.quote(s)
