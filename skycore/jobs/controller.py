@@ -42,7 +42,7 @@ from rich.console import Console
 from skycore import backend, execution, provision
 from skycore import state as core_state
 from skycore.backend import ClusterHandle, StageError
-from skycore.config import load_config
+from skycore.config import ConfigError, SkycoreConfig, load_config
 from skycore.errors import UserError
 from skycore.jobs import paths, recovery
 from skycore.jobs import state as jstate
@@ -102,7 +102,7 @@ class Controller:
         self.console = Console(
             file=self.out, width=120, force_terminal=False, highlight=False, soft_wrap=True
         )
-        self.config = load_config()
+        self.config: SkycoreConfig  # loaded in run(), where a bad config fails the job
         job = self._job()
         self.cluster = job.cluster
         self.task_id = job.task_id
@@ -173,6 +173,11 @@ class Controller:
         try:
             jstate.update(self.job_id, controller_pid=os.getpid(), heartbeat=time.time())
             heart.start()
+            try:
+                self.config = load_config()
+            except ConfigError as e:
+                self._status(JobStatus.FAILED, str(e))
+                return 0
             self._run_job()
             return 0
         except Exception as e:

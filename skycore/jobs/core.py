@@ -25,6 +25,7 @@ from pathlib import Path
 import filelock
 import yaml
 
+from skycore.config import load_config
 from skycore.errors import UserError
 from skycore.jobs import paths
 from skycore.jobs import state as jstate
@@ -39,12 +40,12 @@ class JobNotFound(UserError):
 
 
 def cluster_name_for(job_id: int, name: str | None) -> str:
-    """The job's own cluster: ``<name>-<id>-<4 hex>`` (valid, and unique on a shared engine)."""
+    """The job's own cluster: ``<name>-<id>-<6 hex>`` (valid, and unique on a shared engine)."""
     slug = re.sub(r"[^a-z0-9-]+", "-", (name or "job").lower()).strip("-")
     if not slug or not slug[0].isalpha():
         slug = "job-" + slug
     slug = slug[:20].rstrip("-")
-    return f"{slug}-{job_id}-{uuid.uuid4().hex[:4]}"
+    return f"{slug}-{job_id}-{uuid.uuid4().hex[:6]}"
 
 
 def task_id_for(job_id: int, name: str | None, submitted_at: float) -> str:
@@ -66,6 +67,7 @@ def launch(
     The task is validated first (TaskError: one paragraph, nothing recorded). ``use_spot``
     (``--use-spot``) overrides resources.use_spot.
     """
+    load_config()  # a missing or broken config is reported now, not by the controller
     adopt_orphans()
     task = Task.from_yaml(entrypoint, envs or {})
     if use_spot:
