@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from skycore.config import SkycoreConfig
-from skycore.storage import ordering
 from skycore.storage.common import StorageMode
 
 NODE_RCLONE = "/usr/local/bin/rclone"
@@ -269,15 +268,6 @@ def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
     )
 
 
-def _order_guard(mode: StorageMode, options: MountOptions, dirs: MountDirs) -> str:
-    """Start the creation-order guard for an ordered MOUNT_CACHED mount ('' otherwise)."""
-    if mode is not StorageMode.MOUNT_CACHED or options.transfers != 1 or options.read_only:
-        return ""
-    return ordering.order_guard_command(
-        '"$DST"', '"$SOCK"', f"{dirs.base}/order_guard.py", f"{dirs.base}/order_guard.log"
-    )
-
-
 def mount_command(
     remote_path: str,
     dst: str,
@@ -326,7 +316,6 @@ def mount_command(
         + "for _ in $(seq 1 200); do\n"
         + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
         + _serialize_releases(mode, options)
-        + _order_guard(mode, options, dirs)
         + f'    echo "skycore: mounted {remote_path} at $DST ({mode.value})"; exit 0\n'
         + "  fi\n"
         + "  sleep 0.1\n"
