@@ -1,0 +1,253 @@
+"""Recovery benchmark: how fast a managed spot job gets back to training after a preemption.
+
+Runs the training program (tests/fixtures/train) as a managed job with its checkpoints on a
+MOUNT_CACHED bucket, then preempts its node --trials times (each time after a new checkpoint
+reached the bucket). Per preemption it measures, from the moment the node was removed:
+
+- detect:      the controller marked the job RECOVERING (target: under 5 s)
+- node back:   the relaunched node is up
+- running:     the job is RUNNING again (setup done, run started)
+- first step:  the program logged its first step after resuming (target: under 20 s)
+
+    .venv/bin/python bench/recovery.py [--store s3] [--trials 3] [--ckpt-mib 2]
+
+Needs the local cloud ('harness up'). Works in a temporary SKYCORE_HOME (a copy of the
+cloud's config); prints a table and saves JSON under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness import chaos, emulators  # noqa: E402
+from harness.accounts import USER  # noqa: E402
+from skycore.config import load_config, save_config, skycore_home  # noqa: E402
+from skycore.jobs import core  # noqa: E402
+from skycore.jobs import state as jstate  # noqa: E402
+from skycore.jobs.state import JobStatus  # noqa: E402
+
+TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
+DETECT_TARGET_S = 5.0
+TRAINING_TARGET_S = 20.0
+STEP_RE = re.compile(r"^step (\d+) \S+ t=([\d.]+)$", re.M)
+RESUME_RE = re.compile(r"^RESUME step=(\d+) \S+ t=([\d.]+)$", re.M)
+
+
+def wait_for(what: str, check: Any, timeout: float, poll: float = 0.05) -> Any:
+    """Poll ``check`` until truthy; TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
+def fresh_home(base: Path) -> Path:
+    """A SKYCORE_HOME with the local cloud's config and its own logs folder."""
+    source = skycore_home() / "config.yaml"
+    if not source.exists():
+        sys.exit(f"No skycore config at {source}: run 'harness up' first.")
+    home = base / "home"
+    home.mkdir(parents=True)
+    shutil.copy2(source, home / "config.yaml")
+    os.environ["SKYCORE_HOME"] = str(home)
+    config = load_config()
+    config.logs_dir = str(base / "sky_logs")
+    save_config(config)
+    return home
+
+
+def task_yaml(base: Path, url: str, args: argparse.Namespace) -> Path:
+    """The training task: long enough to outlive every trial (cancelled at the end)."""
+    import yaml
+
+    spec = {
+        "name": "bench-recovery",
+        "workdir": str(TRAIN_DIR),
+        "file_mounts": {"/checkpoints": {"source": url, "mode": "MOUNT_CACHED"}},
+        "setup": "python3 --version",
+        "run": (
+            f"python3 train.py --ckpt-dir /checkpoints/ckpt --steps 100000 --every {args.every}"
+            f" --ckpt-mib {args.ckpt_mib} --step-seconds {args.step_seconds}"
+        ),
+    }
+    path = base / "train.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def manifests(store: str, bucket: str) -> set[int]:
+    """Steps whose checkpoint manifest is in the bucket."""
+    from harness.buckets import list_keys
+
+    out = set()
+    for key in list_keys(store, bucket, USER):
+        m = re.match(r"^ckpt/checkpoint-(\d+)\.json$", key)
+        if m:
+            out.add(int(m.group(1)))
+    return out
+
+
+def log_text(job: jstate.ManagedJob) -> str:
+    path = Path(job.log_path)
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def event_after(job_id: int, t: float, pred: Any) -> float | None:
+    """Time of the first event after ``t`` matching ``pred``."""
+    for ev in jstate.events(job_id):
+        if ev.ts >= t and pred(ev):
+            return float(ev.ts)
+    return None
+
+
+def one_trial(job: jstate.ManagedJob, store: str, bucket: str, n: int) -> dict[str, Any]:
+    """Wait for a fresh checkpoint in the bucket, preempt, measure the way back."""
+    have = manifests(store, bucket)
+    wait_for(
+        "a new checkpoint in the bucket",
+        lambda: (manifests(store, bucket) - have) or None,
+        120,
+    )
+    hit = chaos.preempt(job.cluster, 0)
+    t0 = hit.issued_at
+    done = wait_for(
+        "the job to run again",
+        lambda: event_after(
+            job.job_id,
+            t0,
+            lambda e: e.to_status == JobStatus.RUNNING and e.from_status == JobStatus.RECOVERING,
+        ),
+        120,
+    )
+    detect = event_after(job.job_id, t0, lambda e: e.to_status == JobStatus.RECOVERING)
+    node_back = event_after(job.job_id, t0, lambda e: e.reason.startswith("nodes up"))
+
+    def first_step() -> tuple[float, int] | None:
+        text = log_text(job)
+        resumes = [(int(s), float(t)) for s, t in RESUME_RE.findall(text) if float(t) > t0]
+        steps = [float(t) for _, t in STEP_RE.findall(text) if float(t) > t0]
+        return (steps[0], resumes[0][0]) if steps and resumes else None
+
+    step_t, resumed_from = wait_for("the first new step", first_step, 60)
+    row = {
+        "trial": n,
+        "detect_s": round((detect or t0) - t0, 3),
+        "node_back_s": round((node_back or t0) - t0, 3),
+        "running_s": round(done - t0, 3),
+        "first_step_s": round(step_t - t0, 3),
+        "resumed_from_step": resumed_from,
+    }
+    print(
+        f"trial {n}: detect {row['detect_s']:.2f}s  node back {row['node_back_s']:.2f}s  "
+        f"running {row['running_s']:.2f}s  first step {row['first_step_s']:.2f}s  "
+        f"(resumed from step {resumed_from})",
+        flush=True,
+    )
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default="s3", choices=["s3", "gcs", "azure"])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--ckpt-mib", type=float, default=2.0)
+    parser.add_argument("--every", type=int, default=10, help="checkpoint every N steps")
+    parser.add_argument("--step-seconds", type=float, default=0.1)
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
+    fresh_home(base)
+    em = emulators.get(args.store)
+    bucket = f"bench-recovery-{uuid.uuid4().hex[:10]}"
+    url = em.make_bucket(bucket, owner=USER, public=False, objects={})
+    job = core.launch(task_yaml(base, url, args), name="bench-recovery", use_spot=True)
+    print(f"managed job {job.job_id} on cluster {job.cluster}; log {job.log_path}", flush=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        wait_for(
+            "the job to run",
+            lambda: (jstate.get(job.job_id) or job).status is JobStatus.RUNNING,
+            180,
+        )
+        for n in range(1, args.trials + 1):
+            rows.append(one_trial(job, args.store, bucket, n))
+    finally:
+        core.cancel([job.job_id])
+        try:
+            final = core.wait(job.job_id, 180)
+            print(f"job {job.job_id} {final.status.value}", flush=True)
+        except TimeoutError as e:
+            print(f"cleanup: {e}", flush=True)
+        em.delete_bucket(bucket)
+        shutil.rmtree(base, ignore_errors=True)
+
+    def summary(key: str) -> dict[str, float]:
+        values = [r[key] for r in rows]
+        return {
+            "mean": round(statistics.mean(values), 3),
+            "max": round(max(values), 3),
+            "min": round(min(values), 3),
+        }
+
+    keys = ("detect_s", "node_back_s", "running_s", "first_step_s")
+    totals = {k: summary(k) for k in keys}
+    targets = {
+        "detect_under_s": DETECT_TARGET_S,
+        "training_under_s": TRAINING_TARGET_S,
+        "detect_met": totals["detect_s"]["max"] < DETECT_TARGET_S,
+        "training_met": totals["first_step_s"]["max"] < TRAINING_TARGET_S,
+    }
+    print(f"\n{'':<14}{'mean':>8}{'min':>8}{'max':>8}")
+    for k in keys:
+        t = totals[k]
+        print(f"{k:<14}{t['mean']:>8.2f}{t['min']:>8.2f}{t['max']:>8.2f}")
+    print(
+        f"targets: detection < {DETECT_TARGET_S:.0f} s "
+        f"{'met' if targets['detect_met'] else 'MISSED'}; back to training < "
+        f"{TRAINING_TARGET_S:.0f} s {'met' if targets['training_met'] else 'MISSED'}"
+    )
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"recovery-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "recovery",
+                "store": args.store,
+                "ckpt_mib": args.ckpt_mib,
+                "every": args.every,
+                "step_seconds": args.step_seconds,
+                "poll_interval_s": 0.5,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "trials": rows,
+                "summary": totals,
+                "targets": targets,
+            },
+            indent=1,
+        )
+    )
+    print(f"saved {out}")
+    return 0 if targets["detect_met"] and targets["training_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
