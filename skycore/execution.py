@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -167,7 +168,15 @@ def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(path), timeout=timeout)
     try:
-        lock.acquire()
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            print(
+                f"Waiting for another skycore command on cluster '{name}' to finish...",
+                file=sys.stderr,
+                flush=True,
+            )
+            lock.acquire()
     except filelock.Timeout:
         raise ClusterError(
             f"Another skycore command is changing cluster '{name}' (lock {path}). Wait for it "
