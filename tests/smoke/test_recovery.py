@@ -189,7 +189,9 @@ class ManagedJobs:
         """(step, time) of every RESUME line: one per attempt that reached the run."""
         return [
             (int(m.group(1)), float(m.group(2)))
-            for m in re.finditer(r"^RESUME step=(\d+) \S+ t=([\d.]+)", self.log(job), re.M)
+            for m in re.finditer(
+                r"^(?:\(head, rank=0\) )?RESUME step=(\d+) \S+ t=([\d.]+)", self.log(job), re.M
+            )
         ]
 
     def events(self, job: jstate.ManagedJob) -> list[jstate.JobEvent]:
@@ -491,5 +493,74 @@ def test_killed_controller_is_adopted(
     assert any("controller restarted" in r for r in reasons), reasons
     steps = [s for s, _ in managed.resumes(job)]
     assert len(steps) == 2 and steps[1] >= 10, steps  # drained before the relaunch
+    assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert_no_leaks(job)
+
+
+def test_cancel_while_running_drains_checkpoints(
+    ckpt_bucket: TestBucket, managed: ManagedJobs
+) -> None:
+    """Cancel stops the run, and what it wrote still reaches the bucket (drained before the
+    nodes go); 'jobs logs --follow' ends with the job, exit 103."""
+    job = managed.launch(managed.spec(ckpt_bucket, steps=200))
+    managed.wait_log(job, r"^saved checkpoint 10 ")
+    cancelled = jobs_cli("cancel", str(job.job_id), "-y")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    follow = jobs_cli("logs", str(job.job_id), "--follow")
+    assert follow.returncode == 103, follow.stdout[-3000:] + follow.stderr
+    assert "RESUME step=0" in follow.stdout and "CANCELLED" in follow.stdout
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.CANCELLED
+    saved = [int(s) for s in re.findall(r"^saved checkpoint (\d+) ", managed.log(job), re.M)]
+    assert max(saved) in complete_checkpoints(ckpt_bucket.list_keys()), saved
+    assert_no_leaks(job)
+
+
+def test_no_nodes_is_failed_no_resource(ckpt_bucket: TestBucket, managed: ManagedJobs) -> None:
+    spec = managed.spec(ckpt_bucket)
+    spec["resources"] = {"image_id": "docker:skycore-no-such-image:latest"}
+    job = managed.launch(spec)
+    done = managed.wait_done(job, timeout=60)
+    assert done.status is JobStatus.FAILED_NO_RESOURCE, managed.log(job)[-3000:]
+    assert "never pulled" in done.status_reason
+    tries = [
+        e
+        for e in managed.events(job)
+        if e.from_status == e.to_status and e.reason.startswith("launching cluster")
+    ]
+    assert len(tries) == 3  # retried with backoff before giving up
+    assert_no_leaks(job)
+
+
+def test_worker_preempted_on_two_nodes(
+    ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
+) -> None:
+    """Losing a worker is a preemption too: the whole cluster is relaunched."""
+    expected = uninterrupted_result(tmp_path)
+    spec = managed.spec(ckpt_bucket)
+    spec["num_nodes"] = 2
+    head_run = spec["run"]
+    spec["run"] = (
+        'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then\n'
+        f"  {head_run}\n"
+        "else\n"
+        f"  {head_run.replace('/checkpoints/ckpt', '/tmp/worker-ckpt')} > /dev/null\n"
+        "fi"
+    )
+    job = managed.launch(spec)
+    wait_for(
+        "a checkpoint in the bucket", lambda: complete_checkpoints(ckpt_bucket.list_keys()), 90
+    )
+    hit = chaos.preempt(job.cluster, 1)
+    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_S + 5)
+    assert now.status_reason.startswith("preempted: node(s) 1 ")
+    assert now.recovery_count == 1
+    assert jstate.events(job.job_id)[-1].ts - hit.issued_at < DETECT_S
+
+    done = managed.wait_done(job)
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    steps = [s for s, _ in managed.resumes(job)]
+    assert len(steps) == 2 and steps[1] > 0, steps
     assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
     assert_no_leaks(job)

@@ -312,3 +312,13 @@ def test_a_second_controller_for_the_same_job_exits(home: Path, tmp_path: Path) 
     assert "another controller runs this job" in proc.stdout
     still = jstate.get(job.job_id)
     assert still is not None and still.status is JobStatus.RUNNING
+
+
+def test_preempt_refuses_on_demand_nodes(home: Path) -> None:
+    from harness.chaos import ChaosError, preempt
+    from skycore import state as core_state
+
+    resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
+    core_state.upsert_cluster("on-demand-1", "UP", "docker", 1, resources, "launched")
+    with pytest.raises(ChaosError, match=r"on-demand nodes .* --use-spot .* --force"):
+        preempt("on-demand-1", 0)
