@@ -16,13 +16,20 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from rich.console import Console
 
 from skycore import execution, provision, state
 from skycore.backend import ClusterError
 from skycore.config import DockerConfig, SkycoreConfig, save_config
 from skycore.provision import NodeStatus
+from skycore.provision import docker as dprov
 from skycore.task import Task
 
 pytestmark = [pytest.mark.cloud, pytest.mark.slow]
@@ -75,6 +82,23 @@ def test_recorded_state_matches_provider(
             assert res.exit_code == 0
             self.expected = state.CLUSTER_UP
 
+        @precondition(lambda self: self.expected is not None)
+        @rule(rank=st.integers(0, NUM_NODES - 1))
+        def lose_a_node(self, rank: int) -> None:
+            """A node disappears outside skycore (preemption); status -r notices."""
+            client = dprov.client(config)
+            for c in client.containers.list(
+                all=True, filters={"label": f"{dprov.LABEL_CLUSTER}={self.name}"}
+            ):
+                if c.labels[dprov.LABEL_RANK] == str(rank):
+                    c.remove(force=True)
+            record = execution.refresh_status(self.name, config)
+            assert record is not None and record.status == state.CLUSTER_INIT
+            if self.expected != state.CLUSTER_INIT:
+                assert f"node {rank} is gone" in record.status_reason
+            self.expected = state.CLUSTER_INIT
+
+        @precondition(lambda self: self.expected is not None)
         @rule()
         def exec_(self) -> None:
             if self.expected == state.CLUSTER_UP:
@@ -86,32 +110,32 @@ def test_recorded_state_matches_provider(
                 with pytest.raises(ClusterError):
                     execution.exec_task(task, self.name, console=quiet(), config=config)
 
+        @precondition(lambda self: self.expected is not None)
         @rule()
         def stop(self) -> None:
-            if self.expected is None:
-                with pytest.raises(ClusterError):
-                    execution.stop(self.name, console=quiet(), config=config)
-                return
             execution.stop(self.name, console=quiet(), config=config)
             self.expected = state.CLUSTER_STOPPED
 
+        @precondition(lambda self: self.expected is not None)
         @rule()
         def start(self) -> None:
-            if self.expected is None:
-                with pytest.raises(ClusterError):
-                    execution.start(self.name, console=quiet(), config=config)
-                return
             execution.start(self.name, console=quiet(), config=config)
             self.expected = state.CLUSTER_UP
 
+        @precondition(lambda self: self.expected is not None)
         @rule()
         def down(self) -> None:
-            if self.expected is None:
-                with pytest.raises(ClusterError):
-                    execution.down(self.name, console=quiet(), config=config)
-                return
             execution.down(self.name, console=quiet(), config=config)
             self.expected = None
+
+        @precondition(lambda self: self.expected is None)
+        @rule()
+        def commands_on_a_missing_cluster_fail_clearly(self) -> None:
+            for command in (execution.stop, execution.start, execution.down):
+                with pytest.raises(ClusterError, match="does not exist"):
+                    command(self.name, console=quiet(), config=config)
+            with pytest.raises(ClusterError, match="does not exist"):
+                execution.exec_task(task, self.name, console=quiet(), config=config)
 
         @invariant()
         def recorded_matches_provider(self) -> None:
@@ -122,8 +146,12 @@ def test_recorded_state_matches_provider(
                 assert nodes == {}
                 return
             assert record.status == self.expected, record.status_reason
-            want = NodeStatus.UP if record.status == state.CLUSTER_UP else NodeStatus.STOPPED
-            assert nodes == {rank: want for rank in range(NUM_NODES)}
+            assert set(nodes) <= set(range(NUM_NODES))
+            if record.status == state.CLUSTER_UP:
+                assert nodes == {rank: NodeStatus.UP for rank in range(NUM_NODES)}
+            elif record.status == state.CLUSTER_STOPPED:
+                # every node that exists is stopped (a lost one comes back on start)
+                assert set(nodes.values()) <= {NodeStatus.STOPPED}
             events = state.cluster_events(self.name)
             assert events and events[-1].reason
 
@@ -135,8 +163,8 @@ def test_recorded_state_matches_provider(
         run_state_machine_as_test(
             ClusterMachine,
             settings=settings(
-                max_examples=10,
-                stateful_step_count=10,
+                max_examples=8,
+                stateful_step_count=12,
                 deadline=None,
                 derandomize=False,
                 suppress_health_check=list(HealthCheck),
