@@ -3,7 +3,8 @@
 ``preempt(cluster, rank)`` is what a spot preemption looks like from the outside: the node's
 container is killed and removed with its disk in one step (no stop, no drain, no signal the
 node can act on). Only what a cached mount had already uploaded survives, in the bucket.
-The command line form is ``harness preempt CLUSTER [--rank N]``.
+The command line form is ``harness preempt CLUSTER [--rank N] [--force]``
+(``preempt_command``, added to the harness CLI).
 
 ``pause_store(store)`` freezes the store's access gate (SIGSTOP) until the block ends
 (SIGCONT): requests hang as on a network cut. The gate is shared by everything using the
@@ -19,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import click
 import docker.errors
 
 from harness.errors import CloudError
@@ -119,3 +121,19 @@ def pause_store(store: str) -> Iterator[None]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(gate.pid, signal.SIGCONT)
+
+
+@click.command("preempt")
+@click.argument("cluster")
+@click.option("--rank", default=0, show_default=True, type=int, help="Rank of the node.")
+@click.option("--force", is_flag=True, help="Remove the node even if it is on-demand.")
+def preempt_command(cluster: str, rank: int, force: bool) -> None:
+    """Preempt a spot node of CLUSTER: remove it abruptly with its disk (no drain)."""
+    try:
+        hit = preempt(cluster, rank, force=force)
+    except ChaosError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(
+        f"Preempted node {hit.rank} of cluster {hit.cluster} ({hit.container}) at "
+        f"{time.strftime('%H:%M:%S', time.localtime(hit.at))}."
+    )

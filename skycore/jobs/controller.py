@@ -51,6 +51,7 @@ from skycore.provision import NodeStatus, ProvisionError
 from skycore.task import Task
 
 POLL_S = 0.5
+LOCK_WAIT_S = 2.0
 HEARTBEAT_S = 1.0
 # After the nodes are removed the worker's streams end at once; a worker still inside the
 # health check waits out HEALTH_TIMEOUT_S first.
@@ -163,7 +164,9 @@ class Controller:
     def run(self) -> int:
         """Take the job's controller lock and run the job; 0 unless the controller broke."""
         paths.job_dir(self.job_id).mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(str(paths.lock_path(self.job_id)), timeout=0)
+        # A probe (core.controller_alive) holds the lock for microseconds; a live controller
+        # holds it for good. Waiting LOCK_WAIT_S tells them apart.
+        lock = filelock.FileLock(str(paths.lock_path(self.job_id)), timeout=LOCK_WAIT_S)
         try:
             lock.acquire()
         except filelock.Timeout:

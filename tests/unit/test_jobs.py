@@ -322,3 +322,15 @@ def test_preempt_refuses_on_demand_nodes(home: Path) -> None:
     core_state.upsert_cluster("on-demand-1", "UP", "docker", 1, resources, "launched")
     with pytest.raises(ChaosError, match=r"on-demand nodes .* --use-spot .* --force"):
         preempt("on-demand-1", 0)
+
+
+def test_preempt_command_reports_errors_in_one_line(home: Path) -> None:
+    from harness.chaos import preempt_command
+    from skycore import state as core_state
+
+    resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
+    core_state.upsert_cluster("on-demand-2", "UP", "docker", 1, resources, "launched")
+    result = CliRunner().invoke(preempt_command, ["on-demand-2", "--rank", "0"])
+    assert result.exit_code == 1
+    assert "Error: Cluster 'on-demand-2' runs on-demand nodes" in result.output
+    assert "Traceback" not in result.output
