@@ -200,6 +200,7 @@ class Controller:
         try:
             task = self._load_task()
         except (UserError, ProvisionError) as e:
+            self._teardown_final()  # an adopted job may have left a cluster behind
             self._status(JobStatus.FAILED, str(e))
             return
         if job.status is not JobStatus.PENDING and self._adopt(job, task):
