@@ -267,10 +267,6 @@ def _prepare_one(
     res = st.prepare(config, progress=upload_progress)
     if res is not None:
         logs.append(log_path, f"prepare {dst}: {res}")
-    if st.kind == "sky_managed":
-        # prepare() checked access before creating the bucket; check again so the mount of
-        # a bucket we just created is not made read-only.
-        st.access(config)
 
 
 def start_storage_prepare(
