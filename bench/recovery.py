@@ -144,8 +144,12 @@ def one_trial(job: jstate.ManagedJob, store: str, bucket: str, n: int) -> dict[s
     def first_step() -> tuple[float, int] | None:
         text = log_text(job)
         resumes = [(int(s), float(t)) for s, t in RESUME_RE.findall(text) if float(t) > t0]
-        steps = [float(t) for _, t in STEP_RE.findall(text) if float(t) > t0]
-        return (steps[0], resumes[0][0]) if steps and resumes else None
+        if not resumes:
+            return None
+        # The old run may log a step or two between the removal and its death: count only
+        # steps of the resumed run.
+        steps = [float(t) for _, t in STEP_RE.findall(text) if float(t) > resumes[0][1]]
+        return (steps[0], resumes[0][0]) if steps else None
 
     step_t, resumed_from = wait_for("the first new step", first_step, 60)
     row = {
