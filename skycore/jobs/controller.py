@@ -201,7 +201,10 @@ class Controller:
             task = self._load_task()
         except (UserError, ProvisionError) as e:
             self._teardown_final()  # an adopted job may have left a cluster behind
-            self._status(JobStatus.FAILED, str(e))
+            if job.cancel_requested:
+                self._status(JobStatus.CANCELLED, "cancelled by user")
+            else:
+                self._status(JobStatus.FAILED, str(e))
             return
         if job.status is not JobStatus.PENDING and self._adopt(job, task):
             return
