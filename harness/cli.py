@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import cloud
+from harness.chaos import preempt_command
 from harness.errors import CloudError
 from skycore.config import ConfigError
 
@@ -66,6 +67,9 @@ def env() -> None:
     """Print shell exports that point tools at the local cloud."""
     for key, value in cloud.env_exports().items():
         click.echo(f"export {key}={value}")
+
+
+cli.add_command(preempt_command)  # harness preempt CLUSTER [--rank N] [--force]
 
 
 def main() -> None:

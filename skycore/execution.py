@@ -271,8 +271,12 @@ def launch(
     console: Console | None = None,
     config: SkycoreConfig | None = None,
     stream: bool = True,
+    task_id: str | None = None,
 ) -> RunResult:
     """Launch ``task`` on ``cluster_name``: provision (or reuse), sync, set up, run.
+
+    ``task_id`` fixes SKYPILOT_TASK_ID (managed jobs keep one across recoveries); by default
+    each job gets a new one.
 
     Returns the stage timings and the job's outcome; ``exit_code`` is 0, 100 (FAILED or
     FAILED_SETUP) or 103 (cancelled). Infrastructure failures raise StageError; user mistakes
@@ -324,6 +328,7 @@ def launch(
                 str(log_dir),
                 os.getpid(),
                 status=state.JOB_SETTING_UP,
+                task_id=task_id,
             )
             result.job_id = job.job_id
             if not _setup(handle, task, job, rep, log_dir, no_setup, stream):

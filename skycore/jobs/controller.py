@@ -24,11 +24,9 @@ stops the orphaned run, drains what it wrote and relaunches it instead of leakin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 import io
 import os
-import shlex
 import sys
 import threading
 import time
@@ -78,20 +76,6 @@ class Attempt:
 
     outcome: Outcome
     reason: str
-
-
-def with_task_id(task: Task, task_id: str) -> Task:
-    """``task`` whose setup and run export SKYPILOT_TASK_ID=``task_id`` first.
-
-    The pipeline gives each launch a fresh task id; a managed job keeps one id across all its
-    recoveries, so its setup and run start by setting the job's own.
-    """
-    prefix = f"export SKYPILOT_TASK_ID={shlex.quote(task_id)}\n"
-    return dataclasses.replace(
-        task,
-        setup=prefix + task.setup if task.setup else task.setup,
-        run=prefix + task.run if task.run else task.run,
-    )
 
 
 class Controller:
@@ -280,12 +264,16 @@ class Controller:
 
     def _attempt(self, task: Task) -> Attempt:
         box: dict[str, Any] = {}
-        wrapped = with_task_id(task, self.task_id)
 
         def work() -> None:
             try:
                 box["result"] = execution.launch(
-                    wrapped, self.cluster, console=self.console, config=self.config, stream=True
+                    task,
+                    self.cluster,
+                    console=self.console,
+                    config=self.config,
+                    stream=True,
+                    task_id=self.task_id,
                 )
             except BaseException as e:
                 box["error"] = e

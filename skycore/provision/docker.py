@@ -11,7 +11,6 @@ Images are never pulled: they must exist on the engine.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import shutil
 import threading
@@ -224,8 +223,14 @@ def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) 
     """Remove every node of the cluster with its disk."""
 
     def remove(c: Container) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             c.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as e:
+            # A node being removed already (e.g. preempted this moment) is as good as gone.
+            if e.status_code != 409 or "already in progress" not in str(e):
+                raise
 
     _parallel(remove, list(_containers(cluster_name, config).values()))
 

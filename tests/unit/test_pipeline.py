@@ -397,3 +397,20 @@ def test_node_without_fuse_never_becomes_up(
     finally:
         provision.terminate_instances("docker", cluster, config)
         client.images.remove(f"{repo}:{tag}", force=True)
+
+
+def test_launch_keeps_a_given_task_id(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    """Managed jobs relaunch with their own SKYPILOT_TASK_ID: setup and run both see it."""
+    task = make_task(
+        setup="echo setup-task=$SKYPILOT_TASK_ID", run="echo run-task=$SKYPILOT_TASK_ID"
+    )
+    task_id = "sky-managed-2026-11-29-00-00-00-000000_train_3-0"
+    for _ in range(2):  # a relaunch keeps it too
+        result = execution.launch(
+            task, cluster, console=quiet(), config=config, stream=False, task_id=task_id
+        )
+        assert result.exit_code == 0
+        assert (result.log_dir / "setup-0.log").read_text() == f"setup-task={task_id}\n"
+        assert (result.log_dir / "run-0.log").read_text() == f"run-task={task_id}\n"
