@@ -182,8 +182,10 @@ def build_rootfs(tarball: Path, rclone: Path, say: Callable[[str], None] = print
 def _run_with_progress(
     cmd: list[str], log_path: Path, say: Callable[[str], None], started: float
 ) -> None:
-    """Run ``cmd``, log everything, and echo debootstrap's phase changes with elapsed time."""
+    """Run ``cmd``, log everything, and echo debootstrap's phase changes with elapsed time
+    (plus a package count every few seconds while it downloads)."""
     seen: set[str] = set()
+    retrieved, last_count = 0, time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -192,6 +194,11 @@ def _run_with_progress(
         for line in proc.stdout:
             log.write(line)
             phase = line.split(" ", 2)[1] if line.startswith("I: ") and " " in line[3:] else ""
+            if phase == "Retrieving":
+                retrieved += 1
+                if time.monotonic() - last_count > 5:
+                    last_count = time.monotonic()
+                    say(f"  [{last_count - started:5.1f}s] downloaded {retrieved} packages")
             if phase and phase not in seen:
                 seen.add(phase)
                 say(f"  [{time.monotonic() - started:5.1f}s] {line[3:].strip()}")
