@@ -202,10 +202,14 @@ def _finish(result: execution.RunResult) -> None:
             f"Job {result.job_id} on {result.cluster}: {_styled(result.job_status or '?')} "
             f"({total:.1f}s). Logs: {escape(str(result.log_dir))}"
         )
-        console.print(
-            f"[dim]skycore logs {result.cluster} {result.job_id}  |  "
-            f"skycore queue {result.cluster}  |  skycore down {result.cluster}[/dim]"
-        )
+        torn_down = any(s.stage is execution.Stage.DOWN and s.ok for s in result.stages)
+        if torn_down:
+            console.print(f"[dim]Cluster {result.cluster} was torn down (--down).[/dim]")
+        else:
+            console.print(
+                f"[dim]skycore logs {result.cluster} {result.job_id}  |  "
+                f"skycore queue {result.cluster}  |  skycore down {result.cluster}[/dim]"
+            )
     if result.exit_code:
         sys.exit(result.exit_code)
 
