@@ -7,14 +7,13 @@ stage failures print the log tail and path (exit 1); failed jobs exit 100.
 
 from __future__ import annotations
 
-import functools
 import getpass
 import hashlib
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -22,40 +21,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from skycore import backend, execution, provision, state
-from skycore.config import ConfigError, load_config
+from skycore.cli_errors import handle_errors
+from skycore.config import load_config
 from skycore.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    err_console.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
-    sys.exit(code)
-
-
-def handle_errors(fn: F) -> F:
-    """Turn UserError / ConfigError / StageError into a message and an exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except UserError as e:
-            _fail(e.message, e.exit_code)
-        except ConfigError as e:
-            _fail(str(e), 2)
-        except backend.StageError as e:
-            # The stage line, the log tail and the path were printed already.
-            _fail(e.message, e.exit_code)
-        except provision.ProvisionError as e:
-            _fail(str(e), 1)
-        except KeyboardInterrupt:
-            _fail("Interrupted.", 130)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -140,7 +112,7 @@ def cli() -> None:
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
 @click.option("--no-setup", is_flag=True, help="Skip the setup commands.")
 @click.option("--dryrun", is_flag=True, help="Show what would happen; change nothing.")
-@handle_errors
+@handle_errors()
 def launch(
     entrypoint: str,
     cluster: str | None,
@@ -218,7 +190,7 @@ def _finish(result: execution.RunResult) -> None:
 @click.argument("cluster")
 @click.argument("entrypoint")
 @click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
-@handle_errors
+@handle_errors()
 def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
     """Run a task YAML (or a shell command) on an UP cluster: sync workdir, run.
 
@@ -238,7 +210,7 @@ def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
 @click.argument("clusters", nargs=-1)
 @click.option("-v", "--verbose", is_flag=True, help="Show nodes and the status history.")
 @click.option("-r", "--refresh", is_flag=True, help="Ask the provider for the nodes' state.")
-@handle_errors
+@handle_errors()
 def status(clusters: tuple[str, ...], verbose: bool, refresh: bool) -> None:
     """Show clusters (and with -v their nodes and every status change with its reason).
 
@@ -312,7 +284,7 @@ def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> l
 @click.argument("clusters", nargs=-1)
 @click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors
+@handle_errors()
 def stop(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
     """Stop clusters: drain cached mounts (no write is lost), unmount, stop the nodes."""
     for name in _each_cluster(clusters, all_, yes, "stop"):
@@ -323,7 +295,7 @@ def stop(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
 @click.argument("clusters", nargs=-1)
 @click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors
+@handle_errors()
 def start(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
     """Start stopped clusters: resume the nodes and mount their storage again."""
     for name in _each_cluster(clusters, all_, yes, "start"):
@@ -334,7 +306,7 @@ def start(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
 @click.argument("clusters", nargs=-1)
 @click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors
+@handle_errors()
 def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
     """Tear clusters down: drain, unmount, remove nodes, delete persistent: false storage."""
     for name in _each_cluster(clusters, all_, yes, "tear down"):
@@ -357,7 +329,7 @@ def _refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
 
 @cli.command()
 @click.argument("clusters", nargs=-1)
-@handle_errors
+@handle_errors()
 def queue(clusters: tuple[str, ...]) -> None:
     """Show the job queue of clusters (all by default)."""
     names = list(clusters) or [r.name for r in state.list_clusters()]
@@ -385,7 +357,7 @@ def queue(clusters: tuple[str, ...]) -> None:
 @click.argument("job_id", required=False, type=int)
 @click.option("--follow/--no-follow", default=True, help="Keep printing until the job ends.")
 @click.option("--status", "show_status", is_flag=True, help="Print only the job's status.")
-@handle_errors
+@handle_errors()
 def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) -> None:
     """Print a job's output (the latest job by default); follow it while it runs."""
     if state.get_cluster(cluster) is None:
@@ -437,7 +409,7 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
 @click.argument("job_ids", nargs=-1, type=int)
 @click.option("-a", "--all", "all_", is_flag=True, help="Every unfinished job.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors
+@handle_errors()
 def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> None:
     """Cancel running jobs of a cluster (kills their processes on every node)."""
     record = state.get_cluster(cluster)
@@ -482,7 +454,7 @@ def storage() -> None:
 
 
 @storage.command(name="ls")
-@handle_errors
+@handle_errors()
 def storage_ls() -> None:
     """List buckets."""
     from skycore.storage import catalog
@@ -511,7 +483,7 @@ def storage_ls() -> None:
 @click.argument("names", nargs=-1)
 @click.option("-a", "--all", "all_", is_flag=True, help="Every sky-managed bucket.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors
+@handle_errors()
 def storage_delete(names: tuple[str, ...], all_: bool, yes: bool) -> None:
     """Delete sky-managed buckets (never external ones)."""
     from skycore.storage import catalog

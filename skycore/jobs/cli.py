@@ -6,7 +6,6 @@ on its own. Errors a user can cause print as one paragraph (exit 2), never a tra
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from skycore.config import ConfigError
+from skycore.cli_errors import handle_errors
 from skycore.errors import UserError
 from skycore.jobs import core
 from skycore.jobs import state as jstate
@@ -26,7 +25,6 @@ from skycore.jobs.state import JobStatus
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # Exit codes of `jobs launch --follow` / `jobs logs --follow` (as SkyPilot's JobExitCode).
 EXIT_CODES = {
@@ -50,24 +48,7 @@ _STYLE = {
 }
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    err_console.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
-    sys.exit(code)
-
-
-def _errors(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except UserError as e:
-            _fail(e.message, e.exit_code)
-        except ConfigError as e:
-            _fail(str(e), 2)
-        except KeyboardInterrupt:
-            _fail("Interrupted (the job goes on; 'skycore jobs cancel ID' stops it).", 130)
-
-    return wrapper  # type: ignore[return-value]
+_errors = handle_errors("Interrupted (the job goes on; 'skycore jobs cancel ID' stops it).")
 
 
 def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -1,0 +1,52 @@
+"""How every ``skycore`` command turns known failures into one clear paragraph and an exit
+code, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from rich.console import Console
+from rich.markup import escape
+
+from skycore import backend, provision
+from skycore.config import ConfigError
+from skycore.errors import UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print ``message`` as an error and exit with ``code``."""
+    err_console.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
+    sys.exit(code)
+
+
+def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
+    """Decorator: UserError / ConfigError / StageError / ProvisionError / Ctrl-C become a
+    message and an exit code (the error's own, 2 for config, 1 for infrastructure, 130)."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except UserError as e:
+                fail(e.message, e.exit_code)
+            except ConfigError as e:
+                fail(str(e), 2)
+            except backend.StageError as e:
+                # The stage line, the log tail and the path were printed already.
+                fail(e.message, e.exit_code)
+            except provision.ProvisionError as e:
+                fail(str(e), 1)
+            except KeyboardInterrupt:
+                fail(interrupted, 130)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
