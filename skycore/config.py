@@ -114,8 +114,11 @@ def save_config(config: SkycoreConfig, path: Path | None = None) -> Path:
     """Write the config file atomically, readable only by its owner (it holds secrets)."""
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
-    tmp.chmod(0o600)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    text = yaml.safe_dump(config.model_dump(mode="json", exclude_none=True))
+    # Created 0600 from the first byte: the file holds secrets.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
     tmp.replace(path)
     return path

@@ -316,7 +316,7 @@ def mount_command(
         + "for _ in $(seq 1 200); do\n"
         + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
         + _serialize_releases(mode, options)
-        + f'    echo "skycore: mounted {remote_path} at $DST ({mode.value})"; exit 0\n'
+        + f'    echo "skycore: mounted "{q(remote_path)}" at $DST ({mode.value})"; exit 0\n'
         + "  fi\n"
         + "  sleep 0.1\n"
         + "done\n"
@@ -339,7 +339,13 @@ def _drain_body(env: RcloneEnv, timeout_s: float) -> str:
         + "'s/.*\"uploadsQueued\": *\\([0-9]*\\).*/\\1/p')\n"
         + "    p=$(printf '%s' \"$stats\" | sed -n "
         + "'s/.*\"uploadsInProgress\": *\\([0-9]*\\).*/\\1/p')\n"
-        + "    q=${q:-0}; p=${p:-0}\n"
+        + '    case "$stats" in\n'
+        + "      *diskCache*)\n"
+        + '        if [ -z "$q" ] || [ -z "$p" ]; then\n'
+        + '          echo "skycore: unexpected vfs/stats for $DST: $stats" >&2; return 2\n'
+        + "        fi ;;\n"
+        + "      *) q=0; p=0 ;;  # no VFS cache (MOUNT): nothing is ever pending\n"
+        + "    esac\n"
         + '    if [ "$q" = 0 ] && [ "$p" = 0 ]; then\n'
         + "      stable=$((stable + 1))\n"
         + '      if [ "$stable" -ge 5 ]; then echo "skycore: $DST drained"; return 0; fi\n'

@@ -315,3 +315,24 @@ def test_sh_path_quotes_any_destination(name: str) -> None:
         assert out == expected
         script = mounting.mount_command("skycore-s3:b", path, StorageMode.MOUNT_CACHED)
         assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+
+
+def test_remote_path_is_never_shell_code(tmp_path) -> None:
+    """A bucket prefix with quotes or $(...) stays data in the mount script."""
+    import subprocess
+
+    from skycore.storage import mounting as m
+    from skycore.storage.common import StorageMode
+
+    marker = tmp_path / "pwned"
+    remote = f's3:b/x$(touch {marker})"y'
+    script = m.mount_command(remote, "/mnt/x", StorageMode.MOUNT_CACHED)
+    assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
+    echo = next(line for line in script.splitlines() if "skycore: mounted" in line)
+    out = subprocess.run(
+        ["bash", "-c", echo.replace("; exit 0", "").replace("$DST", "/mnt/x")],
+        capture_output=True,
+        text=True,
+    )
+    assert remote in out.stdout
+    assert not marker.exists()
