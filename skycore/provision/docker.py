@@ -11,14 +11,17 @@ Images are never pulled: they must exist on the engine.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import requests
 from docker.models.containers import Container
 
 from skycore.config import SkycoreConfig, load_config
@@ -33,6 +36,27 @@ STOP_TIMEOUT_S = 2
 
 _clients: dict[str, docker.DockerClient] = {}
 _clients_lock = threading.Lock()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def engine_errors(fn: F) -> F:
+    """Turn a failing or unreachable engine into a ProvisionError (one clear paragraph)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ProvisionError:
+            raise
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+            raise ProvisionError(
+                f"The docker engine failed during {fn.__name__}: {e}. Check it with "
+                "'harness status' (or 'docker info'), then retry the command."
+            ) from e
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _config(config: SkycoreConfig | None) -> SkycoreConfig:
@@ -159,6 +183,7 @@ def _parallel(fn: Any, items: list[Any]) -> list[Any]:
     return [f.result() for f in futures]
 
 
+@engine_errors
 def run_instances(
     cluster_name: str,
     num_nodes: int,
@@ -197,12 +222,14 @@ def run_instances(
     return get_cluster_info(cluster_name, cfg)
 
 
+@engine_errors
 def stop_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
     """Stop every running node of the cluster (disks are kept)."""
     running = [c for c in _containers(cluster_name, config).values() if c.status == "running"]
     _parallel(lambda c: c.stop(timeout=STOP_TIMEOUT_S), running)
 
 
+@engine_errors
 def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
     """Resume every stopped node of the cluster."""
     stopped = [
@@ -219,6 +246,7 @@ def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> C
     return get_cluster_info(cluster_name, config)
 
 
+@engine_errors
 def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
     """Remove every node of the cluster with its disk."""
 
@@ -235,6 +263,7 @@ def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) 
     _parallel(remove, list(_containers(cluster_name, config).values()))
 
 
+@engine_errors
 def query_instances(
     cluster_name: str, config: SkycoreConfig | None = None
 ) -> dict[int, NodeStatus]:
@@ -247,6 +276,7 @@ def query_instances(
     return result
 
 
+@engine_errors
 def get_cluster_info(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
     """The existing nodes of the cluster, by rank."""
     return _info(cluster_name, _containers(cluster_name, config))
