@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from skycore import execution, state
+from skycore import execution, provision, state
 from skycore.backend import get_handle
 from skycore.config import load_config
 from skycore.task import Task
@@ -88,11 +88,12 @@ class SmokeCluster:
         execution.start(self.name, console=console)
 
     def down(self) -> None:
-        """``skycore down`` (no error if the cluster never came up)."""
-        if state.get_cluster(self.name) is None:
-            return
-        console, _ = self._console()
-        execution.down(self.name, console=console)
+        """``skycore down``; nodes left without a record (a failed launch, a controller that
+        forgot the cluster) are removed too. No error if nothing was ever started."""
+        if state.get_cluster(self.name) is not None:
+            console, _ = self._console()
+            execution.down(self.name, console=console)
+        provision.terminate_instances("docker", self.name, load_config())
 
     def status(self) -> str | None:
         """The recorded cluster status (INIT / UP / STOPPED), None if unknown."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,8 +179,7 @@ def bucket_factory(local_cloud: object, tmp_path: Path) -> Iterator[object]:
         return bucket
 
     yield make
-    for bucket in made:
-        bucket.delete()
+    _each(lambda bucket: bucket.delete(), made)
 
 
 @pytest.fixture
@@ -204,18 +204,29 @@ def cluster_factory(
         return cluster
 
     yield make
-    keep = request.config.getoption("--keep-on-failure") and _failed(request)
-    for cluster in made:
-        if keep:
+    if request.config.getoption("--keep-on-failure") and _failed(request):
+        for cluster in made:
             print(f"\n--keep-on-failure: {cluster.describe_access()}")
-        else:
-            cluster.down()
+    else:
+        _each(lambda cluster: cluster.down(), made)
 
 
 @pytest.fixture
 def node_shell(local_cloud: object):
     """``node_shell(cluster, rank, cmd)`` -> (exit code, output) of ``cmd`` run on a node."""
     return lambda cluster, rank, cmd, timeout=120: cluster.shell(cmd, rank=rank, timeout=timeout)
+
+
+def _each(cleanup: Callable[[Any], None], things: list[Any]) -> None:
+    """Clean up every item even if some fail; then raise the first failure."""
+    errors: list[BaseException] = []
+    for thing in things:
+        try:
+            cleanup(thing)
+        except Exception as e:  # keep cleaning the rest
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 def _failed(request: pytest.FixtureRequest) -> bool:

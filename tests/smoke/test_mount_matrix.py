@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.buckets import KINDS, PUBLIC_NOT_BY_USER, SEED_KEY, TestBucket, make_test_bucket
-from harness.clusters import SmokeCluster
+from harness.clusters import Outcome, SmokeCluster
 from skycore.storage import mounting
 
 MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
@@ -52,7 +52,12 @@ class MatrixCluster:
                 self.buckets[(mode, kind)] = bucket
                 mounts[mount_point(kind, mode)] = bucket.mount_entry(mode)
         spec = {"name": "matrix", "file_mounts": mounts, "run": "echo ready"}
-        self.launch = self.cluster.launch(spec)
+        self.launch: Outcome | None = None
+        self.error: Exception | None = None
+        try:
+            self.launch = self.cluster.launch(spec)
+        except Exception as e:  # recorded once: every case of this store then fails on it
+            self.error = e
 
     def close(self) -> None:
         self.cluster.down()
@@ -73,8 +78,14 @@ class Matrices:
         return self.built[store]
 
     def close(self) -> None:
+        errors = []
         for matrix in self.built.values():
-            matrix.close()
+            try:
+                matrix.close()
+            except Exception as e:  # close every store's cluster even if one fails
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +100,8 @@ def matrices(local_cloud, tmp_path_factory) -> Iterator[Matrices]:
 @pytest.mark.parametrize(("store", "mode", "kind"), cases())
 def test_mount(matrices: Matrices, store: str, mode: str, kind: str) -> None:
     matrix = matrices.get(store)
-    assert matrix.launch.exit_code == 0, matrix.launch.output
+    assert matrix.error is None, f"the {store} matrix cluster failed to launch: {matrix.error}"
+    assert matrix.launch is not None and matrix.launch.exit_code == 0, matrix.launch
     bucket = matrix.buckets[(mode, kind)]
     dst = mount_point(kind, mode)
     shell = matrix.cluster.shell
