@@ -116,8 +116,11 @@ def test_mount(matrices: Matrices, store: str, mode: str, kind: str) -> None:
     code, out = shell(f"echo '{payload}' > {dst}/{key}", timeout=30)
 
     if mode == "COPY":
-        # A snapshot: the local write works, the bucket never sees it.
+        # A snapshot on the node's disk (no FUSE mount): the write works, the bucket never
+        # sees it.
         assert code == 0, out
+        code, mounts = shell(f"grep -c ' {dst} ' /proc/mounts || true")
+        assert mounts.strip() == "0", f"COPY destination {dst} is a mount: {mounts}"
         assert key not in bucket.list_keys()
         return
 
