@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,15 @@ def ignore_args(src: Path) -> list[str]:
     return []
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_name(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValueError(f"invalid environment variable name {name!r}")
+    return name
+
+
 class CommandRunner:
     """Runs commands on one node and copies files to it. Subclasses implement the transport."""
 
@@ -73,6 +83,27 @@ class CommandRunner:
         raise NotImplementedError
 
     # -- commands ---------------------------------------------------------------------------
+
+    def _with_env(
+        self, cmd: str, env: Mapping[str, str] | None, stdin: bytes | None
+    ) -> tuple[str, bytes | None]:
+        """``cmd`` and stdin that give the command ``env`` without putting a value on any
+        command line (``ps``) or in the container's exec records (``docker inspect``).
+
+        Without other stdin, the exports travel through stdin and the command then reads
+        /dev/null as before; with stdin, they go to a 0600 file on the node (written through
+        stdin) that the command sources and removes before anything else runs.
+        """
+        if not env:
+            return cmd, stdin
+        exports = "".join(f"export {_env_name(k)}={shlex.quote(v)}\n" for k, v in env.items())
+        if stdin is None:
+            prefix = '__sky_env="$(cat)"; eval "$__sky_env"; unset __sky_env; exec </dev/null'
+            return f"{prefix}\n{cmd}", exports.encode()
+        path = f"~/.sky/env/{uuid.uuid4().hex}"
+        self.write_file(path, exports, 0o600)
+        expr = remote_path_expr(path)
+        return f". {expr}; rm -f {expr}\n{cmd}", stdin
 
     def run(
         self,
@@ -91,7 +122,8 @@ class CommandRunner:
         ``stream``, written to the terminal with ``prefix`` before each line. ``stdin`` is fed
         to the command (use it for secrets: never put them on a command line).
         """
-        argv = self._exec_argv(cmd, env, interactive=stdin is not None)
+        cmd, stdin = self._with_env(cmd, env, stdin)
+        argv = self._exec_argv(cmd, None, interactive=stdin is not None)
         sink = sink or _default_sink
         log: IO[bytes] | None = None
         if log_path is not None:
@@ -131,7 +163,8 @@ class CommandRunner:
         timeout: float | None = 120,
     ) -> tuple[int, str]:
         """Run ``cmd`` and return (exit code, merged output)."""
-        argv = self._exec_argv(cmd, env, interactive=stdin is not None)
+        cmd, stdin = self._with_env(cmd, env, stdin)
+        argv = self._exec_argv(cmd, None, interactive=stdin is not None)
         try:
             proc = subprocess.run(
                 argv,

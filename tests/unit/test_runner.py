@@ -117,3 +117,39 @@ def test_rsync_down(runner: CommandRunner, tmp_path: Path) -> None:
     res = runner.rsync_down("~/out/", tmp_path / "got")
     assert res.returncode == 0
     assert (tmp_path / "got" / "r.txt").read_text() == "result\n"
+
+
+def test_env_values_never_reach_a_command_line(
+    runner: CommandRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Task envs (maybe secrets) go through stdin, never docker exec argv (ps, inspect)."""
+    import subprocess
+
+    secret = "s3cr3t-'quoted' $HOME `x`\nline2"
+    argvs: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def spy(argv: list[str], *a: object, **kw: object) -> object:
+        argvs.append(list(argv))
+        return real_popen(argv, *a, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    lines: list[str] = []
+    env = {"API_TOKEN": secret, "PLAIN": "v"}
+    rc = runner.run(
+        'printf "%s|%s\\n" "$API_TOKEN" "$PLAIN"; cat; ls ~/.sky/env 2>/dev/null | wc -l',
+        env=env,
+        stream=True,
+        sink=lines.append,
+    )
+    assert rc == 0
+    assert "".join(lines) == f"{secret}|v\n0\n"  # stdin after the env is /dev/null
+    # With stdin of its own: the env goes to a 0600 file that is removed before the command.
+    rc, out = runner.run_output(
+        'printf "%s\\n" "$API_TOKEN"; cat; ls ~/.sky/env | wc -l', env=env, stdin=b"in\n"
+    )
+    assert (rc, out) == (0, f"{secret}\nin\n0\n")
+    assert argvs
+    for argv in argvs:
+        assert not any("s3cr3t" in a for a in argv), argv
+        assert "-e" not in argv
