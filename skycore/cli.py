@@ -438,7 +438,13 @@ def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> Non
         raise click.Abort()
     handle = backend.get_handle(record, load_config())
     for j in targets:
-        state.set_job_status(cluster, j.job_id, state.JOB_CANCELLED)
+        if not state.set_job_status(cluster, j.job_id, state.JOB_CANCELLED):
+            now = state.get_job(cluster, j.job_id)
+            console.print(
+                f"Job {j.job_id} already finished ({now.status if now else 'gone'}); "
+                "nothing to cancel."
+            )
+            continue
         backend.cancel_job(handle, j.job_id)
         console.print(f"Job {j.job_id} cancelled.")
 

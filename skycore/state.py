@@ -398,27 +398,34 @@ def add_job(
     return _job(row)
 
 
-def set_job_status(cluster: str, job_id: int, status: str, exit_code: int | None = None) -> None:
-    """Move a job to ``status``; terminal states record the end time (and exit code)."""
+def set_job_status(cluster: str, job_id: int, status: str, exit_code: int | None = None) -> bool:
+    """Move a job to ``status``; terminal states record the end time (and exit code).
+
+    A job that already reached a terminal status keeps it: the update only applies while the
+    job is unfinished. Returns whether the job changed (False: it was already finished, or
+    it does not exist), so callers can act only on a transition they made.
+    """
     now = time.time()
+    unfinished = f"status NOT IN ({', '.join('?' for _ in JOB_TERMINAL)})"
+    terminal = tuple(sorted(JOB_TERMINAL))
+    where = f"WHERE cluster = ? AND job_id = ? AND {unfinished}"
     with connect() as conn:
         if status == JOB_RUNNING:
-            conn.execute(
-                "UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?) "
-                "WHERE cluster = ? AND job_id = ?",
-                (status, now, cluster, job_id),
+            cur = conn.execute(
+                f"UPDATE jobs SET status = ?, started_at = COALESCE(started_at, ?) {where}",
+                (status, now, cluster, job_id, *terminal),
             )
         elif status in JOB_TERMINAL:
-            conn.execute(
-                "UPDATE jobs SET status = ?, exit_code = ?, ended_at = ? "
-                "WHERE cluster = ? AND job_id = ?",
-                (status, exit_code, now, cluster, job_id),
+            cur = conn.execute(
+                f"UPDATE jobs SET status = ?, exit_code = ?, ended_at = ? {where}",
+                (status, exit_code, now, cluster, job_id, *terminal),
             )
         else:
-            conn.execute(
-                "UPDATE jobs SET status = ? WHERE cluster = ? AND job_id = ?",
-                (status, cluster, job_id),
+            cur = conn.execute(
+                f"UPDATE jobs SET status = ? {where}",
+                (status, cluster, job_id, *terminal),
             )
+        return cur.rowcount > 0
 
 
 def get_job(cluster: str, job_id: int) -> JobRecord | None:

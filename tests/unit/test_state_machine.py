@@ -174,3 +174,24 @@ def test_recorded_state_matches_provider(
     finally:
         for name in names:
             provision.terminate_instances("docker", name, config)
+
+
+def test_a_finished_job_keeps_its_terminal_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """set_job_status never overwrites a terminal status and says whether it changed one."""
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    job = state.add_job("c", "j", 1, str(tmp_path), None)
+    assert state.set_job_status("c", job.job_id, state.JOB_RUNNING)
+    assert state.set_job_status("c", job.job_id, state.JOB_SUCCEEDED, 0)
+    for late in (state.JOB_FAILED_DRIVER, state.JOB_CANCELLED, state.JOB_RUNNING):
+        assert not state.set_job_status("c", job.job_id, late)
+    final = state.get_job("c", job.job_id)
+    assert final is not None and (final.status, final.exit_code) == (state.JOB_SUCCEEDED, 0)
+    # A job cancelled before its driver wrote the outcome stays CANCELLED.
+    other = state.add_job("c", "k", 1, str(tmp_path), None, state.JOB_RUNNING)
+    assert state.set_job_status("c", other.job_id, state.JOB_CANCELLED)
+    assert not state.set_job_status("c", other.job_id, state.JOB_FAILED, 1)
+    got = state.get_job("c", other.job_id)
+    assert got is not None and got.status == state.JOB_CANCELLED
+    assert not state.set_job_status("c", 999, state.JOB_CANCELLED)
