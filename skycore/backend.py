@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 WORKDIR = "~/sky_workdir"
 JOBS_DIR = "~/.sky/jobs"
+CANCELLED_EXIT = 143  # a job script that finds its cancel marker exits like SIGTERM
 DRAIN_TIMEOUT_S = 600
 HEALTH_TIMEOUT_S = 30.0
 
@@ -610,10 +612,38 @@ def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -
     )
 
 
-def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
+class _Throttled:
+    """Forwards progress lines to ``say``, at most one per ``interval`` seconds (thread-safe)."""
+
+    def __init__(self, say: Callable[[str], None], interval: float = 1.0) -> None:
+        self.say = say
+        self.interval = interval
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last < self.interval:
+                return
+            self._last = now
+        self.say(text)
+
+
+def drain_mounts(
+    handle: ClusterHandle,
+    log_path: Path,
+    unmount: bool,
+    say: Callable[[str], None] | None = None,
+) -> int:
     """Drain every MOUNT_CACHED mount on every node (uploads finish), then maybe unmount.
 
-    Raises StageError if a drain fails: unmounting with uploads pending would lose them.
+    The drain's progress lines go to the log and, with ``say``, to the reporter (one line per
+    second at most). Raises StageError if a drain fails: unmounting with uploads pending
+    would lose them.
     """
     mounts = [m for m in state.get_cluster_mounts(handle.name) if m.mount_command]
     if not mounts:
@@ -621,10 +651,17 @@ def drain_mounts(handle: ClusterHandle, log_path: Path, unmount: bool) -> int:
     from skycore.storage import mounting
 
     cached = [m.dst for m in mounts if m.mode == "MOUNT_CACHED"]
+    progress = _Throttled(say) if say is not None else None
 
     def drain(runner: CommandRunner) -> None:
         logs.append(log_path, f"[{runner.node_name}] drain {', '.join(cached)}")
-        rc = runner.run(drain_all_command(cached), log_path=log_path)
+        rc = runner.run(
+            drain_all_command(cached),
+            log_path=log_path,
+            stream=progress is not None,
+            sink=progress,
+            prefix=f"[{runner.node_name}] ",
+        )
         logs.append(log_path, f"[{runner.node_name}] drain: exit {rc}")
         if rc != 0:
             raise StageError(
@@ -680,6 +717,8 @@ def _script(body: str, job_id: int | None, has_workdir: bool) -> str:
     if job_id is not None:
         # The pid of this shell is its process group: cancel kills the whole group.
         lines.append(f"mkdir -p {JOBS_DIR}; echo $$ > {JOBS_DIR}/{job_id}.pid")
+        # A cancel that came before the pid file existed left a marker (see cancel_job).
+        lines.append(f"[ -e {JOBS_DIR}/{job_id}.cancelled ] && exit {CANCELLED_EXIT}")
     if has_workdir:
         lines.append(f"cd {WORKDIR}")
     else:
@@ -722,8 +761,15 @@ def run_on_nodes(
 
 
 def cancel_job(handle: ClusterHandle, job_id: int) -> None:
-    """Kill the process group of a job on every node (SIGTERM, then SIGKILL)."""
+    """Kill the process group of a job on every node (SIGTERM, then SIGKILL).
+
+    A marker file is written first: a job script that starts (or writes its pid file) after
+    this check sees the marker and exits at once, so a cancel that arrives before the pid
+    file exists is not lost. Marker before pid check here, pid file before marker check in
+    the script: one of the two always sees the other.
+    """
     cmd = (
+        f"mkdir -p {JOBS_DIR}; : > {JOBS_DIR}/{job_id}.cancelled; "
         f"f={JOBS_DIR}/{job_id}.pid; [ -f $f ] || exit 0; p=$(cat $f); "
         "kill -TERM -- -$p 2>/dev/null || true; "
         "for i in $(seq 20); do kill -0 -- -$p 2>/dev/null || exit 0; sleep 0.1; done; "

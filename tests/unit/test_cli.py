@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,6 +60,27 @@ def sky(home: SkycoreConfig) -> Run:
         )
 
     return run
+
+
+def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
+    """Lines of ``proc``'s output up to the first containing ``marker`` (the job printed it,
+    so its script and pid file exist on the node)."""
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, ""):
+            lines.append(line)
+            if marker in line:
+                found.set()
+                return
+        found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert found.wait(timeout), f"no {marker!r} in {''.join(lines)!r}"
+    assert any(marker in ln for ln in lines), "".join(lines)
+    return lines
 
 
 def write(path: str, text: str) -> str:
@@ -163,26 +184,21 @@ def test_dryrun_changes_nothing(cluster: str, sky: Run) -> None:
 def test_cancel_a_running_job(cluster: str, sky: Run, home: SkycoreConfig) -> None:
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
     proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, "echo started; sleep 120; echo finished"],
+        [*SKYCORE, "exec", cluster, "echo job-$((6*7)); sleep 120; echo finished"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            job = state.get_job(cluster, 2)
-            if job is not None and job.status == state.JOB_RUNNING:
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)
+        lines = wait_for_line(proc, "job-42")
         r = sky("cancel", cluster, "2", "-y")
         assert r.returncode == 0, r.stderr
-        out, _ = proc.communicate(timeout=30)
+        rest, _ = proc.communicate(timeout=30)
+        out = "".join(lines) + rest
     finally:
         proc.kill()
     assert proc.returncode == 103
-    assert "started" in out and "finished" not in out
+    assert "job-42" in out and "finished" not in out
     job = state.get_job(cluster, 2)
     assert job is not None and job.status == state.JOB_CANCELLED
     r = sky("queue", cluster)
@@ -199,21 +215,16 @@ def test_storage_ls_empty(home: SkycoreConfig, sky: Run) -> None:
 def test_ctrl_c_cancels_the_job_on_the_nodes(cluster: str, sky: Run, home: SkycoreConfig) -> None:
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
     proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, "echo started; sleep 300; echo finished"],
+        [*SKYCORE, "exec", cluster, "echo job-$((6*7)); sleep 300; echo finished"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            job = state.get_job(cluster, 2)
-            if job is not None and job.status == state.JOB_RUNNING:
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)
+        lines = wait_for_line(proc, "job-42")
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        rest, _ = proc.communicate(timeout=30)
+        out = "".join(lines) + rest
     finally:
         proc.kill()
     assert proc.returncode == 130, out

@@ -414,3 +414,54 @@ def test_launch_keeps_a_given_task_id(
         assert result.exit_code == 0
         assert (result.log_dir / "setup-0.log").read_text() == f"setup-task={task_id}\n"
         assert (result.log_dir / "run-0.log").read_text() == f"run-task={task_id}\n"
+
+
+def test_cancel_before_the_pid_file_exists_still_stops_the_job(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    from skycore import backend
+
+    assert execution.launch(make_task(run="true"), cluster, console=quiet()).exit_code == 0
+    record = state.get_cluster(cluster)
+    assert record is not None
+    handle = backend.get_handle(record, config)
+    # The cancel lands first (RUNNING recorded, script not started yet on the node) ...
+    backend.cancel_job(handle, 77)
+    task = make_task(run="echo started; sleep 60")
+    t0 = time.monotonic()
+    codes = backend.run_on_nodes(
+        handle, task, task.run or "", "run", Path(config.logs_dir or "."), "t", 77, False
+    )
+    # ... and the script, once it starts, finds the marker and exits instead of running.
+    assert codes == [backend.CANCELLED_EXIT]
+    assert time.monotonic() - t0 < 30
+    # A job cancelled while still PENDING never runs at all.
+    job = state.add_job(cluster, "late", 1, str(Path(config.logs_dir or ".")), None)
+    assert state.set_job_status(cluster, job.job_id, state.JOB_CANCELLED)
+    result = execution.RunResult(cluster, Path(config.logs_dir or "."))
+    console = quiet()
+    execution._exec(
+        handle,
+        make_task(run="echo should-not-run > ~/ran"),
+        job,
+        execution.Reporter(console, result),
+        Path(config.logs_dir or "."),
+        False,
+        result,
+    )
+    assert result.job_status == state.JOB_CANCELLED
+    assert handle.runners[0].run_output("test -e ~/ran")[0] == 1
+
+
+def test_drain_progress_is_throttled_to_one_line_a_second() -> None:
+    from skycore.backend import _Throttled
+
+    said: list[str] = []
+    sink = _Throttled(said.append, interval=0.3)
+    for i in range(50):
+        sink(f"line {i}\n")
+    assert said == ["line 0"]
+    time.sleep(0.35)
+    sink("later\n")
+    sink("  \n")
+    assert said == ["line 0", "later"]
