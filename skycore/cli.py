@@ -501,7 +501,12 @@ def storage_delete(names: tuple[str, ...], all_: bool, yes: bool) -> None:
     if not yes and not click.confirm(f"Delete storage {', '.join(names)}?", default=True):
         raise click.Abort()
     for name in names:
-        console.print(catalog.delete_storage(name))
+        try:
+            console.print(catalog.delete_storage(name))
+        except catalog.StorageInUse as e:
+            if not all_:
+                raise
+            console.print(f"Kept {name}: {e}", highlight=False)
 
 
 def _add_managed_jobs() -> None:

@@ -482,21 +482,40 @@ def _exec(
             st.note = "no run command"
             result.job_status = state.JOB_SUCCEEDED
             return
-        state.set_job_status(name, job.job_id, state.JOB_RUNNING)
+        if not state.set_job_status(name, job.job_id, state.JOB_RUNNING):
+            # Cancelled (or otherwise finished) before it started: run nothing.
+            current = state.get_job(name, job.job_id)
+            status = current.status if current is not None else state.JOB_CANCELLED
+            result.job_status = status
+            if status == state.JOB_CANCELLED:
+                result.exit_code = EXIT_JOB_CANCELLED
+            st.ok = status == state.JOB_SUCCEEDED
+            st.note = f"job {job.job_id} {status} before it started"
+            return
         codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         # A job is done only after its cached mounts are drained.
         drain_log = log_dir / "drain.log"
-        backend.drain_mounts(handle, drain_log, unmount=False)
-        current = state.get_job(name, job.job_id)
+        try:
+            backend.drain_mounts(handle, drain_log, unmount=False, say=rep.progress)
+        except KeyboardInterrupt:
+            _job_drain_failed(name, job.job_id, drain_log, "the drain was interrupted (Ctrl-C)")
+            raise
+        except Exception as e:
+            _job_drain_failed(name, job.job_id, drain_log, str(e))
+            raise
         failed = [r for r, c in enumerate(codes) if c != 0]
-        if current is not None and current.status == state.JOB_CANCELLED:
-            status, code, result.exit_code = state.JOB_CANCELLED, codes[0], EXIT_JOB_CANCELLED
-        elif failed:
+        if failed:
             status, code = state.JOB_FAILED, codes[failed[0]]
-            result.exit_code = EXIT_JOB_FAILED
         else:
             status, code = state.JOB_SUCCEEDED, 0
-        state.set_job_status(name, job.job_id, status, code)
+        if not state.set_job_status(name, job.job_id, status, code):
+            # Someone finished it first (a cancel): that outcome stands.
+            current = state.get_job(name, job.job_id)
+            status = current.status if current is not None else state.JOB_CANCELLED
+        if status == state.JOB_CANCELLED:
+            result.exit_code = EXIT_JOB_CANCELLED
+        elif status != state.JOB_SUCCEEDED:
+            result.exit_code = EXIT_JOB_FAILED
         result.job_status = status
         st.ok = status == state.JOB_SUCCEEDED
         st.note = f"job {job.job_id} {status}" + (
@@ -505,6 +524,18 @@ def _exec(
     if failed and status == state.JOB_FAILED:
         run_log = log_dir / f"run-{failed[0]}.log"
         rep.show_failure(logs.tail(run_log, 20), run_log)
+
+
+def _job_drain_failed(cluster: str, job_id: int, drain_log: Path, why: str) -> None:
+    """A job whose final drain failed ends FAILED (not RUNNING forever), saying why."""
+    reason = (
+        f"drain failed; uploads may be pending: run 'skycore down {cluster}' only after a "
+        f"drain succeeds ('skycore stop {cluster}' drains again and stops nothing while "
+        f"uploads are pending). {why}"
+    )
+    logs.append(drain_log, f"job {job_id}: FAILED: {reason}")
+    if state.set_job_status(cluster, job_id, state.JOB_FAILED, None):
+        state.add_cluster_event(cluster, f"job {job_id}: {reason}")
 
 
 def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
@@ -587,6 +618,9 @@ def exec_task(
 # ---------------------------------------------------------------------------------------------
 
 
+MOUNTS_REMOVED = "mounts removed by stop/down"
+
+
 def _existing(name: str) -> state.ClusterRecord:
     _check_name(name)
     record = state.get_cluster(name)
@@ -622,8 +656,12 @@ def stop(
                     config,
                 )
                 rep.progress("draining cached mounts and unmounting")
-                n = backend.drain_mounts(running, log_path, unmount=True)
+                n = backend.drain_mounts(running, log_path, unmount=True, say=rep.progress)
                 logs.append(log_path, f"drained and unmounted {n} mount(s)")
+                if n:
+                    # The mount points are plain local folders now: no exec may write there
+                    # even if stopping the nodes fails below.
+                    state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
             rep.progress("stopping nodes")
             try:
                 provision.stop_instances(record.provider, name, config)
@@ -705,17 +743,24 @@ def _teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[s
                 [handle.runners[i] for i in up],
                 config,
             )
-            backend.drain_mounts(running, log_path, unmount=True)
+            backend.drain_mounts(running, log_path, unmount=True, say=say)
+            # Until the nodes are gone, nothing may run there against plain local folders.
+            state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
     say("removing nodes")
     try:
         provision.terminate_instances(provider, name, config)
     except ProvisionError as e:
         raise StageError(f"Removing the nodes failed: {e}", log_path) from None
-    deleted = _delete_ephemeral_storage(mounts, name, config, log_path, say)
-    state.remove_cluster(name, "terminated by user (down)")
+    try:
+        deleted, kept = _delete_ephemeral_storage(mounts, name, config, log_path, say)
+    finally:
+        # The nodes are gone: forget the cluster even if deleting its storage failed.
+        state.remove_cluster(name, "terminated by user (down)")
     note = "nodes removed"
     if deleted:
         note += f"; deleted storage {', '.join(deleted)} (persistent: false)"
+    if kept:
+        note += f"; kept storage {', '.join(kept)} (still used by other clusters)"
     return note
 
 
@@ -725,25 +770,42 @@ def _delete_ephemeral_storage(
     config: SkycoreConfig,
     log_path: Path,
     say: Callable[[str], None],
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
+    """Delete the persistent: false buckets of a torn-down cluster: (deleted, kept).
+
+    A bucket whose record is already gone counts as deleted; one that another cluster's
+    recorded mounts still use is kept. Every bucket is tried; failures are reported together.
+    """
     names = sorted({m.storage_name for m in mounts if m.storage_name and not m.persistent})
     if not names:
-        return []
+        return [], []
     from skycore.storage import catalog
 
-    deleted = []
+    deleted: list[str] = []
+    kept: list[str] = []
+    failures: list[str] = []
     for storage_name in names:
         say(f"deleting storage {storage_name}")
         try:
-            catalog.delete_storage(storage_name)
-            deleted.append(storage_name)
-            logs.append(log_path, f"deleted storage {storage_name}")
+            summary = catalog.delete_storage(
+                storage_name, config, missing_ok=True, for_cluster=cluster
+            )
+        except catalog.StorageInUse as e:
+            kept.append(storage_name)
+            logs.append(log_path, f"kept storage {storage_name}: {e}")
+            continue
         except Exception as e:
             logs.append(log_path, f"deleting storage {storage_name} failed: {e}")
-            raise StageError(
-                f"The nodes of '{cluster}' are removed, but deleting the persistent: false "
-                f"storage {storage_name} failed: {e}. Delete it with 'skycore storage delete "
-                f"{storage_name}'.",
-                log_path,
-            ) from None
-    return deleted
+            failures.append(f"{storage_name} ({e})")
+            continue
+        deleted.append(storage_name)
+        logs.append(log_path, f"storage {storage_name}: {summary}")
+    if failures:
+        names_left = " ".join(f.split(" ", 1)[0] for f in failures)
+        raise StageError(
+            f"The nodes of '{cluster}' are removed and the cluster is forgotten, but deleting "
+            f"its persistent: false storage failed: {'; '.join(failures)}. Delete it with "
+            f"'skycore storage delete {names_left}'.",
+            log_path,
+        )
+    return deleted, kept

@@ -484,6 +484,17 @@ def set_cluster_mounts(cluster: str, mounts: list[MountRecord]) -> None:
         )
 
 
+def clusters_using_storage(storage_name: str, exclude: str | None = None) -> list[str]:
+    """Clusters (other than ``exclude``) whose recorded mounts use storage ``storage_name``."""
+    with connect() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT cluster FROM mounts WHERE storage_name = ? AND cluster != ? "
+            "ORDER BY cluster",
+            (storage_name, exclude if exclude is not None else ""),
+        ).fetchall()
+    return [r["cluster"] for r in rows]
+
+
 def get_cluster_mounts(cluster: str) -> list[MountRecord]:
     """The storage recorded for a cluster, in the order it was mounted."""
     with connect() as conn:

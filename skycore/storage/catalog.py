@@ -11,6 +11,14 @@ from skycore.storage.common import StorageError, StoreType, is_cloud_url, parse_
 from skycore.storage.store import make_store
 
 
+class StorageInUse(StorageError):
+    """A bucket that the recorded mounts of another cluster still use."""
+
+    def __init__(self, message: str, clusters: list[str]) -> None:
+        super().__init__(message)
+        self.clusters = clusters
+
+
 @dataclass(frozen=True)
 class StorageRow:
     """One line of ``storage ls``."""
@@ -49,14 +57,32 @@ def list_storage_rows() -> list[StorageRow]:
     ]
 
 
-def delete_storage(name: str, config: SkycoreConfig | None = None) -> str:
+def delete_storage(
+    name: str,
+    config: SkycoreConfig | None = None,
+    *,
+    missing_ok: bool = False,
+    for_cluster: str | None = None,
+) -> str:
     """Delete the sky-managed bucket ``name`` (all objects) and forget it; returns a one-line
     summary. StorageError (exit 2) when unknown or external: skycore never deletes a bucket it
-    did not create."""
+    did not create. With ``missing_ok`` an unknown name counts as already deleted. A bucket
+    that the recorded mounts of a cluster (other than ``for_cluster``, the one being torn
+    down) still use is never deleted: StorageInUse."""
     rec = state.get_storage(name)
     if rec is None:
+        if missing_ok:
+            return f"Storage {name} was already deleted."
         raise StorageError(
             f"No storage named '{name}'. Run 'skycore storage ls' to see the known buckets."
+        )
+    users = state.clusters_using_storage(name, exclude=for_cluster)
+    if users:
+        raise StorageInUse(
+            f"Storage '{name}' is mounted by cluster(s) {', '.join(users)}; it is not deleted "
+            f"while a cluster uses it. Tear them down first ('skycore down {' '.join(users)}'), "
+            "then delete it.",
+            users,
         )
     if not rec.sky_managed:
         raise StorageError(

@@ -15,7 +15,9 @@ import yaml
 from rich.console import Console
 
 from skycore import execution, provision, state
+from skycore.backend import ClusterError, StageError
 from skycore.config import SkycoreConfig, load_config
+from skycore.storage import catalog
 from skycore.storage.common import StoreType
 from skycore.storage.store import make_store
 from skycore.task import Task
@@ -170,3 +172,94 @@ def test_down_deletes_only_ephemeral_storage(
     # persistent (the default) survives down
     assert f"tps-cached-{run_id}" in names
     assert make_store(StoreType.S3, f"tps-cached-{run_id}", config).exists()
+
+
+def test_down_with_storage_gone_or_shared_still_forgets_the_cluster(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    gone, shared = f"tps-gone-{run_id}", f"tps-shared-{run_id}"
+    mounts = {
+        "/gone": {"name": gone, "store": "s3", "mode": "MOUNT", "persistent": False},
+        "/shared": {"name": shared, "store": "s3", "mode": "MOUNT", "persistent": False},
+    }
+    task = make_task(file_mounts=mounts, run="true")
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+    # Another cluster's recorded mounts use the same persistent: false bucket.
+    other = f"tps-other-{run_id}"
+    state.set_cluster_mounts(other, [state.MountRecord(other, "/s", shared, "MOUNT", False)])
+    try:
+        with pytest.raises(catalog.StorageInUse, match=other):
+            catalog.delete_storage(shared, config)  # 'storage delete' refuses too
+        state.remove_storage(gone)  # the record is already gone (e.g. an older 'storage delete')
+        res = execution.down(cluster, console=quiet(), config=config)
+        assert state.get_cluster(cluster) is None
+        assert res.note is not None and f"kept storage {shared}" in res.note
+        assert make_store(StoreType.S3, shared, config).exists()
+        assert state.get_storage(shared) is not None
+    finally:
+        state.set_cluster_mounts(other, [])
+    assert "Deleted" in catalog.delete_storage(shared, config)  # unused now
+    assert catalog.delete_storage(gone, config, missing_ok=True).endswith("already deleted.")
+    st = make_store(StoreType.S3, gone, config)
+    if st.exists():
+        st.delete()
+
+
+def test_stop_or_down_failing_after_unmount_leaves_the_cluster_init(
+    cluster: str,
+    config: SkycoreConfig,
+    run_id: str,
+    make_task: Callable[..., Task],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    task = make_task(
+        file_mounts={"/m": {"name": f"tps-m-{run_id}", "store": "s3", "mode": "MOUNT"}},
+        run="true",
+    )
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise RuntimeError("the engine went away")  # not even a ProvisionError
+
+    for op, patched in (
+        (execution.stop, "stop_instances"),
+        (execution.down, "terminate_instances"),
+    ):
+        with monkeypatch.context() as m:
+            m.setattr(provision, patched, refuse)
+            with pytest.raises(RuntimeError):
+                op(cluster, console=quiet(), config=config)
+        rec = state.get_cluster(cluster)
+        assert rec is not None and rec.status == state.CLUSTER_INIT
+        reasons = [e.reason for e in state.cluster_events(cluster)]
+        assert execution.MOUNTS_REMOVED in reasons
+        # No exec writes into the plain local folder where the mount was.
+        with pytest.raises(ClusterError, match="INIT"):
+            execution.exec_task(make_task(run="echo x > /m/leak"), cluster, console=quiet())
+        # launch repairs it (mounts again) before the next round.
+        assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+
+
+def test_job_whose_final_drain_fails_ends_failed(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(
+        file_mounts={"/c": {"name": f"tps-c-{run_id}", "store": "s3", "mode": "MOUNT_CACHED"}},
+        run="true",
+    )
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+    # The job kills rclone: the drain after it cannot reach it and fails.
+    out = Console(file=io.StringIO(), width=200)
+    with pytest.raises(StageError):
+        execution.exec_task(
+            make_task(run="pkill -9 -x rclone; true"), cluster, console=out, config=config
+        )
+    job = state.get_job(cluster, 2)
+    assert job is not None and job.status == state.JOB_FAILED
+    drain_log = Path(job.log_dir) / "drain.log"
+    assert "drain failed; uploads may be pending" in drain_log.read_text()
+    # The drain's own output reached the reporter as a progress line.
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "not answering" in text
+    # A later refresh cannot turn it into anything else.
+    assert not state.set_job_status(cluster, 2, state.JOB_FAILED_DRIVER)
