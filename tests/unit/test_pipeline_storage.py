@@ -263,3 +263,24 @@ def test_job_whose_final_drain_fails_ends_failed(
     assert "not answering" in text
     # A later refresh cannot turn it into anything else.
     assert not state.set_job_status(cluster, 2, state.JOB_FAILED_DRIVER)
+
+
+def test_down_forgets_the_cluster_even_if_deleting_its_storage_fails(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    bucket = f"tps-eph-{run_id}"
+    task = make_task(
+        file_mounts={"/e": {"name": bucket, "store": "s3", "mode": "MOUNT", "persistent": False}},
+        run="true",
+    )
+    assert execution.launch(task, cluster, console=quiet(), config=config).exit_code == 0
+    # down with unknown S3 credentials: the nodes go, the bucket deletion is refused (403).
+    bad = config.model_copy(deep=True)
+    assert bad.aws is not None
+    bad.aws.access_key_id = "AKIASKYCOREUNKNOWN99"
+    with pytest.raises(StageError, match=f"skycore storage delete {bucket}"):
+        execution.down(cluster, console=quiet(), config=bad)
+    assert state.get_cluster(cluster) is None
+    assert provision.query_instances("docker", cluster, config) == {}
+    assert state.get_storage(bucket) is not None  # still known: 'storage delete' can finish it
+    assert "Deleted" in catalog.delete_storage(bucket, config)
