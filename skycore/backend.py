@@ -499,9 +499,13 @@ def stats(path):
     if b" 200 " not in head + b" ":
         raise OSError("rc answered %r" % head[:80])
     body = data.decode("utf-8", "replace")
+    if '"diskCache"' not in body:
+        return 0, 0  # no VFS cache (MOUNT): nothing is ever pending
     q = re.search(r'"uploadsQueued":\s*(\d+)', body)
     p = re.search(r'"uploadsInProgress":\s*(\d+)', body)
-    return (int(q.group(1)) if q else 0), (int(p.group(1)) if p else 0)
+    if not q or not p:
+        raise OSError("unexpected vfs/stats: %r" % body[-200:])
+    return int(q.group(1)), int(p.group(1))
 
 pending = {}
 for dst, sock in mounts:
