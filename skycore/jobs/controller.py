@@ -7,9 +7,11 @@ One attempt = ``skycore.execution.launch`` of the task on the job's own cluster,
 thread, while the controller polls the provider every POLL_S seconds:
 
 - every node UP once and then one missing or not UP: a preemption. The job goes RECOVERING
-  (recovery count + 1), what is left of the cluster is removed (which also ends the worker's
-  streams), and the strategy relaunches it: same region first (FAILOVER), storage mounted
-  again, setup and run again with the same SKYPILOT_TASK_ID;
+  (recovery count + 1); on the nodes still UP the run is stopped and the cached mounts are
+  drained and unmounted (at most PREEMPT_DRAIN_TIMEOUT_S: the preempted node's writes are
+  gone, the survivors' are kept); then what is left of the cluster is removed (which also
+  ends the worker's streams), and the strategy relaunches it: same region first (FAILOVER),
+  storage mounted again, setup and run again with the same SKYPILOT_TASK_ID;
 - the run exits non-zero on a healthy cluster: a user failure. FAILED / FAILED_SETUP, unless
   ``job_recovery.max_restarts_on_errors`` allows another restart;
 - no nodes could be had (provisioning failed) after the strategy's retries: FAILED_NO_RESOURCE;
@@ -19,6 +21,11 @@ A job ends (any terminal state) only after its cluster is torn down with ``down`
 cached mounts drained and unmounted, nodes removed, persistent: false storage deleted. A
 controller started for a job whose previous controller died (see ``skycore.jobs.core``)
 stops the orphaned run, drains what it wrote and relaunches it instead of leaking a cluster.
+
+Nodes are removed without a drain only when none of them is UP (nothing is left to drain).
+While a node is UP, a failed ``down`` or drain (e.g. a drain timeout: nothing was unmounted,
+nothing lost) is retried TEARDOWN_TRIES times with backoff; if it still fails the cluster is
+kept with its cached writes and the job ends FAILED, saying to run ``skycore down``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -56,6 +64,12 @@ HEARTBEAT_S = 1.0
 JOIN_AFTER_KILL_S = backend.HEALTH_TIMEOUT_S + 30
 # How long a failed attempt's nodes are watched before the failure counts as the user's.
 PREEMPT_GRACE_S = 2.0
+# After a preemption, how long the surviving nodes' cached mounts may take to drain.
+PREEMPT_DRAIN_TIMEOUT_S = 60.0
+# A teardown (or an orphan's drain) that fails while a node is UP is retried this many times
+# in all, waiting TEARDOWN_BACKOFF_S[i] before retry i + 1 (the last value repeats).
+TEARDOWN_TRIES = 3
+TEARDOWN_BACKOFF_S = (5.0, 15.0)
 
 
 class Outcome(enum.Enum):
@@ -93,6 +107,8 @@ class Controller:
         self.task_id = job.task_id
         self.provider = "docker"
         self.region: str | None = None
+        self.teardown_tries = TEARDOWN_TRIES
+        self.teardown_backoff: Sequence[float] = TEARDOWN_BACKOFF_S
         self._stop = threading.Event()
 
     # -- small helpers ----------------------------------------------------------------------
@@ -169,8 +185,7 @@ class Controller:
             return 0
         except Exception as e:
             self.say("controller error:\n" + traceback.format_exc())
-            self._teardown_final()
-            self._status(JobStatus.FAILED, f"controller error: {type(e).__name__}: {e}")
+            self._end(JobStatus.FAILED, f"controller error: {type(e).__name__}: {e}")
             return 1
         finally:
             self._stop.set()
@@ -184,11 +199,11 @@ class Controller:
         try:
             task = self._load_task()
         except (UserError, ProvisionError) as e:
-            self._teardown_final()  # an adopted job may have left a cluster behind
+            # An adopted job may have left a cluster behind.
             if job.cancel_requested:
-                self._status(JobStatus.CANCELLED, "cancelled by user")
+                self._end(JobStatus.CANCELLED, "cancelled by user")
             else:
-                self._status(JobStatus.FAILED, str(e))
+                self._end(JobStatus.FAILED, str(e))
             return
         if job.status is not JobStatus.PENDING and self._adopt(job, task):
             return
@@ -198,8 +213,7 @@ class Controller:
             if job.status.terminal:
                 return
             if job.cancel_requested:
-                self._teardown_final()
-                self._status(JobStatus.CANCELLED, "cancelled by user")
+                self._end(JobStatus.CANCELLED, "cancelled by user")
                 return
             if job.status is JobStatus.PENDING:
                 self._status(JobStatus.STARTING, f"launching cluster {self.cluster}")
@@ -224,7 +238,6 @@ class Controller:
                     restart_on_error=True,
                 )
                 return False
-        self._teardown_final()
         final = {
             Outcome.SUCCEEDED: JobStatus.SUCCEEDED,
             Outcome.CANCELLED: JobStatus.CANCELLED,
@@ -233,7 +246,7 @@ class Controller:
             Outcome.NO_RESOURCE: JobStatus.FAILED_NO_RESOURCE,
             Outcome.ERROR: JobStatus.FAILED,
         }[out]
-        self._status(final, attempt.reason)
+        self._end(final, attempt.reason)
         return True
 
     def _launch(self, strategy: recovery.Strategy, task: Task) -> Attempt:
@@ -348,6 +361,7 @@ class Controller:
         nodes = ", ".join(map(str, missing))
         reason = f"preempted: node(s) {nodes} of cluster {self.cluster} gone"
         self._status(JobStatus.RECOVERING, reason, recovery=True)
+        self._drain_survivors()
         self._cleanup_cluster(reason, worker)
         return Attempt(Outcome.PREEMPTED, reason)
 
@@ -388,8 +402,9 @@ class Controller:
         self.say(f"removing the nodes of {self.cluster} failed: {last}")
 
     def _cleanup_cluster(self, reason: str, worker: threading.Thread | None = None) -> None:
-        """Remove the job's nodes at once (no drain: a preempted node's disk is gone anyway)
-        and forget the cluster; the job's storage is kept for the relaunch."""
+        """Remove the job's nodes at once, without a drain, and forget the cluster; the job's
+        storage is kept for the relaunch. Callers drain first whatever must be kept (see
+        _drain_survivors, _teardown_final)."""
         self._terminate()
         if worker is not None:
             worker.join(JOIN_AFTER_KILL_S)
@@ -399,17 +414,119 @@ class Controller:
             self._terminate()
         core_state.remove_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
 
-    def _teardown_final(self) -> None:
-        """``down``: drain and unmount, remove nodes, delete persistent: false storage."""
-        try:
+    def _any_node_up(self) -> bool:
+        """True if a node of the cluster is UP, or if the provider cannot tell (a drain may
+        still be owed to it)."""
+        statuses = self._query()
+        return statuses is None or any(s is NodeStatus.UP for s in statuses.values())
+
+    def _kept_reason(self, error: Exception) -> str:
+        return (
+            f"cluster {self.cluster} kept: uploads still pending; run 'skycore down "
+            f"{self.cluster}' (teardown failed: {error})"
+        )
+
+    def _retry_while_up(
+        self,
+        what: str,
+        step: Callable[[], None],
+        tries: int,
+        backoff: Sequence[float],
+    ) -> Exception | None:
+        """Run ``step`` (a down or a drain) until it succeeds. None when it did, or when it
+        failed with no node UP (nothing left to drain); the last error when it failed
+        ``tries`` times while a node was UP."""
+        last: Exception | None = None
+        tries = max(1, tries)
+        for i in range(tries):
+            try:
+                step()
+                return None
+            except Exception as e:
+                last = e
+            if not self._any_node_up():
+                self.say(f"{what} failed ({last}); no node is UP, so nothing is left to drain")
+                return None
+            if i + 1 < tries:
+                wait = backoff[min(i, len(backoff) - 1)] if backoff else 0.0
+                self.say(f"{what} failed (try {i + 1}/{tries}): {last}; retrying in {wait:g} s")
+                time.sleep(wait)
+        self.say(f"{what} failed (try {tries}/{tries}): {last}")
+        return last
+
+    def _teardown_final(self) -> str | None:
+        """``down``: drain and unmount, remove nodes, delete persistent: false storage.
+
+        None when the cluster is gone. A failed ``down`` removes the nodes without a drain
+        only when no node is UP; otherwise it is retried, and if it keeps failing the cluster
+        is kept (its cached writes are never thrown away): returns why, for the job's reason.
+        """
+
+        def down() -> None:
             exists = core_state.get_cluster(self.cluster) is not None or bool(self._query())
-            if not exists:
-                return
-            self.say(f"tearing down cluster {self.cluster}")
-            execution.down(self.cluster, console=self.console, config=self.config)
-        except Exception as e:
-            self.say(f"teardown: {e}; removing the nodes anyway")
-            self._cleanup_cluster(f"teardown failed: {e}")
+            if exists:
+                self.say(f"tearing down cluster {self.cluster}")
+                execution.down(self.cluster, console=self.console, config=self.config)
+
+        error = self._retry_while_up("teardown", down, self.teardown_tries, self.teardown_backoff)
+        if error is None:
+            if core_state.get_cluster(self.cluster) is not None or self._query():
+                self._cleanup_cluster("teardown failed with no node UP")
+            return None
+        return self._kept_reason(error)
+
+    def _end(self, status: JobStatus, reason: str) -> None:
+        """Tear the cluster down and end the job in ``status``; FAILED (cluster kept) if the
+        teardown could not drain it."""
+        kept = self._teardown_final()
+        if kept is None:
+            self._status(status, reason)
+        elif status is JobStatus.FAILED:
+            self._status(JobStatus.FAILED, f"{reason}; {kept}")
+        else:
+            self._status(JobStatus.FAILED, f"{kept}; the job had ended {status.value}: {reason}")
+
+    def _up_handle(self, record: core_state.ClusterRecord) -> ClusterHandle | None:
+        """A handle on the nodes of ``record`` that are UP (None if none is)."""
+        handle = backend.get_handle(record, self.config)
+        up = [i for i, n in enumerate(handle.info.nodes) if n.status is NodeStatus.UP]
+        if not up:
+            return None
+        return ClusterHandle(
+            handle.name,
+            handle.provider,
+            provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
+            [handle.runners[i] for i in up],
+            self.config,
+        )
+
+    def _drain_survivors(self, timeout: float = PREEMPT_DRAIN_TIMEOUT_S) -> None:
+        """After a preemption: stop the run on the nodes still UP and drain and unmount their
+        cached mounts, for at most ``timeout`` seconds. A failure is logged and the recovery
+        goes on (the nodes are removed next either way)."""
+        record = core_state.get_cluster(self.cluster)
+        if record is None:
+            return
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                cjobs = core_state.list_jobs(self.cluster)
+                box["n"] = self._stop_and_drain(record, cjobs, "preempt-drain.log")
+            except BaseException as e:
+                box["error"] = e
+
+        drainer = threading.Thread(target=work, name="drain", daemon=True)
+        drainer.start()
+        drainer.join(timeout)
+        if drainer.is_alive():
+            self._note(
+                f"draining the surviving nodes did not end within {timeout:g} s; removing them"
+            )
+        elif "error" in box:
+            self._note(f"draining the surviving nodes failed ({box['error']}); removing them")
+        elif box.get("n") is not None:
+            self._note(f"drained {box['n']} mount(s) on the surviving nodes")
 
     def _adopt(self, job: jstate.ManagedJob, task: Task) -> bool:
         """The previous controller died mid-job: stop its orphaned run, drain, tear down.
@@ -422,17 +539,23 @@ class Controller:
         record = core_state.get_cluster(self.cluster)
         cjobs = core_state.list_jobs(self.cluster) if record else []
         if cjobs and cjobs[-1].status == core_state.JOB_SUCCEEDED:
-            self._teardown_final()
-            self._status(JobStatus.SUCCEEDED, "the run finished while no controller watched")
+            self._end(JobStatus.SUCCEEDED, "the run finished while no controller watched")
             return True
         if record is not None:
-            try:
-                self._stop_and_drain(record, cjobs)
-            except Exception as e:
-                self.say(f"draining the orphaned run failed ({e}); removing its nodes")
+
+            def drain() -> None:
+                n = self._stop_and_drain(record, cjobs, "adopt-drain.log")
+                if n is not None:
+                    self._note(f"stopped the orphaned run and drained {n} mount(s)")
+
+            error = self._retry_while_up(
+                "draining the orphaned run", drain, self.teardown_tries, self.teardown_backoff
+            )
+            if error is not None:
+                self._status(JobStatus.FAILED, self._kept_reason(error))
+                return True
         if job.cancel_requested:
-            self._teardown_final()
-            self._status(JobStatus.CANCELLED, "cancelled by user")
+            self._end(JobStatus.CANCELLED, "cancelled by user")
             return True
         self._cleanup_cluster("controller restarted")
         self._status(
@@ -442,25 +565,18 @@ class Controller:
         return False
 
     def _stop_and_drain(
-        self, record: core_state.ClusterRecord, cjobs: list[core_state.JobRecord]
-    ) -> None:
-        handle = backend.get_handle(record, self.config)
-        up = [i for i, n in enumerate(handle.info.nodes) if n.status is NodeStatus.UP]
-        if not up:
-            return
-        running = ClusterHandle(
-            handle.name,
-            handle.provider,
-            provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
-            [handle.runners[i] for i in up],
-            self.config,
-        )
+        self, record: core_state.ClusterRecord, cjobs: list[core_state.JobRecord], log_name: str
+    ) -> int | None:
+        """Stop the unfinished jobs on the nodes that are UP, then drain and unmount their
+        cached mounts; how many mounts (None: no node is UP). Raises if the drain fails."""
+        running = self._up_handle(record)
+        if running is None:
+            return None
         for cjob in cjobs:
             if cjob.status not in core_state.JOB_TERMINAL:
                 backend.cancel_job(running, cjob.job_id)
-        log = paths.job_dir(self.job_id) / "adopt-drain.log"
-        n = backend.drain_mounts(running, log, unmount=True)
-        self._note(f"stopped the orphaned run and drained {n} mount(s)")
+        log = paths.job_dir(self.job_id) / log_name
+        return backend.drain_mounts(running, log, unmount=True)
 
 
 def main(argv: list[str] | None = None) -> int:

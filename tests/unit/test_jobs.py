@@ -322,3 +322,36 @@ def test_preempt_command_reports_errors_in_one_line(home: Path) -> None:
     assert result.exit_code == 1
     assert "Error: Cluster 'on-demand-2' runs on-demand nodes" in result.output
     assert "Traceback" not in result.output
+
+
+# --- teardown: never remove nodes that may hold cached writes --------------------------------
+
+
+def test_teardown_that_cannot_see_the_nodes_keeps_the_cluster(home: Path) -> None:
+    """With the engine unreachable nobody can tell whether a node is UP (and holds cached
+    writes), so a failed teardown is retried, then the cluster is kept and the job FAILED."""
+    import io
+
+    from skycore import state as core_state
+    from skycore.config import load_config
+    from skycore.jobs import controller
+
+    resources = {"cloud": None, "image_id": None, "use_spot": True, "num_nodes": 1}
+    core_state.upsert_cluster("kept-1-abcdef", "UP", "docker", 1, resources, "launched")
+    job = new_job()
+    jstate.update(job.job_id, cluster="kept-1-abcdef")
+    out = io.StringIO()
+    ctl = controller.Controller(job.job_id, out=out)
+    ctl.config = load_config()
+    ctl.config.docker.host = f"unix://{home}/no-engine.sock"
+    ctl.teardown_tries, ctl.teardown_backoff = 3, (0.0,)
+    ctl._end(JobStatus.CANCELLED, "cancelled by user")
+    log = out.getvalue()
+    assert "teardown failed (try 1/3)" in log and "teardown failed (try 3/3)" in log, log
+    done = jstate.get(job.job_id)
+    assert done is not None and done.status is JobStatus.FAILED
+    assert done.status_reason.startswith(
+        "cluster kept-1-abcdef kept: uploads still pending; run 'skycore down kept-1-abcdef'"
+    )
+    assert "the job had ended CANCELLED: cancelled by user" in done.status_reason
+    assert core_state.get_cluster("kept-1-abcdef") is not None  # not forgotten
