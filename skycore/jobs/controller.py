@@ -229,6 +229,8 @@ class Controller:
         if out in (Outcome.FAILED, Outcome.FAILED_SETUP):
             job = self._job()
             if recovery.may_restart_on_error(job):
+                # Keep what setup or run wrote to cached mounts before the nodes go.
+                self._drain_survivors()
                 self._cleanup_cluster(f"restarting after a user failure: {attempt.reason}")
                 n = job.restarts_on_errors + 1
                 self._status(
@@ -376,7 +378,8 @@ class Controller:
             try:
                 backend.cancel_job(backend.get_handle(record, self.config), cjob.job_id)
             except Exception as e:
-                self.say(f"killing the run failed ({e}); removing the nodes")
+                self.say(f"killing the run failed ({e}); draining, then removing the nodes")
+                self._drain_survivors()
                 self._terminate()
             # The pipeline drains the cached mounts before it returns.
             worker.join(backend.DRAIN_TIMEOUT_S)
@@ -501,8 +504,9 @@ class Controller:
         )
 
     def _drain_survivors(self, timeout: float = PREEMPT_DRAIN_TIMEOUT_S) -> None:
-        """After a preemption: stop the run on the nodes still UP and drain and unmount their
-        cached mounts, for at most ``timeout`` seconds. A failure is logged and the recovery
+        """Before nodes are removed (a preemption, a restart after a user failure, a cancel
+        whose kill failed): stop the run on the nodes still UP and drain and unmount their
+        cached mounts, for at most ``timeout`` seconds. A failure is logged and the caller
         goes on (the nodes are removed next either way)."""
         record = core_state.get_cluster(self.cluster)
         if record is None:
