@@ -118,6 +118,20 @@ def describe_resources(res: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in res.items())
 
 
+def up_nodes(handle: ClusterHandle) -> ClusterHandle | None:
+    """The part of ``handle`` whose nodes are UP (None if no node is)."""
+    up = [i for i, n in enumerate(handle.info.nodes) if n.status is provision.NodeStatus.UP]
+    if not up:
+        return None
+    return ClusterHandle(
+        handle.name,
+        handle.provider,
+        provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
+        [handle.runners[i] for i in up],
+        handle.config,
+    )
+
+
 def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHandle:
     """The handle of a recorded cluster, with the nodes that exist now."""
     info = provision.get_cluster_info(record.provider, record.name, config)

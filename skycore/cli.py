@@ -21,23 +21,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from skycore import backend, execution, provision, state
-from skycore.cli_errors import handle_errors
+from skycore.cli_common import handle_errors, parse_envs
 from skycore.config import load_config
 from skycore.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=True)
-
-
-def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
-    envs: dict[str, str] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
-        k, v = pair.split("=", 1)
-        envs[k] = v
-    return envs
 
 
 def _default_cluster_name() -> str:
@@ -126,7 +116,7 @@ def launch(
 
     Stages: PROVISION, SYNC_WORKDIR, SYNC_FILE_MOUNTS, SETUP, EXEC (and DOWN with --down).
     """
-    task = _load_task(entrypoint, _parse_envs(envs))
+    task = _load_task(entrypoint, parse_envs(envs))
     config = load_config()
     name = cluster or _default_cluster_name()
     if dryrun:
@@ -196,7 +186,7 @@ def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
 
     No provisioning and no setup; the cluster must be UP.
     """
-    task = _load_task(entrypoint, _parse_envs(envs))
+    task = _load_task(entrypoint, parse_envs(envs))
     result = execution.exec_task(task, cluster, console=console)
     _finish(result)
 

@@ -641,20 +641,12 @@ def stop(
     with cluster_lock(name):
         record = _existing(name)
         with rep.stage(Stage.STOP) as st:
-            handle = backend.get_handle(record, config)
-            up = [n for n in handle.info.nodes if n.status is provision.NodeStatus.UP]
-            if record.status == state.CLUSTER_STOPPED and not up:
+            running = backend.up_nodes(backend.get_handle(record, config))
+            if record.status == state.CLUSTER_STOPPED and running is None:
                 st.note = "already stopped"
                 st.skipped = True
                 return st
-            if up:
-                running = ClusterHandle(
-                    handle.name,
-                    handle.provider,
-                    provision.ClusterInfo(name, handle.provider, up),
-                    [handle.runners[handle.info.nodes.index(n)] for n in up],
-                    config,
-                )
+            if running is not None:
                 rep.progress("draining cached mounts and unmounting")
                 n = backend.drain_mounts(running, log_path, unmount=True, say=rep.progress)
                 logs.append(log_path, f"drained and unmounted {n} mount(s)")
@@ -669,7 +661,7 @@ def stop(
                 state.set_cluster_status(name, state.CLUSTER_INIT, f"stop failed: {e}")
                 raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
             state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
-            st.note = f"{len(up)} node(s) stopped; mounts drained"
+            st.note = f"{running.num_nodes if running else 0} node(s) stopped; mounts drained"
         return st
 
 
@@ -732,17 +724,9 @@ def _teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[s
         raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
     mounts = state.get_cluster_mounts(name)
     if record is not None:
-        handle = backend.get_handle(record, config)
-        up = [i for i, n in enumerate(handle.info.nodes) if n.status is provision.NodeStatus.UP]
-        if up and mounts:
+        running = backend.up_nodes(backend.get_handle(record, config))
+        if running is not None and mounts:
             say("draining cached mounts and unmounting")
-            running = ClusterHandle(
-                name,
-                provider,
-                provision.ClusterInfo(name, provider, [handle.info.nodes[i] for i in up]),
-                [handle.runners[i] for i in up],
-                config,
-            )
             backend.drain_mounts(running, log_path, unmount=True, say=say)
             # Until the nodes are gone, nothing may run there against plain local folders.
             state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from skycore.cli_errors import handle_errors
+from skycore.cli_common import handle_errors, parse_envs
 from skycore.errors import UserError
 from skycore.jobs import core
 from skycore.jobs import state as jstate
@@ -49,16 +49,6 @@ _STYLE = {
 
 
 _errors = handle_errors("Interrupted (the job goes on; 'skycore jobs cancel ID' stops it).")
-
-
-def _parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
-    envs: dict[str, str] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
-        key, value = pair.split("=", 1)
-        envs[key] = value
-    return envs
 
 
 def _styled(status: JobStatus) -> str:
@@ -122,7 +112,7 @@ def launch_cmd(
 ) -> None:
     """Launch a task YAML as a managed job: its own cluster, torn down when it ends,
     relaunched from where it left off (its checkpoints) after a preemption."""
-    job = core.launch(entrypoint, name=name, use_spot=use_spot, envs=_parse_envs(envs))
+    job = core.launch(entrypoint, name=name, use_spot=use_spot, envs=parse_envs(envs))
     spot = " on spot nodes" if job.use_spot else ""
     console.print(
         f"Managed job [bold]{job.job_id}[/bold]{escape(f' ({job.name})' if job.name else '')} "

@@ -491,17 +491,7 @@ class Controller:
 
     def _up_handle(self, record: core_state.ClusterRecord) -> ClusterHandle | None:
         """A handle on the nodes of ``record`` that are UP (None if none is)."""
-        handle = backend.get_handle(record, self.config)
-        up = [i for i, n in enumerate(handle.info.nodes) if n.status is NodeStatus.UP]
-        if not up:
-            return None
-        return ClusterHandle(
-            handle.name,
-            handle.provider,
-            provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
-            [handle.runners[i] for i in up],
-            self.config,
-        )
+        return backend.up_nodes(backend.get_handle(record, self.config))
 
     def _drain_survivors(self, timeout: float = PREEMPT_DRAIN_TIMEOUT_S) -> None:
         """Before nodes are removed (a preemption, a restart after a user failure, a cancel

@@ -1,5 +1,5 @@
-"""How every ``skycore`` command turns known failures into one clear paragraph and an exit
-code, never a traceback."""
+"""What the ``skycore`` command lines share: known failures become one clear paragraph and
+an exit code (never a traceback), and ``--env KEY=VALUE`` parsing."""
 
 from __future__ import annotations
 
@@ -50,3 +50,14 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--env KEY=VALUE`` options as a dict (a clear UserError for a malformed one)."""
+    envs: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
+        key, value = pair.split("=", 1)
+        envs[key] = value
+    return envs
