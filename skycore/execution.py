@@ -629,15 +629,20 @@ def _existing(name: str) -> state.ClusterRecord:
     return record
 
 
+def _cluster_op(
+    name: str, stage: Stage, console: Console | None, config: SkycoreConfig | None
+) -> tuple[SkycoreConfig, Reporter, Path]:
+    """What stop / start / down share: the config, a reporter and the stage's log file."""
+    config = config or load_config()
+    log_dir = logs.new_log_dir(config)
+    return config, Reporter(_console(console), RunResult(name, log_dir)), log_dir / LOG_NAMES[stage]
+
+
 def stop(
     name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
 ) -> StageResult:
     """Drain cached mounts (nothing written is lost), unmount, stop the nodes -> STOPPED."""
-    config = config or load_config()
-    console = _console(console)
-    log_dir = logs.new_log_dir(config)
-    rep = Reporter(console, RunResult(name, log_dir))
-    log_path = log_dir / LOG_NAMES[Stage.STOP]
+    config, rep, log_path = _cluster_op(name, Stage.STOP, console, config)
     with cluster_lock(name):
         record = _existing(name)
         with rep.stage(Stage.STOP) as st:
@@ -669,11 +674,7 @@ def start(
     name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
 ) -> StageResult:
     """Resume the nodes, check health, mount recorded storage again -> UP."""
-    config = config or load_config()
-    console = _console(console)
-    log_dir = logs.new_log_dir(config)
-    rep = Reporter(console, RunResult(name, log_dir))
-    log_path = log_dir / LOG_NAMES[Stage.START]
+    config, rep, log_path = _cluster_op(name, Stage.START, console, config)
     with cluster_lock(name):
         record = _existing(name)
         with rep.stage(Stage.START) as st:
@@ -707,13 +708,10 @@ def down(
     name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
 ) -> StageResult:
     """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
-    config = config or load_config()
-    console = _console(console)
-    log_dir = logs.new_log_dir(config)
-    rep = Reporter(console, RunResult(name, log_dir))
+    config, rep, log_path = _cluster_op(name, Stage.DOWN, console, config)
     _check_name(name)
     with cluster_lock(name), rep.stage(Stage.DOWN) as st:
-        st.note = _teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+        st.note = _teardown(name, config, log_path, rep.progress)
         return st
 
 
