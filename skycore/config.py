@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(Exception):
@@ -22,39 +23,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class AwsConfig(_Strict):
-    """S3 endpoint and the user's credentials."""
-
-    endpoint_url: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    region: str = "us-east-1"
-
-
-class GcpConfig(_Strict):
-    """GCS endpoint, project and the user's bearer token (None: application default creds)."""
-
-    api_endpoint: str | None = None
-    project: str = "skycore"
-    access_token: str | None = None
-
-
-class AzureConfig(_Strict):
-    """The user's storage account and key.
-
-    ``endpoint_template`` builds a blob endpoint for any account, e.g.
-    ``http://127.0.0.1:10000/{account}`` for an emulator; real Azure uses the default.
-    """
-
-    account_name: str
-    account_key: str
-    endpoint_template: str = "https://{account}.blob.core.windows.net"
-
-    def blob_endpoint(self, account: str | None = None) -> str:
-        """Blob service URL of ``account`` (the user's own by default)."""
-        return self.endpoint_template.format(account=account or self.account_name)
-
-
 class DockerConfig(_Strict):
     """Where the docker provider finds its engine and node image."""
 
@@ -62,14 +30,55 @@ class DockerConfig(_Strict):
     image: str = "skycore-node:latest"
 
 
-class SkycoreConfig(_Strict):
-    """The whole config file. A section left out means that cloud is not configured."""
+class SkycoreConfig(BaseModel):
+    """The whole config file: ``docker``, ``logs_dir`` and one section per configured store.
 
-    aws: AwsConfig | None = None
-    gcp: GcpConfig | None = None
-    azure: AzureConfig | None = None
+    Store sections are named and modelled by the registered store backends
+    (``config_section`` / ``config_model``); a section left out means that store is not
+    configured, and a section no backend claims is an error that lists the known ones.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
     docker: DockerConfig = Field(default_factory=DockerConfig)
     logs_dir: str = "~/sky_logs"
+
+    @model_validator(mode="after")
+    def _store_sections(self) -> SkycoreConfig:
+        from skycore.storage.registry import config_sections, section_model
+
+        extra = self.__pydantic_extra__ or {}
+        for key, value in list(extra.items()):
+            store = section_model(key)
+            if store is None:
+                known = ", ".join(["docker", "logs_dir", *config_sections()])
+                raise ValueError(
+                    f"unknown section '{key}' (no registered store uses it; known: {known})"
+                )
+            if value is None:
+                del extra[key]
+            elif not isinstance(value, store.config_model):
+                raw = value.model_dump() if isinstance(value, BaseModel) else value
+                try:
+                    extra[key] = store.config_model.model_validate(raw)
+                except ValidationError as e:
+                    raise ValueError(
+                        "; ".join(
+                            ".".join(str(p) for p in (key, *err["loc"]))
+                            + ": "
+                            + err["msg"].removeprefix("Value error, ")
+                            for err in e.errors()
+                        )
+                    ) from None
+        return self
+
+    def section(self, name: str) -> Any:
+        """The store section ``name`` (a backend's config model), or None if absent."""
+        return (self.__pydantic_extra__ or {}).get(name)
+
+    def sections(self) -> dict[str, BaseModel]:
+        """Every store section present, by name."""
+        return dict(self.__pydantic_extra__ or {})
 
     def logs_path(self) -> Path:
         """Folder that holds one sub-folder of logs per launch."""
@@ -103,7 +112,15 @@ def load_config(path: Path | None = None) -> SkycoreConfig:
         ) from None
     except ValidationError as e:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+            ": ".join(
+                x
+                for x in (
+                    ".".join(str(p) for p in err["loc"]),
+                    err["msg"].removeprefix("Value error, "),
+                )
+                if x
+            )
+            for err in e.errors()
         )
         raise ConfigError(
             f"{path} is invalid ({problems}). Fix the file or rerun 'harness up'."

@@ -1,7 +1,7 @@
 """``skycore launch --dryrun``: validate a task against the clouds and show the plan.
 
-Nothing is created or changed: access checks only read (S3: a multipart upload started and
-aborted; GCS: a resumable session opened and never used; both leave no object).
+Nothing is created or changed: access checks only read (a store that probes write access does
+it without leaving an object; see each store's ``access``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def mount_plans(task: Task, config: SkycoreConfig) -> list[MountPlan]:
         results: dict[str, StoragePlan] = {dst: f.result() for dst, f in checks.items()}
     out = []
     for dst, src in task.file_mounts.items():
-        store = parse_url(src).store.value if is_cloud_url(src) else "-"
+        store = parse_url(src).store if is_cloud_url(src) else "-"
         out.append(MountPlan(dst, src, store, "COPY", "plain copy", src, "copy to every node"))
     for dst, st in storages:
         out.append(_describe(dst, st, results[dst], config))
@@ -109,7 +109,7 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
     return MountPlan(
         dst=dst,
         source=st.source or "(empty scratch bucket)",
-        store=st.store.value,
+        store=st.store,
         mode=st.mode.value,
         kind=kind,
         bucket=str(st.url(config)),

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,7 +26,8 @@ from pydantic import (
 )
 
 from skycore.errors import UserError
-from skycore.storage.common import StorageError, StoreType, is_cloud_url, parse_url
+from skycore.storage.common import StorageError, is_cloud_url, parse_url
+from skycore.storage.registry import clouds, store_for_cloud, store_names
 from skycore.storage.storage import Storage
 
 
@@ -39,6 +41,22 @@ def _lower(v: Any) -> Any:
 
 def _upper(v: Any) -> Any:
     return v.upper() if isinstance(v, str) else v
+
+
+def _known_cloud(v: str | None) -> str | None:
+    allowed = ["docker", *clouds()]
+    if v is not None and v not in allowed:
+        raise ValueError(f"'{v}' is not one of {', '.join(repr(c) for c in allowed)}")
+    return v
+
+
+def _known_store(v: str | None) -> str | None:
+    if v is not None and v not in store_names():
+        raise ValueError(
+            f"'{v}' is not a registered store; registered stores: {', '.join(store_names())} "
+            "(a store comes from an installed backend package)"
+        )
+    return v
 
 
 def _recovery(v: Any) -> Any:
@@ -61,9 +79,7 @@ class JobRecovery(_Strict):
 class Resources(_Strict):
     """Where and on what the task runs."""
 
-    cloud: Annotated[Literal["aws", "gcp", "azure", "docker"] | None, BeforeValidator(_lower)] = (
-        None
-    )
+    cloud: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_cloud)] = None
     use_spot: StrictBool = False
     image_id: str | None = None
     job_recovery: Annotated[JobRecovery | None, BeforeValidator(_recovery)] = None
@@ -74,7 +90,7 @@ class StorageSpec(_Strict):
 
     name: str | None = None
     source: str | None = None
-    store: Annotated[Literal["s3", "gcs", "azure"] | None, BeforeValidator(_lower)] = None
+    store: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_store)] = None
     mode: Annotated[Literal["COPY", "MOUNT", "MOUNT_CACHED"], BeforeValidator(_upper)] = "MOUNT"
     persistent: StrictBool = True
     transfers: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
@@ -130,6 +146,8 @@ def _format_errors(e: ValidationError, model: type[BaseModel], prefix: str = "")
             out.append(f"{path}: {_short(err['input'])} is not one of {expected}")
         elif err["type"] == "missing":
             out.append(f"{path}: required field is missing")
+        elif err["type"] == "value_error":
+            out.append(f"{path}: {err.get('ctx', {}).get('error', err['msg'])}")
         else:
             msg = err["msg"].replace("Input should be", "should be")
             out.append(f"{path}: {msg} (got {_short(err['input'])})")
@@ -313,7 +331,8 @@ def _resolve_file_mounts(
 ) -> tuple[dict[str, str], dict[str, Storage]]:
     copies: dict[str, str] = {}
     storages: dict[str, Storage] = {}
-    default_store = StoreType.for_cloud(spec.resources.cloud)
+    default_cls = store_for_cloud(spec.resources.cloud)
+    default_store = default_cls.store_name if default_cls else None
     for raw_dst, value in spec.file_mounts.items():
         field = f"file_mounts.{raw_dst}"
         dst = _check_dst(substitute(str(raw_dst), envs, field), field)

@@ -30,16 +30,15 @@ if TYPE_CHECKING:
 
 _PROVIDERS: dict[str, str] = {"docker": "skycore.provision.docker"}
 
-# Which provider runs the compute of each cloud name a task may give. On the local cloud
-# every cloud's nodes are containers; a real provider module replaces an entry here.
+# Which provider runs the compute of a cloud name a task may give. On the local cloud every
+# cloud's nodes are containers: the clouds of the registered stores map to the docker
+# provider unless a real provider module is listed here for them.
 _CLOUD_TO_PROVIDER: dict[str | None, str] = {
     None: "docker",
     "docker": "docker",
     "local": "docker",
-    "aws": "docker",
-    "gcp": "docker",
-    "azure": "docker",
 }
+_DEFAULT_PROVIDER = "docker"
 
 CLUSTER_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -115,13 +114,17 @@ def check_cluster_name(name: str) -> str | None:
 
 def provider_for_cloud(cloud: str | None) -> str:
     """Name of the provider that runs nodes for ``cloud`` (``resources.cloud``)."""
+    from skycore.storage.registry import clouds
+
     key = cloud.lower() if cloud else None
-    if key not in _CLOUD_TO_PROVIDER:
-        known = ", ".join(sorted(k for k in _CLOUD_TO_PROVIDER if k))
-        raise ProvisionError(
-            f"resources.cloud: {cloud!r} has no provider. Use one of: {known} (or leave it out)."
-        )
-    return _CLOUD_TO_PROVIDER[key]
+    if key in _CLOUD_TO_PROVIDER:
+        return _CLOUD_TO_PROVIDER[key]
+    if key in clouds():
+        return _DEFAULT_PROVIDER
+    known = ", ".join(sorted({*(k for k in _CLOUD_TO_PROVIDER if k), *clouds()}))
+    raise ProvisionError(
+        f"resources.cloud: {cloud!r} has no provider. Use one of: {known} (or leave it out)."
+    )
 
 
 def get_provider(name: str) -> ModuleType:

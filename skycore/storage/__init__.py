@@ -1,11 +1,12 @@
-"""Storage: buckets in S3, GCS and Azure Blob, and how they reach the nodes.
+"""Storage: buckets in the registered stores, and how they reach the nodes.
 
-Public names: ``StorageMode``, ``StoreType``, ``Storage``, ``AbstractStore``, ``AccessInfo``,
-``make_store`` and the errors (all ``UserError``s). Node-side bash builders are in
-``skycore.storage.mounting``; ``storage ls`` / ``storage delete`` logic in
-``skycore.storage.catalog``.
+Public names: ``StorageMode``, ``Storage``, ``AbstractStore`` (the backend contract, api.py),
+``AccessInfo``, ``make_store``, the registry functions and the errors (all ``UserError``s).
+Node-side bash builders are in ``skycore.storage.mounting``; ``storage ls`` / ``storage
+delete`` logic in ``skycore.storage.catalog``.
 """
 
+from skycore.storage.api import AbstractStore, AccessInfo, UploadResult, make_store
 from skycore.storage.common import (
     BucketNameError,
     BucketUrl,
@@ -13,13 +14,17 @@ from skycore.storage.common import (
     StorageError,
     StorageMode,
     StorageSpecError,
-    StoreType,
     bucket_name_problem,
     parse_url,
     validate_bucket_name,
 )
+from skycore.storage.registry import (
+    UnknownStoreError,
+    get_store_class,
+    store_classes,
+    store_names,
+)
 from skycore.storage.storage import Storage, StoragePlan, plain_copy_command
-from skycore.storage.store import AbstractStore, AccessInfo, UploadResult, make_store
 
 __all__ = [
     "AbstractStore",
@@ -32,11 +37,14 @@ __all__ = [
     "StorageMode",
     "StoragePlan",
     "StorageSpecError",
-    "StoreType",
+    "UnknownStoreError",
     "UploadResult",
     "bucket_name_problem",
+    "get_store_class",
     "make_store",
     "parse_url",
     "plain_copy_command",
+    "store_classes",
+    "store_names",
     "validate_bucket_name",
 ]

@@ -1,4 +1,5 @@
-"""AzureBlobStore: a container in an Azure storage account through azure-storage-blob.
+"""The Azure Blob backend: ``store: azure``, ``azure://account/container``, config section
+``azure``, azure-storage-blob, rclone ``azureblob``.
 
 Containers of the user's own account (``config.azure.account_name``) use the account key;
 containers of any other account are reached anonymously (public containers only).
@@ -6,8 +7,10 @@ containers of any other account are reached anonymously (public containers only)
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from azure.core.exceptions import (
     AzureError,
@@ -17,11 +20,43 @@ from azure.core.exceptions import (
     ResourceNotFoundError,
 )
 from azure.storage.blob import BlobServiceClient, ContainerClient
+from pydantic import BaseModel, ConfigDict
 
-from skycore.config import AzureConfig, SkycoreConfig
-from skycore.storage import mounting
-from skycore.storage.common import StorageAccessError, StorageError, StoreType
-from skycore.storage.store import AbstractStore, AccessInfo
+from skycore.config import SkycoreConfig
+from skycore.storage.api import AbstractStore, AccessInfo
+from skycore.storage.common import StorageAccessError, StorageError
+from skycore.storage.mounting import rclone_section
+
+
+class AzureConfig(BaseModel):
+    """The user's storage account and key (config.yaml section ``azure``).
+
+    ``endpoint_template`` builds a blob endpoint for any account, e.g.
+    ``http://127.0.0.1:10000/{account}`` for an emulator; real Azure uses the default.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    account_name: str
+    account_key: str
+    endpoint_template: str = "https://{account}.blob.core.windows.net"
+
+    def blob_endpoint(self, account: str | None = None) -> str:
+        """Blob service URL of ``account`` (the user's own by default)."""
+        return self.endpoint_template.format(account=account or self.account_name)
+
+
+def azure_name_problem(name: str) -> str | None:
+    """Azure Blob container naming rules."""
+    if not 3 <= len(name) <= 63:
+        return f"must be 3 to 63 characters long (it has {len(name)})"
+    if not re.fullmatch(r"[a-z0-9-]+", name):
+        return "may contain only lowercase letters, digits and hyphens"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit"
+    if "--" in name:
+        return "must not contain two consecutive hyphens"
+    return None
 
 
 def _error_code(e: HttpResponseError) -> str:
@@ -31,15 +66,38 @@ def _error_code(e: HttpResponseError) -> str:
 class AzureBlobStore(AbstractStore):
     """A container of an Azure storage account."""
 
-    store_type = StoreType.AZURE
+    store_name = "azure"
+    schemes = ("azure",)
+    cloud = "azure"
+    config_section = "azure"
+    config_model = AzureConfig
+    bucket_label = "Azure container"
+    url_has_account = True
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
-        if config.azure is None:
-            raise StorageError(
-                "The skycore config has no 'azure' section; Azure is not configured."
-            )
-        self.az: AzureConfig = config.azure
-        super().__init__(name, config, account or self.az.account_name)
+        super().__init__(name, config, account)
+        self.az: AzureConfig = self.section
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return azure_name_problem(name)
+
+    @classmethod
+    def default_account(cls, section: Any) -> str | None:
+        return str(section.account_name)
+
+    @classmethod
+    def rclone_config(cls, section: Any) -> str:
+        return rclone_section(
+            cls.remote_name(),
+            {
+                "type": "azureblob",
+                "account": section.account_name,
+                "key": section.account_key,
+                "endpoint": section.blob_endpoint(),
+                "no_check_container": "true",
+            },
+        )
 
     @property
     def own_account(self) -> bool:
@@ -158,7 +216,10 @@ class AzureBlobStore(AbstractStore):
             raise self._fail(f"upload {path} to", e) from None
 
     def rclone_remote(self, anonymous: bool = False) -> str:
+        """The user's own remote for the own account; for any other account an on-the-fly
+        remote reading its public containers (no secret)."""
         if self.own_account and not anonymous:
-            return mounting.AZURE_REMOTE + ":"
+            return self.remote_name() + ":"
         assert self.account is not None
-        return mounting.azure_anonymous_remote(self.config, self.account)
+        endpoint = self.az.blob_endpoint(self.account)
+        return f':azureblob,account={self.account},endpoint="{endpoint}":'

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from skycore import state
 from skycore.config import SkycoreConfig, load_config
-from skycore.storage.common import StorageError, StoreType, is_cloud_url, parse_url
-from skycore.storage.store import make_store
+from skycore.storage.api import make_store
+from skycore.storage.common import StorageError, is_cloud_url, parse_url
 
 
 class StorageInUse(StorageError):
@@ -90,11 +90,10 @@ def delete_storage(
             "buckets it did not create. Delete it with your cloud's own tools if you mean to."
         )
     config = config or load_config()
-    store = StoreType(rec.store)
     account = None
     if rec.source and is_cloud_url(rec.source):
         account = parse_url(rec.source).account
-    st = make_store(store, name, config, account)
+    st = make_store(rec.store, name, config, account)
     state.set_storage_status(name, "DELETING")
     deleted = st.delete() if st.exists() else 0
     state.remove_storage(name)

@@ -1,9 +1,11 @@
-"""GcsStore: a Google Cloud Storage bucket through google-cloud-storage."""
+"""The Google Cloud Storage backend: ``store: gcs``, ``gs://bucket``, config section ``gcp``,
+google-cloud-storage, rclone ``google cloud storage``."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -14,23 +16,85 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
 from google.resumable_media.common import InvalidResponse
 from google.resumable_media.requests import ResumableUpload
+from pydantic import BaseModel, ConfigDict
 
-from skycore.config import GcpConfig, SkycoreConfig
-from skycore.storage import mounting
-from skycore.storage.common import StorageAccessError, StorageError, StoreType
-from skycore.storage.store import AbstractStore, AccessInfo
+from skycore.config import SkycoreConfig
+from skycore.storage.api import AbstractStore, AccessInfo
+from skycore.storage.common import StorageAccessError, StorageError, is_ip_address
+from skycore.storage.mounting import rclone_section
+
+
+class GcpConfig(BaseModel):
+    """GCS endpoint, project and the user's bearer token (None: application default
+    credentials); config.yaml section ``gcp``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_endpoint: str | None = None
+    project: str = "skycore"
+    access_token: str | None = None
+
+
+def gcs_name_problem(name: str) -> str | None:
+    """Google Cloud Storage bucket naming rules."""
+    if not re.fullmatch(r"[a-z0-9._-]+", name):
+        return "may contain only lowercase letters, digits, dashes, underscores and dots"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit"
+    limit = 222 if "." in name else 63
+    if not 3 <= len(name) <= limit:
+        return f"must be 3 to {limit} characters long (it has {len(name)})"
+    if any(not 1 <= len(part) <= 63 for part in name.split(".")):
+        return "each dot-separated part must be 1 to 63 characters long"
+    if is_ip_address(name):
+        return "must not be formatted as an IP address"
+    if name.startswith("goog"):
+        return "must not begin with 'goog'"
+    if "google" in name or "g00gle" in name:
+        return "must not contain 'google' or close misspellings of it"
+    return None
+
+
+def gcs_rclone_endpoint(api_endpoint: str) -> str:
+    """rclone's GCS endpoint for a google-cloud-storage api_endpoint."""
+    return api_endpoint.rstrip("/") + "/storage/v1/"
 
 
 class GcsStore(AbstractStore):
     """A GCS bucket."""
 
-    store_type = StoreType.GCS
+    store_name = "gcs"
+    schemes = ("gs",)
+    cloud = "gcp"
+    config_section = "gcp"
+    config_model = GcpConfig
+    bucket_label = "GCS bucket"
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         super().__init__(name, config, None)
-        if config.gcp is None:
-            raise StorageError("The skycore config has no 'gcp' section; GCS is not configured.")
-        self.gcp: GcpConfig = config.gcp
+        self.gcp: GcpConfig = self.section
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return gcs_name_problem(name)
+
+    @classmethod
+    def rclone_config(cls, section: Any) -> str:
+        endpoint = gcs_rclone_endpoint(section.api_endpoint) if section.api_endpoint else None
+        common: dict[str, str | None] = {
+            "type": "google cloud storage",
+            "endpoint": endpoint,
+            "project_number": section.project,
+            "bucket_policy_only": "true",
+        }
+        auth: dict[str, str | None] = (
+            {"access_token": section.access_token} if section.access_token else {"env_auth": "true"}
+        )
+        return (
+            rclone_section(cls.remote_name(), common | auth)
+            + "\n"
+            + rclone_section(cls.remote_name(anonymous=True), common | {"anonymous": "true"})
+        )
 
     def _options(self) -> dict[str, Any]:
         return {"api_endpoint": self.gcp.api_endpoint} if self.gcp.api_endpoint else {}
@@ -58,7 +122,7 @@ class GcsStore(AbstractStore):
 
     def _fail(self, action: str, e: Exception) -> StorageError:
         return StorageError(
-            f"Could not {action} gs://{self.name}: {getattr(e, 'message', e)}. Check the gcp "
+            f"Could not {action} {self.url}: {getattr(e, 'message', e)}. Check the gcp "
             "section of the skycore config and that the GCS endpoint is reachable."
         )
 
@@ -115,7 +179,7 @@ class GcsStore(AbstractStore):
             bucket.delete()
         except gexc.Forbidden:
             raise StorageAccessError(
-                f"You may not delete gs://{self.name}: it belongs to another account."
+                f"You may not delete {self.url}: it belongs to another account."
             ) from None
         except gexc.GoogleAPIError as e:
             raise self._fail("delete", e) from None
@@ -181,10 +245,7 @@ class GcsStore(AbstractStore):
             self.client.bucket(self.name).blob(key).upload_from_filename(str(path))
         except gexc.Forbidden:
             raise StorageAccessError(
-                f"You may not write to gs://{self.name}: it belongs to another account."
+                f"You may not write to {self.url}: it belongs to another account."
             ) from None
         except gexc.GoogleAPIError as e:
             raise self._fail(f"upload {path} to", e) from None
-
-    def rclone_remote(self, anonymous: bool = False) -> str:
-        return (mounting.GCS_ANON_REMOTE if anonymous else mounting.GCS_REMOTE) + ":"

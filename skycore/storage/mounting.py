@@ -26,12 +26,6 @@ NODE_RCLONE = "/usr/local/bin/rclone"
 NODE_RCLONE_CONFIG = "/root/.config/rclone/rclone.conf"
 NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
 
-S3_REMOTE = "skycore-s3"
-S3_ANON_REMOTE = "skycore-s3-anon"
-GCS_REMOTE = "skycore-gcs"
-GCS_ANON_REMOTE = "skycore-gcs-anon"
-AZURE_REMOTE = "skycore-azure"
-
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
 
 
@@ -95,75 +89,22 @@ def sh_path(path: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _section(name: str, options: Mapping[str, str | None]) -> str:
+def rclone_section(name: str, options: Mapping[str, str | None]) -> str:
+    """One rclone.conf section ``[name]`` (options whose value is None are left out)."""
     lines = [f"[{name}]"] + [f"{k} = {v}" for k, v in options.items() if v is not None]
     return "\n".join(lines) + "\n"
 
 
-def gcs_rclone_endpoint(api_endpoint: str) -> str:
-    """rclone's GCS endpoint for a google-cloud-storage api_endpoint."""
-    return api_endpoint.rstrip("/") + "/storage/v1/"
-
-
 def rclone_config_text(config: SkycoreConfig) -> str:
-    """rclone.conf with one remote per configured store (plus anonymous remotes)."""
-    parts: list[str] = []
-    if config.aws:
-        aws = config.aws
-        common: dict[str, str | None] = {
-            "type": "s3",
-            "provider": "Other" if aws.endpoint_url else "AWS",
-            "region": aws.region,
-            "endpoint": aws.endpoint_url,
-            "force_path_style": "true",
-            "no_check_bucket": "true",
-        }
-        creds: dict[str, str | None] = {"env_auth": "false"}
-        if aws.access_key_id:
-            creds |= {
-                "access_key_id": aws.access_key_id,
-                "secret_access_key": aws.secret_access_key,
-            }
-        else:
-            creds = {"env_auth": "true"}
-        parts.append(_section(S3_REMOTE, common | creds))
-        parts.append(_section(S3_ANON_REMOTE, common | {"env_auth": "false"}))
-    if config.gcp:
-        gcp = config.gcp
-        endpoint = gcs_rclone_endpoint(gcp.api_endpoint) if gcp.api_endpoint else None
-        common = {  # type: ignore[no-redef]
-            "type": "google cloud storage",
-            "endpoint": endpoint,
-            "project_number": gcp.project,
-            "bucket_policy_only": "true",
-        }
-        auth: dict[str, str | None] = (
-            {"access_token": gcp.access_token} if gcp.access_token else {"env_auth": "true"}
-        )
-        parts.append(_section(GCS_REMOTE, common | auth))
-        parts.append(_section(GCS_ANON_REMOTE, common | {"anonymous": "true"}))
-    if config.azure:
-        az = config.azure
-        parts.append(
-            _section(
-                AZURE_REMOTE,
-                {
-                    "type": "azureblob",
-                    "account": az.account_name,
-                    "key": az.account_key,
-                    "endpoint": az.blob_endpoint(),
-                    "no_check_container": "true",
-                },
-            )
-        )
+    """rclone.conf with the remotes of every configured store (each store writes its own)."""
+    from skycore.storage.registry import store_classes
+
+    parts = [
+        cls.rclone_config(section)
+        for cls in store_classes().values()
+        if (section := config.section(cls.config_section)) is not None
+    ]
     return "\n".join(parts)
-
-
-def azure_anonymous_remote(config: SkycoreConfig, account: str) -> str:
-    """An on-the-fly rclone remote reading another account's public containers (no secret)."""
-    endpoint = config.azure.blob_endpoint(account) if config.azure else None
-    endpoint = endpoint or f"https://{account}.blob.core.windows.net"
-    return f':azureblob,account={account},endpoint="{endpoint}":'
 
 
 def node_credential_files(

@@ -1,23 +1,29 @@
-"""S3Store: an S3 bucket through boto3 (endpoint_url for emulators or S3-compatible stores)."""
+"""The S3 backend: ``store: s3``, ``s3://bucket``, config section ``aws``, boto3, rclone ``s3``.
+
+``S3Store`` also serves S3-compatible stores: a subclass changes the class variables, the
+config model and the rclone provider (see r2.py).
+"""
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict
 
-from skycore.config import AwsConfig, SkycoreConfig
-from skycore.storage import mounting
-from skycore.storage.common import StorageAccessError, StorageError, StoreType
-from skycore.storage.store import AbstractStore, AccessInfo
+from skycore.config import SkycoreConfig
+from skycore.storage.api import AbstractStore, AccessInfo
+from skycore.storage.common import StorageAccessError, StorageError, is_ip_address
+from skycore.storage.mounting import rclone_section
 
 _TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
 
@@ -31,6 +37,36 @@ def _status(e: ClientError) -> int:
     return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
+class AwsConfig(BaseModel):
+    """S3 endpoint and the user's credentials (config.yaml section ``aws``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str = "us-east-1"
+
+
+def s3_name_problem(name: str) -> str | None:
+    """Amazon S3 general-purpose bucket naming rules."""
+    if not 3 <= len(name) <= 63:
+        return f"must be 3 to 63 characters long (it has {len(name)})"
+    if not re.fullmatch(r"[a-z0-9.-]+", name):
+        return "may contain only lowercase letters, digits, dots and hyphens"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit"
+    if ".." in name:
+        return "must not contain two adjacent dots"
+    if is_ip_address(name):
+        return "must not be formatted as an IP address"
+    if name.startswith(("xn--", "sthree-", "amzn-s3-demo-")):
+        return "must not start with 'xn--', 'sthree-' or 'amzn-s3-demo-'"
+    if name.endswith(("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")):
+        return "must not end with '-s3alias', '--ol-s3', '.mrap', '--x-s3' or '--table-s3'"
+    return None
+
+
 _CLIENTS: dict[tuple[object, ...], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -38,13 +74,52 @@ _CLIENTS_LOCK = threading.Lock()
 class S3Store(AbstractStore):
     """An S3 bucket."""
 
-    store_type = StoreType.S3
+    store_name = "s3"
+    schemes = ("s3",)
+    cloud = "aws"
+    config_section = "aws"
+    config_model = AwsConfig
+    bucket_label = "S3 bucket"
+    rclone_provider: ClassVar[str] = "AWS"
+    """rclone's ``provider`` for this S3 service."""
+    location_constraint: ClassVar[bool] = True
+    """create_bucket sends the region as LocationConstraint (outside us-east-1)."""
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         super().__init__(name, config, None)
-        if config.aws is None:
-            raise StorageError("The skycore config has no 'aws' section; S3 is not configured.")
-        self.aws: AwsConfig = config.aws
+        self.aws: AwsConfig = self.section
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return s3_name_problem(name)
+
+    @classmethod
+    def rclone_provider_for(cls, section: Any) -> str:
+        """rclone's ``provider``: AWS, or Other for any other S3 endpoint."""
+        return "Other" if section.endpoint_url else cls.rclone_provider
+
+    @classmethod
+    def rclone_config(cls, section: Any) -> str:
+        common: dict[str, str | None] = {
+            "type": "s3",
+            "provider": cls.rclone_provider_for(section),
+            "region": section.region,
+            "endpoint": section.endpoint_url,
+            "force_path_style": "true",
+            "no_check_bucket": "true",
+        }
+        creds: dict[str, str | None] = {"env_auth": "true"}
+        if section.access_key_id:
+            creds = {
+                "env_auth": "false",
+                "access_key_id": section.access_key_id,
+                "secret_access_key": section.secret_access_key,
+            }
+        return (
+            rclone_section(cls.remote_name(), common | creds)
+            + "\n"
+            + rclone_section(cls.remote_name(anonymous=True), common | {"env_auth": "false"})
+        )
 
     def _make_client(self, anonymous: bool) -> Any:
         """One boto3 client per endpoint, credentials and signing mode, shared by every
@@ -87,8 +162,8 @@ class S3Store(AbstractStore):
 
     def _fail(self, action: str, e: Exception) -> StorageError:
         return StorageError(
-            f"Could not {action} s3://{self.name}: {e}. Check the aws section "
-            "of the skycore config and that the S3 endpoint is reachable."
+            f"Could not {action} {self.url}: {e}. Check the {self.config_section} section "
+            f"of the skycore config and that the {self.store_name} endpoint is reachable."
         )
 
     # --- operations ---------------------------------------------------------------------------
@@ -107,7 +182,7 @@ class S3Store(AbstractStore):
 
     def create(self) -> None:
         kwargs: dict[str, Any] = {"Bucket": self.name}
-        if self.aws.region != "us-east-1":
+        if self.location_constraint and self.aws.region != "us-east-1":
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.aws.region}
         try:
             self.client.create_bucket(**kwargs)
@@ -116,8 +191,8 @@ class S3Store(AbstractStore):
                 return
             if _code(e) in ("BucketAlreadyExists", "AccessDenied") or _status(e) in (403, 409):
                 raise StorageAccessError(
-                    f"The S3 bucket name '{self.name}' is already taken by another account. "
-                    "Choose another name."
+                    f"The {self.bucket_label} name '{self.name}' is already taken by another "
+                    "account. Choose another name."
                 ) from None
             raise self._fail("create", e) from None
 
@@ -150,7 +225,7 @@ class S3Store(AbstractStore):
             if resp.get("Errors"):
                 first = resp["Errors"][0]
                 raise StorageError(
-                    f"Could not delete s3://{self.name}/{first.get('Key')}: "
+                    f"Could not delete {self.url}/{first.get('Key')}: "
                     f"{first.get('Message', first.get('Code'))}."
                 )
 
@@ -160,7 +235,7 @@ class S3Store(AbstractStore):
         except ClientError as e:
             if _status(e) == 403:
                 raise StorageAccessError(
-                    f"You may not delete s3://{self.name}: it belongs to another account."
+                    f"You may not delete {self.url}: it belongs to another account."
                 ) from None
             raise self._fail("delete", e) from None
         return len(keys)
@@ -223,9 +298,6 @@ class S3Store(AbstractStore):
         except Exception as e:  # boto3's S3UploadFailedError wraps ClientError
             if "AccessDenied" in str(e) or "403" in str(e):
                 raise StorageAccessError(
-                    f"You may not write to s3://{self.name}: it belongs to another account."
+                    f"You may not write to {self.url}: it belongs to another account."
                 ) from None
             raise self._fail(f"upload {path} to", e) from None
-
-    def rclone_remote(self, anonymous: bool = False) -> str:
-        return (mounting.S3_ANON_REMOTE if anonymous else mounting.S3_REMOTE) + ":"

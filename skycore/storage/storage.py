@@ -18,18 +18,18 @@ from typing import Any, Literal
 from skycore import state
 from skycore.config import SkycoreConfig
 from skycore.storage import mounting
+from skycore.storage.api import AbstractStore, AccessInfo, UploadResult, make_store
 from skycore.storage.common import (
     BucketUrl,
     StorageAccessError,
     StorageError,
     StorageMode,
     StorageSpecError,
-    StoreType,
     is_cloud_url,
     parse_url,
     validate_bucket_name,
 )
-from skycore.storage.store import AbstractStore, AccessInfo, UploadResult, make_store
+from skycore.storage.registry import get_store_class, store_names
 from skycore.storage.upload import list_upload_files
 
 Kind = Literal["sky_managed", "external"]
@@ -57,7 +57,7 @@ class Storage:
     """A storage entry of a task. ``source`` is an absolute local path or a bucket URL."""
 
     name: str
-    store: StoreType
+    store: str
     mode: StorageMode = StorageMode.MOUNT
     source: str | None = None
     persistent: bool = True
@@ -79,7 +79,7 @@ class Storage:
         mode: str = "MOUNT",
         persistent: bool = True,
         transfers: int | None = None,
-        default_store: StoreType | None = None,
+        default_store: str | None = None,
         field: str = "file_mounts",
     ) -> Storage:
         """Resolve a storage dict (name, source, store, mode, persistent, transfers) or raise
@@ -88,7 +88,7 @@ class Storage:
         ``transfers`` (MOUNT_CACHED only) is how many cached files upload at once; the default
         1 keeps uploads in creation order."""
         smode = StorageMode(mode)
-        store_t = StoreType(store) if store else None
+        store_t = get_store_class(store, f"{field}.store").store_name if store else None
         if transfers is not None and smode is not StorageMode.MOUNT_CACHED:
             raise StorageSpecError(
                 f"{field}.transfers applies to mode MOUNT_CACHED only (this entry is "
@@ -103,10 +103,10 @@ class Storage:
                     "A URL source names an existing bucket: remove name (or, to create a new "
                     "bucket, give a name and a local source)."
                 )
-            if store_t is not None and store_t is not url.store:
+            if store_t is not None and store_t != url.store:
                 raise StorageSpecError(
-                    f"{field}: store '{store_t.value}' does not match the source '{source}' "
-                    f"(a {url.store.value} URL); remove store or set it to {url.store.value}."
+                    f"{field}: store '{store_t}' does not match the source '{source}' "
+                    f"(a {url.store} URL); remove store or set it to {url.store}."
                 )
             return cls(
                 name=url.bucket,
@@ -141,7 +141,7 @@ class Storage:
         if store_t is None:
             raise StorageSpecError(
                 f"{field}: store is missing and resources.cloud does not imply one; add "
-                "store: s3, gcs or azure."
+                f"store: <one of {', '.join(store_names())}>."
             )
         validate_bucket_name(store_t, name, f"{field}.name")
         if source is not None:
@@ -169,7 +169,7 @@ class Storage:
 
     def to_spec_dict(self) -> dict[str, Any]:
         """The storage dict as written in a task YAML (loads back to an equal Storage)."""
-        out: dict[str, Any] = {"store": self.store.value, "mode": self.mode.value}
+        out: dict[str, Any] = {"store": self.store, "mode": self.mode.value}
         if self.kind == "external" and self.source and is_cloud_url(self.source):
             out["source"] = self.source
         else:
@@ -190,13 +190,15 @@ class Storage:
     def url(self, config: SkycoreConfig | None = None) -> BucketUrl:
         """Bucket URL (with the sub-path of an external source)."""
         account = self.account
-        if self.store is StoreType.AZURE and account is None and config and config.azure:
-            account = config.azure.account_name
+        if account is None and config is not None:
+            cls = get_store_class(self.store)
+            section = config.section(cls.config_section)
+            account = cls.default_account(section) if section is not None else None
         return BucketUrl(self.store, self.name, self.prefix, account)
 
     @property
     def bucket_url(self) -> str:
-        """``s3://name``, ``gs://name`` or ``azure://account/name`` (account once known)."""
+        """``scheme://name`` (``scheme://account/name`` once the account is known)."""
         return str(self.url())
 
     def store_obj(self, config: SkycoreConfig) -> AbstractStore:
@@ -222,10 +224,10 @@ class Storage:
         url = self.url(config)
         if self.kind == "sky_managed":
             rec = state.get_storage(self.name)
-            if rec is not None and rec.store != self.store.value:
+            if rec is not None and rec.store != self.store:
                 raise StorageAccessError(
                     f"{self.yaml_field}: the bucket '{self.name}' was created earlier for the "
-                    f"{rec.store} store, not {self.store.value}. Use store: {rec.store}, choose "
+                    f"{rec.store} store, not {self.store}. Use store: {rec.store}, choose "
                     f"another name, or delete it first with 'skycore storage delete {self.name}'."
                 )
         info = self.access(config)
@@ -259,7 +261,7 @@ class Storage:
         else:
             if info.exists and not info.can_write:
                 raise StorageAccessError(
-                    f"{self.yaml_field}.name: the {self.store.value} bucket name '{self.name}' is "
+                    f"{self.yaml_field}.name: the {self.store} bucket name '{self.name}' is "
                     "already taken by another account. Choose another name."
                 )
             create = not info.exists
@@ -289,18 +291,16 @@ class Storage:
         source = self.source if self.is_local_source else str(self.url(config))
         if self.kind == "external":
             if state.get_storage(self.name) is None:
-                state.add_storage(self.name, self.store.value, source, False, True, STATUS_READY)
+                state.add_storage(self.name, self.store, source, False, True, STATUS_READY)
             return None
         rec = state.get_storage(self.name)
         ours = plan.create or (rec is not None and rec.sky_managed)
         if plan.create:
-            state.add_storage(
-                self.name, self.store.value, source, True, self.persistent, STATUS_INIT
-            )
+            state.add_storage(self.name, self.store, source, True, self.persistent, STATUS_INIT)
             st.create()
             self._access = AccessInfo(exists=True, can_read=True, can_write=True, detail="yours")
         elif rec is None:
-            state.add_storage(self.name, self.store.value, source, False, True, STATUS_INIT)
+            state.add_storage(self.name, self.store, source, False, True, STATUS_INIT)
         if not ours:
             self.kind = "external"
         result = None
@@ -337,23 +337,25 @@ class Storage:
             return False, False
         return info.anonymous, not info.can_write
 
-    def rclone_path(self, config: SkycoreConfig | None = None) -> str:
+    def rclone_path(self, config: SkycoreConfig) -> str:
         """``remote:bucket[/prefix]`` as rclone on the node addresses this bucket."""
-        return self._rclone_path(config)
+        anonymous, _ = self._remote()
+        return self.store_obj(config).rclone_path(self.prefix, anonymous)
 
     def copy_command(
         self,
         dst: str,
-        config: SkycoreConfig | None = None,
+        config: SkycoreConfig,
         env: mounting.RcloneEnv = mounting.NODE_ENV,
     ) -> str:
         """Bash a node runs to fetch the COPY snapshot into ``dst``."""
-        return mounting.copy_command(self._rclone_path(config), dst, env)
+        anonymous, _ = self._remote()
+        return self.store_obj(config).copy_command(dst, self.prefix, anonymous, env)
 
     def mount_command(
         self,
         dst: str,
-        config: SkycoreConfig | None = None,
+        config: SkycoreConfig,
         env: mounting.RcloneEnv = mounting.NODE_ENV,
     ) -> str:
         """Idempotent bash a node runs to mount the bucket at ``dst`` in this entry's mode.
@@ -364,7 +366,7 @@ class Storage:
             raise StorageSpecError(
                 f"{self.yaml_field}: mode COPY is not mounted; use copy_command."
             )
-        _, read_only = self._remote()
+        anonymous, read_only = self._remote()
         opts = self.mount_options
         if read_only and not opts.read_only:
             opts = mounting.MountOptions(
@@ -373,26 +375,9 @@ class Storage:
                 read_only=True,
                 extra_flags=opts.extra_flags,
             )
-        return mounting.mount_command(self._rclone_path(config), dst, self.mode, opts, env)
-
-    def _rclone_path(self, config: SkycoreConfig | None) -> str:
-        anonymous, _ = self._remote()
-        prefix = self.prefix.strip("/")
-        path = self.name + (f"/{prefix}" if prefix else "")
-        if self.store is StoreType.S3:
-            remote = mounting.S3_ANON_REMOTE if anonymous else mounting.S3_REMOTE
-            return f"{remote}:{path}"
-        if self.store is StoreType.GCS:
-            remote = mounting.GCS_ANON_REMOTE if anonymous else mounting.GCS_REMOTE
-            return f"{remote}:{path}"
-        own = config.azure.account_name if config and config.azure else None
-        if self.account is None or self.account == own:
-            return f"{mounting.AZURE_REMOTE}:{path}"
-        if config is None:
-            raise StorageError(
-                f"{self.yaml_field}: reading {self.bucket_url} needs the config (another account)."
-            )
-        return mounting.azure_anonymous_remote(config, self.account) + path
+        return self.store_obj(config).mount_command(
+            dst, self.mode, self.prefix, anonymous, opts, env
+        )
 
 
 def plain_copy_command(

@@ -9,17 +9,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skycore.config import (
-    AwsConfig,
-    AzureConfig,
     ConfigError,
     DockerConfig,
-    GcpConfig,
     SkycoreConfig,
     load_config,
     save_config,
 )
+from skycore.storage.azure import AzureConfig
+from skycore.storage.gcs import GcpConfig
+from skycore.storage.r2 import R2Config
+from skycore.storage.s3 import AwsConfig
 
-texts = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
+# Any text: empty, whitespace, unicode, YAML's own syntax characters (the usual round-trip
+# breakers), not only printable ASCII.
+texts = st.text(max_size=40) | st.sampled_from(["", " ", " lead", "trail ", "a: b", "#x", "~"])
 
 
 @given(key=texts, secret=texts, token=texts, account=texts, host=texts)
@@ -33,6 +36,7 @@ def test_round_trip(tmp_path_factory: pytest.TempPathFactory, key, secret, token
         azure=AzureConfig(
             account_name=account, account_key="a2V5", endpoint_template="http://x/{account}"
         ),
+        r2=R2Config(endpoint_url=host, access_key_id=key, secret_access_key=secret),
         docker=DockerConfig(host=host, image="skycore-node:abc"),
     )
     save_config(config, path)
@@ -65,3 +69,20 @@ def test_azure_endpoint_template():
     )
     assert azure.blob_endpoint() == "http://h/skyuser"
     assert azure.blob_endpoint("skyother") == "http://h/skyother"
+
+
+def test_unknown_section_lists_the_registered_ones(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    path.write_text("b2:\n  key: x\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    msg = str(e.value)
+    assert "'b2'" in msg and "\n" not in msg
+    for section in ("aws", "gcp", "azure", "r2", "docker"):
+        assert section in msg
+
+
+def test_r2_endpoint_comes_from_the_account_id():
+    assert R2Config(account_id="abc123").endpoint_url == "https://abc123.r2.cloudflarestorage.com"
+    with pytest.raises(ValueError, match="account_id"):
+        R2Config()

@@ -17,9 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.emulators import RunningEmulator
-from skycore.config import AwsConfig, AzureConfig, GcpConfig, SkycoreConfig
-from skycore.storage import Storage, StorageMode, StoreType, make_store, mounting
+from skycore.config import SkycoreConfig
+from skycore.storage import Storage, StorageMode, make_store, mounting
+from skycore.storage.azure import AzureConfig
+from skycore.storage.gcs import GcpConfig
 from skycore.storage.mounting import MountOptions, RcloneEnv
+from skycore.storage.r2 import R2Config
+from skycore.storage.s3 import AwsConfig
 
 # --- pure builders ------------------------------------------------------------------------------
 
@@ -33,8 +37,9 @@ CONFIG = SkycoreConfig(
         account_key="azkey==",
         endpoint_template="http://127.0.0.1:3/{account}",
     ),
+    r2=R2Config(endpoint_url="http://127.0.0.1:4", access_key_id="R2KEY", secret_access_key="r2s"),
 )
-SECRETS = ("s3cret", "ya29.tok", "azkey==")
+SECRETS = ("s3cret", "ya29.tok", "azkey==", "r2s")
 
 
 def test_credential_file_has_every_remote() -> None:
@@ -48,13 +53,19 @@ def test_credential_file_has_every_remote() -> None:
         "skycore-gcs",
         "skycore-gcs-anon",
         "skycore-azure",
+        "skycore-r2",
+        "skycore-r2-anon",
     }
     assert conf["skycore-s3"]["secret_access_key"] == "s3cret"
     assert "access_key_id" not in conf["skycore-s3-anon"]
     assert conf["skycore-gcs"]["endpoint"] == "http://127.0.0.1:2/storage/v1/"
     assert conf["skycore-gcs-anon"]["anonymous"] == "true"
     assert conf["skycore-azure"]["endpoint"] == "http://127.0.0.1:3/skyuser"
-    only_s3 = mounting.rclone_config_text(SkycoreConfig(aws=CONFIG.aws))
+    assert conf["skycore-r2"]["provider"] == "Cloudflare"
+    assert conf["skycore-r2"]["endpoint"] == "http://127.0.0.1:4"
+    assert conf["skycore-r2"]["secret_access_key"] == "r2s"
+    assert "access_key_id" not in conf["skycore-r2-anon"]
+    only_s3 = mounting.rclone_config_text(SkycoreConfig(aws=CONFIG.section("aws")))
     assert "skycore-gcs" not in only_s3 and "skycore-azure" not in only_s3
 
 
@@ -92,16 +103,19 @@ def test_mount_dirs_unique_and_short(parts: list[str]) -> None:
 def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
     storages = [
         Storage.from_spec(name="abc", source=None, store=s, mode=m)
-        for s in ("s3", "gcs", "azure")
+        for s in ("s3", "gcs", "azure", "r2")
         for m in ("MOUNT", "MOUNT_CACHED")
     ]
-    storages.append(
-        Storage.from_spec(name=None, source="azure://skyother/pub", store=None, mode="MOUNT")
+    storages.insert(
+        6,
+        Storage.from_spec(name=None, source="azure://skyother/pub", store=None, mode="MOUNT"),
     )
     scripts = [s.mount_command("/mnt/x", CONFIG) for s in storages]
     scripts += [mounting.drain_command("/mnt/x", 30), mounting.unmount_command("/mnt/x", 30)]
     scripts.append(
-        Storage.from_spec(name=None, source="gs://b/p", store=None, mode="COPY").copy_command("~/d")
+        Storage.from_spec(name=None, source="gs://b/p", store=None, mode="COPY").copy_command(
+            "~/d", CONFIG
+        )
     )
     for script in scripts:
         assert "unset AWS_CA_BUNDLE" in script
@@ -110,6 +124,7 @@ def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
     assert "/usr/local/bin/rclone" in scripts[0]
     assert ':azureblob,account=skyother,endpoint="http://127.0.0.1:3/skyother":pub' in scripts[6]
     assert '"$HOME"/d' in scripts[-1]
+    assert "skycore-r2:abc" in scripts[7] and "skycore-gcs:b/p" in scripts[-1]
 
 
 def test_mount_script_refuses_non_empty_mount_point(tmp_path: Path) -> None:
@@ -142,8 +157,11 @@ RCLONE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
 
 @pytest.fixture
 def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    sections = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
-    return SkycoreConfig(**{sections[s]: em.config_section() for s, em in emulators.items()})
+    from skycore.storage import get_store_class
+
+    return SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
+    )
 
 
 @pytest.fixture
@@ -219,9 +237,7 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     bucket = storage.name
     writes = [e.key for e in emulators[store].events(bucket) if e.op != "delete" and e.key in names]
     assert writes == names, f"upload order {writes}"
-    assert (
-        sorted(make_store(StoreType(store), bucket, config, storage.account).list_keys()) == names
-    )
+    assert sorted(make_store(store, bucket, config, storage.account).list_keys()) == names
     un = bash(mounting.unmount_command(str(dst), 60, host_env))
     assert un.returncode == 0, un.stderr
     assert not mounted(dst)
@@ -236,7 +252,7 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
     cmd = storage.mount_command(str(dst), config, env=host_env)
     assert bash(cmd).returncode == 0
     (dst / "hello.txt").write_text("hi")  # MOUNT: the upload is done when close returns
-    st = make_store(StoreType(store), storage.name, config, storage.account)
+    st = make_store(store, storage.name, config, storage.account)
     assert st.list_keys() == ["hello.txt"]
     # kill rclone: the mount goes stale; the mount script recovers it
     sock = mounting.mount_dirs(str(dst), host_env.mounts_base).rc_socket

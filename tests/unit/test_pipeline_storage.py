@@ -17,9 +17,7 @@ from rich.console import Console
 from skycore import execution, provision, state
 from skycore.backend import ClusterError, StageError
 from skycore.config import SkycoreConfig, load_config
-from skycore.storage import catalog
-from skycore.storage.common import StoreType
-from skycore.storage.store import make_store
+from skycore.storage import catalog, make_store
 from skycore.task import Task
 
 pytestmark = [pytest.mark.cloud, pytest.mark.aws]
@@ -48,7 +46,7 @@ def cluster(config: SkycoreConfig, run_id: str) -> Iterator[str]:
             state.remove_cluster(name, "test teardown")
     for rec in state.list_storage():
         if rec.sky_managed and run_id in rec.name:
-            st = make_store(StoreType(rec.store), rec.name, config)
+            st = make_store(rec.store, rec.name, config)
             if st.exists():
                 st.delete()
             state.remove_storage(rec.name)
@@ -74,7 +72,7 @@ def quiet() -> Console:
 
 
 def keys(config: SkycoreConfig, bucket: str) -> list[str]:
-    return sorted(make_store(StoreType.S3, bucket, config).list_keys())
+    return sorted(make_store("s3", bucket, config).list_keys())
 
 
 def storage_mounts(run_id: str, persistent: bool = True) -> dict[str, Any]:
@@ -168,10 +166,10 @@ def test_down_deletes_only_ephemeral_storage(
     names = {r.name for r in state.list_storage()}
     assert f"tps-copy-{run_id}" not in names
     assert f"tps-mount-{run_id}" not in names
-    assert not make_store(StoreType.S3, f"tps-copy-{run_id}", config).exists()
+    assert not make_store("s3", f"tps-copy-{run_id}", config).exists()
     # persistent (the default) survives down
     assert f"tps-cached-{run_id}" in names
-    assert make_store(StoreType.S3, f"tps-cached-{run_id}", config).exists()
+    assert make_store("s3", f"tps-cached-{run_id}", config).exists()
 
 
 def test_down_with_storage_gone_or_shared_still_forgets_the_cluster(
@@ -194,13 +192,13 @@ def test_down_with_storage_gone_or_shared_still_forgets_the_cluster(
         res = execution.down(cluster, console=quiet(), config=config)
         assert state.get_cluster(cluster) is None
         assert res.note is not None and f"kept storage {shared}" in res.note
-        assert make_store(StoreType.S3, shared, config).exists()
+        assert make_store("s3", shared, config).exists()
         assert state.get_storage(shared) is not None
     finally:
         state.set_cluster_mounts(other, [])
     assert "Deleted" in catalog.delete_storage(shared, config)  # unused now
     assert catalog.delete_storage(gone, config, missing_ok=True).endswith("already deleted.")
-    st = make_store(StoreType.S3, gone, config)
+    st = make_store("s3", gone, config)
     if st.exists():
         st.delete()
 

@@ -9,14 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skycore.storage import BucketNameError, StorageSpecError, StoreType, parse_url
-from skycore.storage.common import (
-    azure_name_problem,
-    bucket_name_problem,
-    gcs_name_problem,
-    s3_name_problem,
-    validate_bucket_name,
-)
+from skycore.storage import BucketNameError, StorageSpecError, parse_url, store_names
+from skycore.storage.azure import azure_name_problem
+from skycore.storage.common import bucket_name_problem, validate_bucket_name
+from skycore.storage.gcs import gcs_name_problem
+from skycore.storage.r2 import r2_name_problem
+from skycore.storage.s3 import s3_name_problem
 
 
 @pytest.mark.parametrize(
@@ -80,7 +78,7 @@ def test_azure_invalid(name: str, problem: str) -> None:
 
 def test_validate_raises_one_paragraph() -> None:
     with pytest.raises(BucketNameError) as info:
-        validate_bucket_name(StoreType.S3, "Bad..Name", "file_mounts./x.name")
+        validate_bucket_name("s3", "Bad..Name", "file_mounts./x.name")
     assert str(info.value).startswith("file_mounts./x.name: 'Bad..Name' is not a valid S3")
     assert info.value.exit_code == 2
 
@@ -99,8 +97,8 @@ def test_s3_rule_matches_reference_regex(name: str) -> None:
     assert (s3_name_problem(name) is None) == expected
 
 
-@given(st.sampled_from(list(StoreType)), st.text(max_size=80))
-def test_name_rules_never_crash(kind: StoreType, name: str) -> None:
+@given(st.sampled_from(store_names()), st.text(max_size=80))
+def test_name_rules_never_crash(kind: str, name: str) -> None:
     problem = bucket_name_problem(kind, name)
     assert problem is None or isinstance(problem, str)
     if problem is None:
@@ -110,23 +108,56 @@ def test_name_rules_never_crash(kind: StoreType, name: str) -> None:
 @pytest.mark.parametrize(
     ("url", "kind", "bucket", "prefix", "account"),
     [
-        ("s3://b", StoreType.S3, "b", "", None),
-        ("s3://b/a/b.txt", StoreType.S3, "b", "a/b.txt", None),
-        ("gs://b/dir/", StoreType.GCS, "b", "dir", None),
-        ("azure://acct/cont/x", StoreType.AZURE, "cont", "x", "acct"),
+        ("s3://b", "s3", "b", "", None),
+        ("s3://b/a/b.txt", "s3", "b", "a/b.txt", None),
+        ("gs://b/dir/", "gcs", "b", "dir", None),
+        ("azure://acct/cont/x", "azure", "cont", "x", "acct"),
+        ("r2://b/ckpt/", "r2", "b", "ckpt", None),
     ],
 )
-def test_parse_url(
-    url: str, kind: StoreType, bucket: str, prefix: str, account: str | None
-) -> None:
+def test_parse_url(url: str, kind: str, bucket: str, prefix: str, account: str | None) -> None:
     u = parse_url(url)
     assert (u.store, u.bucket, u.prefix, u.account) == (kind, bucket, prefix, account)
     assert parse_url(str(u)) == u
 
 
 @pytest.mark.parametrize(
-    "url", ["http://x/y", "s3://", "azure://acct", "azure://acct/", "not a url"]
+    "url", ["http://x/y", "s3://", "azure://acct", "azure://acct/", "not a url", "r2://"]
 )
 def test_parse_url_errors(url: str) -> None:
     with pytest.raises(StorageSpecError):
         parse_url(url)
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("ab", "3 to 63"),
+        ("a" * 64, "3 to 63"),
+        ("with.dot", "lowercase letters, digits and hyphens"),
+        ("Upper", "lowercase letters, digits and hyphens"),
+        ("-abc", "begin and end"),
+    ],
+)
+def test_r2_name_rules(name: str, problem: str) -> None:
+    assert problem in (r2_name_problem(name) or "")
+    assert r2_name_problem("my-r2-bucket-01") is None
+
+
+def test_unknown_scheme_lists_the_registered_ones() -> None:
+    with pytest.raises(StorageSpecError) as e:
+        parse_url("ftp://b/x", "file_mounts./d")
+    msg = str(e.value)
+    assert "file_mounts./d" in msg and "ftp://" in msg
+    for scheme in ("s3://", "gs://", "azure://", "r2://"):
+        assert scheme in msg
+
+
+def test_unknown_store_is_a_clear_error_listing_the_registered_ones() -> None:
+    from skycore.storage import UnknownStoreError, get_store_class
+
+    with pytest.raises(UnknownStoreError) as e:
+        get_store_class("b2", "file_mounts./d.store")
+    msg = str(e.value)
+    assert "file_mounts./d.store" in msg and "'b2'" in msg
+    assert all(name in msg for name in store_names())

@@ -18,9 +18,10 @@ from skycore.storage import (
     StorageAccessError,
     StorageError,
     StorageSpecError,
-    StoreType,
+    get_store_class,
     make_store,
     parse_url,
+    store_names,
 )
 from skycore.storage.catalog import delete_storage, list_storage_rows
 from skycore.storage.upload import list_upload_files
@@ -28,8 +29,9 @@ from skycore.storage.upload import list_upload_files
 
 @pytest.fixture
 def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    sections = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
-    return SkycoreConfig(**{sections[s]: em.config_section() for s, em in emulators.items()})
+    return SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +55,7 @@ def test_create_upload_list_delete(
     (src / "a.txt").write_text("a")
     (src / "sub" / "b.bin").write_bytes(b"b" * 5000)
     name = unique_name("scm")
-    st = make_store(StoreType(store), name, config)
+    st = make_store(store, name, config)
     assert not st.exists()
     st.create()
     try:
@@ -190,9 +192,9 @@ def test_prepare_sky_managed_honours_gitignore_and_catalog(
     st = spec(store, name=name, source=str(src), mode="COPY")
     plan = st.check(config)
     assert plan.create and plan.upload_files == 5  # incl. both .gitignore files
-    assert not make_store(StoreType(store), name, config).exists()  # check changed nothing
+    assert not make_store(store, name, config).exists()  # check changed nothing
     st.prepare(config, progress=False)
-    keys = sorted(make_store(StoreType(store), name, config).list_keys())
+    keys = sorted(make_store(store, name, config).list_keys())
     assert keys == [".gitignore", "keep.log", "main.py", "pkg/.gitignore", "pkg/m.py"]
     rows = {r.name: r for r in list_storage_rows()}
     assert rows[name].kind == "sky-managed" and rows[name].status == "READY"
@@ -200,13 +202,13 @@ def test_prepare_sky_managed_honours_gitignore_and_catalog(
     # prepared again: reuses the bucket
     spec(store, name=name, source=str(src), mode="COPY").prepare(config, progress=False)
     # the same name for another store is refused
-    other = next(s for s in ("s3", "gcs", "azure") if s != store)
-    if getattr(config, StoreType(other).config_section):
+    other = next(s for s in store_names() if s != store)
+    if config.section(get_store_class(other).config_section) is not None:
         with pytest.raises(StorageAccessError, match=f"created earlier for the {store} store"):
             spec(other, name=name).check(config)
     assert "Deleted" in delete_storage(name, config)
     assert state.get_storage(name) is None
-    assert not make_store(StoreType(store), name, config).exists()
+    assert not make_store(store, name, config).exists()
     with pytest.raises(StorageError, match="No storage named"):
         delete_storage(name, config)
 
@@ -252,7 +254,7 @@ def test_scratch_bucket_and_nonpersistent_delete(
     st = spec(store, name=name, mode="MOUNT_CACHED", persistent=False)
     assert st.check(config).create
     st.prepare(config)
-    store_obj = make_store(StoreType(store), name, config)
+    store_obj = make_store(store, name, config)
     assert store_obj.exists() and store_obj.list_keys() == []
     assert st.delete(config) == 0
     assert not store_obj.exists()
@@ -268,9 +270,9 @@ def test_delete_bucket_with_1000_objects(
     name = unique_name("big")
     st = spec(store, name=name, source=str(src), mode="COPY")
     st.prepare(config, progress=True)
-    assert len(make_store(StoreType(store), name, config).list_keys()) == 1000
+    assert len(make_store(store, name, config).list_keys()) == 1000
     assert "(1000 objects)" in delete_storage(name, config)
-    assert not make_store(StoreType(store), name, config).exists()
+    assert not make_store(store, name, config).exists()
 
 
 def test_anonymous_read_of_public_bucket(
@@ -287,18 +289,21 @@ def test_anonymous_read_of_public_bucket(
     from skycore.storage import mounting
 
     em = emulators[store]
-    if store == "s3":
-        assert config.aws is not None
-        bad = config.model_copy(
-            update={"aws": config.aws.model_copy(update={"access_key_id": "AKIAUNKNOWN000000000"})}
-        )
-    elif store == "gcs":
-        assert config.gcp is not None
-        bad = config.model_copy(
-            update={"gcp": config.gcp.model_copy(update={"access_token": "ya29.unknown"})}
-        )
+    section_name = get_store_class(store).config_section
+    section = config.section(section_name)
+    assert section is not None
+    if hasattr(section, "access_key_id"):  # key-signed stores
+        unknown = {"access_key_id": "AKIAUNKNOWN000000000"}
+    elif hasattr(section, "access_token"):  # bearer-token stores
+        unknown = {"access_token": "ya29.unknown"}
     else:
-        bad = config  # another account's containers are always read anonymously
+        unknown = {}  # another account's containers are always read anonymously
+    bad = SkycoreConfig.model_validate(
+        {
+            **config.model_dump(exclude_none=True),
+            section_name: section.model_copy(update=unknown).model_dump(exclude_none=True),
+        }
+    )
     pub, prv = unique_name("anp"), unique_name("anq")
     pub_url = em.make_bucket(pub, owner="other", public=True, objects={"d/f.txt": b"hello"})
     prv_url = em.make_bucket(prv, owner="other", public=False, objects={"d/f.txt": b"no"})

@@ -11,8 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skycore.config import SkycoreConfig
 from skycore.errors import UserError
-from skycore.storage import StorageMode, StoreType
+from skycore.storage import StorageMode
+from skycore.storage.s3 import AwsConfig
 from skycore.task import Task, TaskError, substitute
 
 
@@ -75,7 +77,7 @@ def test_full_task_parses(tmp_path: Path, src: Path) -> None:
     m = t.storage_mounts["/m/b-two"]
     assert (m.name, m.store, m.mode, m.kind, m.persistent) == (
         "b-two-x",
-        StoreType.S3,
+        "s3",
         StorageMode.MOUNT_CACHED,
         "sky_managed",
         False,
@@ -83,7 +85,7 @@ def test_full_task_parses(tmp_path: Path, src: Path) -> None:
     ext = t.storage_mounts["/ext"]
     assert (ext.kind, ext.store, ext.name, ext.prefix) == (
         "external",
-        StoreType.GCS,
+        "gcs",
         "ext-bucket",
         "sub/dir",
     )
@@ -135,7 +137,7 @@ def test_yaml_errors_are_one_paragraph(tmp_path: Path) -> None:
             "COPY needs a source",
         ),
         ({"file_mounts": {"/a": {"source": "s3://b", "store": "gcs"}}}, "does not match"),
-        ({"file_mounts": {"/a": {"name": "abc"}}}, "add store: s3, gcs or azure"),
+        ({"file_mounts": {"/a": {"name": "abc"}}}, "add store: <one of azure, gcs, r2, s3>"),
         ({"file_mounts": {"/a": {}}}, "needs a name"),
         (
             {"file_mounts": {"/a": {"name": "Bad_Name", "store": "s3"}}},
@@ -171,10 +173,11 @@ def test_transfers_per_mount() -> None:
     t = Task.from_dict(
         {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED", "transfers": 4}}}
     )
+    config = SkycoreConfig(aws=AwsConfig(endpoint_url="http://127.0.0.1:1"))
     st = t.storage_mounts["/a"]
-    assert st.mount_options.transfers == 4 and "--transfers 4" in st.mount_command("/a")
+    assert st.mount_options.transfers == 4 and "--transfers 4" in st.mount_command("/a", config)
     default = Task.from_dict({"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED"}}})
-    assert "--transfers 1" in default.storage_mounts["/a"].mount_command("/a")
+    assert "--transfers 1" in default.storage_mounts["/a"].mount_command("/a", config)
     assert Task.from_dict(t.to_yaml_dict()) == t
 
 
@@ -182,7 +185,7 @@ def test_default_store_from_cloud(src: Path) -> None:
     t = Task.from_dict(
         {"resources": {"cloud": "gcp"}, "file_mounts": {"/a": {"name": "abc", "source": str(src)}}}
     )
-    assert t.storage_mounts["/a"].store is StoreType.GCS
+    assert t.storage_mounts["/a"].store == "gcs"
 
 
 def test_substitute() -> None:
@@ -313,7 +316,7 @@ def test_comp_test_fixture_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
     t = Task.from_yaml(root / "tests" / "fixtures" / "comp_test.yaml", {"RUN_ID": "zz"})
-    kinds = {dst: (s.kind, s.mode.value, s.store.value) for dst, s in t.storage_mounts.items()}
+    kinds = {dst: (s.kind, s.mode.value, s.store) for dst, s in t.storage_mounts.items()}
     assert kinds["/s3-sky-managed-copy"] == ("sky_managed", "COPY", "s3")
     assert kinds["/gcs-external-public-not-by-user"] == ("external", "MOUNT_CACHED", "gcs")
     assert t.storage_mounts["/s3-sky-managed-mount"].name == "s3-sky-managed-mount-zz"

@@ -1,7 +1,10 @@
-"""AbstractStore: one bucket (or Azure container) in one storage service.
+"""The store backend contract: ``AbstractStore``, one bucket in one storage service.
 
-A store creates, deletes, checks and uploads through the cloud's own SDK, and builds the bash a
-node runs to copy or mount the bucket with rclone (see mounting.py).
+A backend is one subclass in one module. Its class variables say everything skycore needs to
+know about the store (name, URL schemes, cloud, config section and model, bucket-name rules,
+rclone.conf section); its methods create, delete, check, list and upload through the
+service's own SDK. Register it under the entry-point group ``skycore.stores`` (see
+registry.py and docs/backends.md).
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from pydantic import BaseModel
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -25,7 +29,7 @@ from rich.progress import (
 
 from skycore.config import SkycoreConfig
 from skycore.storage import mounting
-from skycore.storage.common import BucketUrl, StorageError, StorageMode, StoreType
+from skycore.storage.common import BucketUrl, StorageError, StorageMode, StorageSpecError
 
 # Uploads bigger than this (or with more files) show a progress bar.
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
@@ -58,20 +62,84 @@ class UploadResult:
 
 
 class AbstractStore(ABC):
-    """One bucket in one store. Subclasses implement the SDK calls."""
+    """One bucket in one store. A subclass is a whole backend: its class variables describe
+    the store, its methods implement the SDK calls (raising StorageError /
+    StorageAccessError with one clear paragraph, never a raw SDK exception)."""
 
-    store_type: ClassVar[StoreType]
+    store_name: ClassVar[str]
+    """What users write after ``store:`` (also the entry-point name)."""
+    schemes: ClassVar[tuple[str, ...]]
+    """URL schemes of the store's buckets; the first is the one skycore writes."""
+    cloud: ClassVar[str]
+    """The ``resources.cloud`` this store belongs to."""
+    default_for_cloud: ClassVar[bool] = True
+    """Used when a storage entry gives no ``store`` and ``resources.cloud`` is ``cloud``."""
+    config_section: ClassVar[str]
+    """The config.yaml section holding the endpoint and the user's credentials."""
+    config_model: ClassVar[type[BaseModel]]
+    """The pydantic model of that section."""
+    bucket_label: ClassVar[str] = "bucket"
+    """How the store calls a bucket, for messages (e.g. ``container``)."""
+    url_has_account: ClassVar[bool] = False
+    """URLs carry an account before the bucket: ``scheme://ACCOUNT/BUCKET/path``."""
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
+        section = config.section(self.config_section)
+        if section is None:
+            raise StorageError(
+                f"The {self.store_name} store is not configured: the skycore config has no "
+                f"'{self.config_section}' section. Run 'harness up' for the local cloud or add "
+                "the section to ~/.skycore/config.yaml."
+            )
         self.name = name
         self.config = config
-        self.account = account
+        self.section: Any = section
+        self.account = account if account is not None else self.default_account(section)
+
+    # --- what the store is (class level: no config, no network) ----------------------------
+    @classmethod
+    @abstractmethod
+    def name_problem(cls, name: str) -> str | None:
+        """The naming rule ``name`` breaks ('must be 3 to 63 characters long'), or None."""
+
+    @classmethod
+    def default_account(cls, section: Any) -> str | None:
+        """The account a bucket URL without one lives in (stores with accounts only)."""
+        return None
+
+    @classmethod
+    def parse_location(cls, url: str, rest: str, field: str) -> tuple[str | None, str, str]:
+        """(account, bucket, prefix) of ``scheme://rest``; StorageSpecError naming ``field``."""
+        parts = rest.split("/")
+        account = None
+        if cls.url_has_account:
+            if len(parts) < 2 or not parts[0] or not parts[1]:
+                raise StorageSpecError(
+                    f"{field}: '{url}' lacks a {cls.bucket_label.split()[-1]} after the "
+                    f"account; write {cls.schemes[0]}://ACCOUNT/NAME[/PATH]."
+                )
+            account, parts = parts[0], parts[1:]
+        if not parts[0]:
+            raise StorageSpecError(
+                f"{field}: '{url}' has no bucket name; write {cls.schemes[0]}://BUCKET."
+            )
+        return account, parts[0], "/".join(p for p in parts[1:] if p)
+
+    @classmethod
+    @abstractmethod
+    def rclone_config(cls, section: Any) -> str:
+        """The rclone.conf sections (remotes) of this store for config ``section``."""
+
+    @classmethod
+    def remote_name(cls, anonymous: bool = False) -> str:
+        """Name of this store's rclone remote in rclone.conf (``skycore-<store>[-anon]``)."""
+        return f"skycore-{cls.store_name}" + ("-anon" if anonymous else "")
 
     # --- identity ---------------------------------------------------------------------------
     @property
     def url(self) -> BucketUrl:
         """URL of the whole bucket."""
-        return BucketUrl(self.store_type, self.name, "", self.account)
+        return BucketUrl(self.store_name, self.name, "", self.account)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url})"
@@ -160,9 +228,10 @@ class AbstractStore(ABC):
                 fut.result()
 
     # --- rclone ------------------------------------------------------------------------------
-    @abstractmethod
     def rclone_remote(self, anonymous: bool = False) -> str:
-        """The rclone remote prefix (``name:``) for this store."""
+        """The rclone remote prefix (``name:``) addressing this bucket, with the user's
+        credentials or anonymously (default: the remotes of ``rclone_config``)."""
+        return self.remote_name(anonymous) + ":"
 
     def rclone_path(self, prefix: str = "", anonymous: bool = False) -> str:
         """``remote:bucket[/prefix]`` as rclone addresses it."""
@@ -192,30 +261,11 @@ class AbstractStore(ABC):
         return mounting.mount_command(self.rclone_path(prefix, anonymous), dst, mode, options, env)
 
 
-def require_section(store: StoreType, config: SkycoreConfig, field: str = "store") -> None:
-    """StorageError when config.yaml lacks the section ``store`` needs."""
-    if getattr(config, store.config_section) is None:
-        raise StorageError(
-            f"{field}: the {store.value} store is not configured: the skycore config has no "
-            f"'{store.config_section}' section. Run 'harness up' for the local cloud or add "
-            f"the section to ~/.skycore/config.yaml."
-        )
-
-
 def make_store(
-    store: StoreType, name: str, config: SkycoreConfig, account: str | None = None
+    store: str, name: str, config: SkycoreConfig, account: str | None = None
 ) -> AbstractStore:
-    """The store object for bucket ``name`` (``account``: Azure storage account)."""
-    require_section(store, config)
-    if store is StoreType.S3:
-        from skycore.storage.s3 import S3Store
+    """The store object for bucket ``name`` of store ``store`` (``account``: for stores whose
+    buckets live in accounts). UnknownStoreError for a store nobody registered."""
+    from skycore.storage.registry import get_store_class
 
-        return S3Store(name, config)
-    if store is StoreType.GCS:
-        from skycore.storage.gcs import GcsStore
-
-        return GcsStore(name, config)
-    from skycore.storage.azure import AzureBlobStore
-
-    assert config.azure is not None
-    return AzureBlobStore(name, config, account or config.azure.account_name)
+    return get_store_class(store)(name, config, account)

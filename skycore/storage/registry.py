@@ -1,0 +1,137 @@
+"""The registry of store backends: every class under the entry-point group ``skycore.stores``.
+
+The built-in stores are registered exactly like a third-party one, in pyproject.toml, so
+nothing here names a store. A backend package declares::
+
+    [project.entry-points."skycore.stores"]
+    mystore = "my_package.store:MyStore"
+
+and ``skycore`` (task schema, config schema, URL parsing, planning, mounting) picks it up.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from skycore.storage.common import StorageError
+
+if TYPE_CHECKING:
+    from skycore.storage.api import AbstractStore
+
+GROUP = "skycore.stores"
+
+_LOCK = threading.Lock()
+_CACHE: dict[str, type[AbstractStore]] | None = None
+
+
+class UnknownStoreError(StorageError):
+    """A store name, URL scheme or config section that no registered backend has."""
+
+
+class BackendLoadError(StorageError):
+    """A registered backend could not be imported or does not follow the contract."""
+
+
+def _load() -> dict[str, type[AbstractStore]]:
+    from skycore.storage.api import AbstractStore
+
+    found: dict[str, type[AbstractStore]] = {}
+    for ep in entry_points(group=GROUP):
+        try:
+            cls = ep.load()
+        except Exception as e:
+            raise BackendLoadError(
+                f"The store backend '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
+                "uninstall the package that registers it."
+            ) from None
+        if not (isinstance(cls, type) and issubclass(cls, AbstractStore)):
+            raise BackendLoadError(
+                f"The entry point '{ep.name}' of group {GROUP} ({ep.value}) is not an "
+                "AbstractStore subclass; see docs/backends.md."
+            )
+        if cls.store_name != ep.name:
+            raise BackendLoadError(
+                f"The entry point '{ep.name}' of group {GROUP} loads a store named "
+                f"'{cls.store_name}'; the entry point's name must equal store_name."
+            )
+        found[ep.name] = cls
+    if not found:
+        raise BackendLoadError(
+            f"No store backend is registered (entry-point group {GROUP}). Install skycore "
+            "into the environment you run it from ('pip install -e .' or 'make venv')."
+        )
+    return dict(sorted(found.items()))
+
+
+def store_classes() -> dict[str, type[AbstractStore]]:
+    """Every registered store class by store name (sorted; loaded once per process)."""
+    global _CACHE
+    with _LOCK:
+        if _CACHE is None:
+            _CACHE = _load()
+        return dict(_CACHE)
+
+
+def store_names() -> list[str]:
+    """The registered store names, sorted."""
+    return list(store_classes())
+
+
+def _known() -> str:
+    return ", ".join(store_names())
+
+
+def get_store_class(name: str, field: str = "store") -> type[AbstractStore]:
+    """The class of store ``name``; UnknownStoreError naming ``field`` and the registered
+    stores otherwise."""
+    classes = store_classes()
+    cls = classes.get(name.lower() if isinstance(name, str) else name)
+    if cls is None:
+        raise UnknownStoreError(
+            f"{field}: unknown store '{name}'. Registered stores: {_known()}. Use one of them, "
+            "or install the package that provides the store."
+        )
+    return cls
+
+
+def store_for_scheme(scheme: str) -> type[AbstractStore] | None:
+    """The store whose URL scheme is ``scheme`` (None when no store has it)."""
+    for cls in store_classes().values():
+        if scheme.lower() in cls.schemes:
+            return cls
+    return None
+
+
+def schemes() -> list[str]:
+    """Every URL scheme of every registered store."""
+    return [s for cls in store_classes().values() for s in cls.schemes]
+
+
+def store_for_cloud(cloud: str | None) -> type[AbstractStore] | None:
+    """The default store of ``cloud`` (``resources.cloud``): the first registered store that
+    belongs to it and declares itself its default; None when the cloud has none."""
+    if not cloud:
+        return None
+    matches = [c for c in store_classes().values() if c.cloud == cloud.lower()]
+    preferred = [c for c in matches if c.default_for_cloud] or matches
+    return preferred[0] if preferred else None
+
+
+def clouds() -> list[str]:
+    """The clouds the registered stores belong to."""
+    return sorted({cls.cloud for cls in store_classes().values()})
+
+
+def section_model(section: str) -> type[AbstractStore] | None:
+    """The store whose config.yaml section is ``section`` (None when none is)."""
+    for cls in store_classes().values():
+        if cls.config_section == section:
+            return cls
+    return None
+
+
+def config_sections() -> list[str]:
+    """Every store's config.yaml section name."""
+    return [cls.config_section for cls in store_classes().values()]
