@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import emulators
-from harness.accounts import ACCOUNTS, OTHER, USER
+from harness.accounts import OTHER, USER
 
 SKY_MANAGED = "sky_managed"
 PRIVATE_BY_USER = "external_private_by_user"
@@ -83,23 +83,17 @@ class TestBucket:
 
 def list_keys(store: str, bucket: str, owner: str | None = USER) -> list[str]:
     """Every key of ``bucket`` in ``store``, listed with ``owner``'s credentials."""
-    client = emulators.get(store).client(owner)
-    if store == "s3":
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-    if store == "gcs":
-        return sorted(b.name for b in client.list_blobs(bucket))
-    return sorted(client.get_container_client(bucket).list_blob_names())
+    return emulators.get(store).list_keys(bucket, owner)
 
 
 def read_object(store: str, bucket: str, key: str, owner: str | None = USER) -> bytes:
     """The content of ``key`` in ``bucket``, read from the store with ``owner``'s credentials."""
-    client = emulators.get(store).client(owner)
-    if store == "s3":
-        return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    if store == "gcs":
-        return bytes(client.bucket(bucket).blob(key).download_as_bytes())
-    return bytes(client.get_blob_client(bucket, key).download_blob().readall())
+    return emulators.get(store).read_object(bucket, key, owner)
+
+
+def write_object(store: str, bucket: str, key: str, data: bytes, owner: str | None = USER) -> None:
+    """Write ``data`` to ``key`` in ``bucket`` of ``store`` with ``owner``'s credentials."""
+    emulators.get(store).write_object(bucket, key, data, owner)
 
 
 def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:
@@ -114,8 +108,8 @@ def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") ->
         source = workdir / name
         (source / "seed").mkdir(parents=True, exist_ok=True)
         (source / SEED_KEY).write_bytes(seed[SEED_KEY])
-        url = {"s3": "s3://", "gcs": "gs://"}.get(store, f"azure://{ACCOUNTS[USER].azure_account}/")
-        return TestBucket(store, kind, name, seed, source_dir=source, url=url + name)
+        url = emulators.get(store).bucket_url(name, USER)
+        return TestBucket(store, kind, name, seed, source_dir=source, url=url)
     owner = OTHER if kind == PUBLIC_NOT_BY_USER else USER
     public = kind != PRIVATE_BY_USER
     url = emulators.get(store).make_bucket(name, owner=owner, public=public, objects=seed)

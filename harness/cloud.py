@@ -13,27 +13,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
-from harness import dockerd, emulators, nodes, system
+from harness import dockerd, emulators, nodes, registry, system
 from harness.accounts import OTHER, USER
 from harness.errors import CloudError
 from harness.paths import harness_home
 from skycore.config import DockerConfig, SkycoreConfig, config_path, save_config
 
-STORES = ("s3", "gcs", "azure")
 Say = Callable[[str], None]
 
-# Buckets that exist before any task runs: the public datasets owned by another account,
-# and the user's own external buckets used by `make demo` (comp_test.yaml with RUN_ID=dy).
-PUBLIC_DATASETS = {
-    "s3": "digitalcorpora",
-    "gcs": "gcp-public-data-sentinel-2",
-    "azure": "opendatasets",
-}
+# Buckets that exist before any task runs: each emulator's public dataset owned by another
+# account, and the user's own external buckets used by `make demo` (comp_test.yaml with
+# RUN_ID=dy).
 DEMO_RUN_ID = "dy"
 SEED_OBJECTS = {
     "README.txt": b"A public dataset owned by another account (a local stand-in).\n",
@@ -66,10 +62,43 @@ def _lock() -> FileLock:
     return FileLock(str(harness_home() / "cloud.lock"), timeout=900)
 
 
-def up(say: Say = print, stores: tuple[str, ...] = STORES, with_docker: bool = True) -> CloudInfo:
-    """Bring up what is missing and write the skycore config; safe to call concurrently."""
+def public_datasets() -> dict[str, str]:
+    """store -> its seeded public bucket owned by the other account."""
+    return {name: cls.public_dataset for name, cls in registry.emulator_classes().items()}
+
+
+def demo_buckets(store: str) -> list[tuple[str, str, bool]]:
+    """(name, owner, public) of the buckets seeded in ``store`` before any task runs."""
+    return [
+        (registry.get_emulator_class(store).public_dataset, OTHER, True),
+        (f"{store}-external-private-by-user-{DEMO_RUN_ID}", USER, False),
+        (f"{store}-external-public-by-user-{DEMO_RUN_ID}", USER, True),
+    ]
+
+
+def skycore_config(running: dict[str, emulators.RunningEmulator], host: str, image: str) -> Any:
+    """The skycore config of the local cloud: each running emulator's section, under the
+    section name its store declares, and the docker engine."""
+    from skycore.storage.registry import get_store_class
+
+    sections = {
+        get_store_class(name).config_section: emu.config_section() for name, emu in running.items()
+    }
+    return SkycoreConfig(
+        docker=DockerConfig(host=host or dockerd.DEFAULT_HOST, image=image or "none"), **sections
+    )
+
+
+def up(
+    say: Say = print, stores: tuple[str, ...] | None = None, with_docker: bool = True
+) -> CloudInfo:
+    """Bring up what is missing (the emulators of ``stores``, default every registered one)
+    and write the skycore config; safe to call concurrently."""
+    stores = registry.store_names() if stores is None else tuple(stores)
+    registry.check_stores(stores)
     with _lock():
-        system.ensure_packages(say, need_node="azure" in stores)
+        need_node = any(registry.get_emulator_class(s).needs_node for s in stores)
+        system.ensure_packages(say, need_node=need_node)
         host, image = "", ""
         if with_docker:
             if not Path("/dev/fuse").exists():
@@ -81,13 +110,7 @@ def up(say: Say = print, stores: tuple[str, ...] = STORES, with_docker: bool = T
             image = nodes.ensure_node_image(host, say)
         running = emulators.start_all(stores=stores)
         seed_world(running, say)
-        config = SkycoreConfig(
-            aws=running["s3"].config_section() if "s3" in running else None,
-            gcp=running["gcs"].config_section() if "gcs" in running else None,
-            azure=running["azure"].config_section() if "azure" in running else None,
-            docker=DockerConfig(host=host or dockerd.DEFAULT_HOST, image=image or "none"),
-        )
-        path = save_config(config)  # type: ignore[arg-type]
+        path = save_config(skycore_config(running, host, image))
         info = CloudInfo(
             docker_host=host,
             image=image,
@@ -131,27 +154,13 @@ def seed_world(running: dict[str, emulators.RunningEmulator], say: Say = print) 
         identity = [emu.record.pid, emu.record.start_time, emu.endpoint]
         if seeded.get(store) == identity:
             continue
-        wanted = [
-            (PUBLIC_DATASETS[store], OTHER, True, SEED_OBJECTS),
-            (f"{store}-external-private-by-user-{DEMO_RUN_ID}", USER, False, _demo_objects()),
-            (f"{store}-external-public-by-user-{DEMO_RUN_ID}", USER, True, _demo_objects()),
-        ]
-        for name, owner, public, objects in wanted:
-            if not bucket_exists(emu, name, owner):
+        for name, owner, public in demo_buckets(store):
+            if not emu.bucket_exists(name, owner):
+                objects = SEED_OBJECTS if owner == OTHER else _demo_objects()
                 emu.make_bucket(name, owner=owner, public=public, objects=objects)
                 say(f"  seeded {store} bucket {name} (owner {owner}, public={public})")
         seeded[store] = identity
     marker.write_text(json.dumps(seeded))
-
-
-def bucket_exists(emu: emulators.RunningEmulator, name: str, owner: str) -> bool:
-    """True if ``owner`` already has a bucket (container) called ``name`` in ``emu``."""
-    client = emu.client(owner)
-    if emu.store == "s3":
-        return name in {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-    if emu.store == "gcs":
-        return client.lookup_bucket(name) is not None
-    return bool(client.get_container_client(name).exists())
 
 
 def _demo_objects() -> dict[str, bytes]:

@@ -1,13 +1,13 @@
 """The access gate: a streaming reverse proxy in front of one storage emulator.
 
-Run as ``python -m harness.gate --store s3|gcs|azure --listen 127.0.0.1:G
---upstream http://127.0.0.1:P --state FILE``.
+Run as ``python -m harness.gate --store NAME --listen 127.0.0.1:G --upstream
+http://127.0.0.1:P --state FILE``; NAME is a store of the emulator registry
+(harness.registry), whose gate protocol says how to read that API.
 
-For S3 and GCS it enforces the local cloud's access rules (harness.gate_rules) and answers
-denials in the API's own error format; for Azure it forwards everything (Azurite enforces
-access). For every store it records each completed write as an event. Bodies stream both
-ways in 1 MiB pieces (no buffering of uploads or downloads); only small control responses
-(bucket creation, listings of buckets, write acknowledgements) are read whole.
+It decides every request with the local cloud's access rules (harness.gate_rules), answers
+denials in the API's own error format, and records each completed write as an event. Bodies
+stream both ways in 1 MiB pieces (no buffering of uploads or downloads); only small control
+responses (bucket creation, listings of buckets, write acknowledgements) are read whole.
 
 Admin API, never forwarded:
 ``GET /__gate__/health``, ``GET|POST /__gate__/buckets`` (``{"bucket", "owner", "public"}``),
@@ -22,42 +22,27 @@ import http.client
 import ipaddress
 import json
 import os
-import re
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from html import unescape
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
-from harness.accounts import ACCOUNTS, OWNERS
-from harness.gate_rules import (
-    ANONYMOUS,
-    Access,
-    Bucket,
-    Kind,
-    Verdict,
-    classify_azure,
-    classify_gcs,
-    classify_gcs_batch,
-    classify_s3,
-    decide,
-    gcs_bucket_from_insert,
-    gcs_identity,
-    s3_identity,
-)
+from harness.accounts import OWNERS
+from harness.gate_protocol import Exchange, GateProtocol
+from harness.gate_rules import Access, Kind, Verdict, decide
+from harness.gate_state import Event, GateState
+
+__all__ = ["Event", "GateServer", "GateState", "main"]
 
 CHUNK = 1 << 20
 ADMIN_PREFIX = "/__gate__/"
-STORES = ("s3", "gcs", "azure")
 LINGER_SECONDS = 60.0  # how long a denied request's body is read and dropped
 MAX_SMALL_BODY = 16 << 20  # bodies the gate reads whole to classify a request
 UPSTREAM_TIMEOUT = 600.0
-MAX_EVENTS_PER_BUCKET = 200_000  # the oldest go first beyond this
 
 # Headers that describe one connection, not the message (RFC 9110 7.6.1), plus Expect,
 # which the gate answers itself.
@@ -77,93 +62,6 @@ _HOP_BY_HOP = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Event:
-    """A completed write seen by the gate."""
-
-    bucket: str
-    key: str
-    size: int
-    op: str
-    t_ns: int
-
-
-class GateState:
-    """Bucket ownership (persisted in the state file), write events and resumable uploads
-    (in memory). Thread-safe."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self.create_lock = threading.Lock()
-        self._buckets: dict[str, Bucket] = {}
-        self._events: dict[str, list[Event]] = {}
-        self._uploads: dict[str, tuple[str, str | None]] = {}
-        if path.exists():
-            data = json.loads(path.read_text() or "{}")
-            for name, info in data.get("buckets", {}).items():
-                self._buckets[name] = Bucket(info["owner"], bool(info.get("public", False)))
-
-    def buckets(self) -> dict[str, Bucket]:
-        """A snapshot of the bucket table."""
-        with self._lock:
-            return dict(self._buckets)
-
-    def set_bucket(self, name: str, owner: str, public: bool) -> None:
-        """Record (or change) a bucket's owner and public flag."""
-        with self._lock:
-            self._buckets[name] = Bucket(owner, public)
-            self._save()
-
-    def drop_bucket(self, name: str) -> None:
-        """Forget a deleted bucket."""
-        with self._lock:
-            if self._buckets.pop(name, None) is not None:
-                self._save()
-
-    def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        data = {"buckets": {k: asdict(v) for k, v in sorted(self._buckets.items())}}
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.path)
-
-    def record(self, bucket: str, key: str, size: int, op: str) -> None:
-        """Append a write event stamped now; the list stays in completion order."""
-        with self._lock:
-            event = Event(bucket, key, size, op, time.time_ns())
-            events = self._events.setdefault(bucket, [])
-            events.append(event)
-            if len(events) > MAX_EVENTS_PER_BUCKET:
-                del events[: len(events) - MAX_EVENTS_PER_BUCKET]
-
-    def events(self, bucket: str | None) -> list[Event]:
-        """Events of one bucket (all buckets if None), oldest first."""
-        with self._lock:
-            if bucket is not None:
-                return list(self._events.get(bucket, ()))
-            return sorted((e for events in self._events.values() for e in events), key=_t_ns)
-
-    def add_upload(self, upload_id: str, bucket: str, owner: str | None) -> None:
-        """Remember who started a GCS resumable upload (its id is its credential)."""
-        with self._lock:
-            self._uploads[upload_id] = (bucket, owner)
-
-    def upload(self, upload_id: str) -> tuple[str, str | None] | None:
-        """Bucket and initiator of a resumable upload started through the gate."""
-        with self._lock:
-            return self._uploads.get(upload_id)
-
-    def finish_upload(self, upload_id: str) -> None:
-        """Forget a resumable upload that completed."""
-        with self._lock:
-            self._uploads.pop(upload_id, None)
-
-
-def _t_ns(event: Event) -> int:
-    return event.t_ns
-
-
 class GateServer(ThreadingHTTPServer):
     """The gate's HTTP server: one thread per client connection."""
 
@@ -171,9 +69,15 @@ class GateServer(ThreadingHTTPServer):
     request_queue_size = 256
 
     def __init__(
-        self, listen: tuple[str, int], store: str, upstream: tuple[str, int], state: GateState
+        self,
+        listen: tuple[str, int],
+        store: str,
+        upstream: tuple[str, int],
+        state: GateState,
+        protocol: GateProtocol,
     ) -> None:
         self.store = store
+        self.protocol = protocol
         self.upstream = upstream
         self.state = state
         super().__init__(listen, GateHandler)
@@ -306,50 +210,37 @@ class GateHandler(BaseHTTPRequestHandler):
     # --- proxying ------------------------------------------------------------------------
 
     def _proxy(self) -> int:
-        store = self.server.store
+        protocol = self.server.protocol
         state = self.server.state
-        method = self.command
-        query = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
-        identity: str | None = ANONYMOUS
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        if store == "s3":
-            access = classify_s3(method, self.path, headers)
-            identity = s3_identity(headers, query)
-        elif store == "gcs":
-            access = classify_gcs(method, self.path, headers)
-            identity = gcs_identity(headers)
-            if access.needs_body:
-                body = self._read_body()
-                if access.kind is Kind.CREATE_BUCKET:
-                    access.bucket = gcs_bucket_from_insert(body)
-                else:
-                    access = classify_gcs_batch(body)
-            upload_id = query.get("upload_id", [None])[0]
-            started = state.upload(upload_id) if upload_id else None
-            if started is not None and started[0] == access.bucket:
-                identity = started[1]  # the upload id is the credential, as in GCS
-        else:
-            access = classify_azure(method, self.path, headers)
-
+        ex = Exchange(
+            method=self.command,
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            query=parse_qs(urlsplit(self.path).query, keep_blank_values=True),
+            state=state,
+            upstream=self.server.upstream,
+            read_body=self._read_body,
+        )
+        access, identity = protocol.classify(ex)
         verdict = decide(access, identity, state.buckets())
         if not verdict.allowed:
-            return self._deny(verdict, access)
+            return self._deny(ex, verdict, access)
         lock = state.create_lock if access.kind is Kind.CREATE_BUCKET else contextlib.nullcontext()
         with lock:
             if access.kind is Kind.CREATE_BUCKET:  # decide again now that creation is serial
                 verdict = decide(access, identity, state.buckets())
                 if not verdict.allowed:
-                    return self._deny(verdict, access)
+                    return self._deny(ex, verdict, access)
             if self._expect_continue_pending:
                 self.send_response_only(100)
                 self.end_headers()
                 self._expect_continue_pending = False
-            up = self._forward(self._extra_upstream_headers(access, identity))
+            up = self._forward(protocol.upstream_headers(ex, access, identity))
             try:
-                if self._wants_whole_response(access, up):
+                if self._wants_whole_response(ex, access, up):
                     data = up.resp.read()
                     if 200 <= up.status < 300:
-                        data = self._after_success(access, identity, up, data)
+                        data = protocol.after_success(ex, access, identity, up, data)
                     self._relay_whole(up, data)
                 else:
                     self._relay_stream(up)
@@ -357,7 +248,7 @@ class GateHandler(BaseHTTPRequestHandler):
                 up.close()
         return up.status
 
-    def _wants_whole_response(self, access: Access, up: _Upstream) -> bool:
+    def _wants_whole_response(self, ex: Exchange, access: Access, up: _Upstream) -> bool:
         if self.command == "HEAD" or not 200 <= up.status < 300:
             return False
         if up.resp.length is not None and up.resp.length > MAX_SMALL_BODY:
@@ -366,34 +257,23 @@ class GateHandler(BaseHTTPRequestHandler):
             access.event is not None
             or access.deletes_bucket
             or access.kind in (Kind.CREATE_BUCKET, Kind.LIST_BUCKETS)
-            or (self.server.store == "gcs" and "uploadType=resumable" in self.path)
+            or self.server.protocol.wants_whole_response(ex, access)
         )
 
-    def _extra_upstream_headers(self, access: Access, identity: str | None) -> dict[str, str]:
-        """moto applies object ACLs to unsigned requests (an anonymous GET of a public
-        bucket's object gets 403). The gate has already allowed the read, so it forwards it
-        as the bucket owner; moto does not verify signatures."""
-        if self.server.store != "s3" or identity is not ANONYMOUS or access.kind is not Kind.READ:
-            return {}
-        known = self.server.state.buckets().get(access.bucket or "")
-        if known is None or "x-amz-credential" in self.path.lower():
-            return {}
-        key = ACCOUNTS[known.owner].s3_access_key_id
-        return {
-            "Authorization": f"AWS4-HMAC-SHA256 Credential={key}/20000101/us-east-1/s3/"
-            "aws4_request, SignedHeaders=host, Signature=0"
-        }
-
     def _forward(self, extra: dict[str, str] | None = None) -> _Upstream:
-        """Send the request (streaming its body) to the emulator and return its response."""
+        """Send the request (streaming its body) to the emulator and return its response;
+        ``extra`` headers replace the request's headers of the same names."""
         host, port = self.server.upstream
         conn = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         chunked = self._chunked()
         body = self._body
+        replaced = {name.lower() for name in extra or {}}
         for name, value in self.headers.items():
             lname = name.lower()
             if lname in _HOP_BY_HOP and not (lname == "transfer-encoding" and body is None):
+                continue
+            if lname in replaced:
                 continue
             if lname == "content-length" and body is not None:
                 continue
@@ -560,184 +440,13 @@ class GateHandler(BaseHTTPRequestHandler):
         self._send_simple(status, "application/json", json.dumps(data).encode())
         return status
 
-    def _deny(self, verdict: Verdict, access: Access) -> int:
-        return self._answer_unforwarded(lambda: self._send_error(verdict, access))
+    def _deny(self, ex: Exchange, verdict: Verdict, access: Access) -> int:
+        def send() -> int:
+            ctype, body = self.server.protocol.error_body(ex, verdict, access)
+            self._send_simple(verdict.status, ctype, body)
+            return verdict.status
 
-    def _send_error(self, verdict: Verdict, access: Access) -> int:
-        """The verdict as the API's own error: GCS JSON or S3 XML."""
-        if self.server.store == "gcs":
-            reason = {403: "forbidden", 409: "conflict"}.get(verdict.status, "forbidden")
-            err = {"domain": "global", "reason": reason, "message": verdict.message}
-            data = {"error": {"code": verdict.status, "message": verdict.message, "errors": [err]}}
-            self._send_json(verdict.status, data)
-        else:
-            resource = urlsplit(self.path).path
-            named = (
-                f"<BucketName>{_xml_escape(access.bucket)}</BucketName>" if access.bucket else ""
-            )
-            xml = (
-                '<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
-                f"<Code>{verdict.code}</Code><Message>{_xml_escape(verdict.message)}</Message>"
-                + named
-                + f"<Resource>{_xml_escape(resource)}</Resource>"
-                "<RequestId>skycore-gate</RequestId></Error>"
-            )
-            self._send_simple(verdict.status, "application/xml", xml.encode())
-        return verdict.status
-
-    # --- bookkeeping after a successful upstream response -------------------------------
-
-    def _after_success(
-        self, access: Access, identity: str | None, up: _Upstream, data: bytes
-    ) -> bytes:
-        store = self.server.store
-        if store == "s3":
-            return self._after_s3(access, identity, up, data)
-        if store == "gcs":
-            return self._after_gcs(access, identity, up, data)
-        self._after_azure(access, up)
-        return data
-
-    def _after_s3(self, access: Access, identity: str | None, up: _Upstream, data: bytes) -> bytes:
-        state = self.server.state
-        bucket = access.bucket or ""
-        if access.kind is Kind.CREATE_BUCKET and identity:
-            if bucket not in state.buckets():  # a canned public ACL makes it public
-                acl = (self.headers.get("x-amz-acl") or "").lower()
-                public = acl in ("public-read", "public-read-write")
-                state.set_bucket(bucket, identity, public=public)
-        elif access.kind is Kind.LIST_BUCKETS and identity:
-            mine = {n for n, b in state.buckets().items() if b.owner == identity}
-            data = _filter_s3_bucket_list(data, mine)
-        elif access.deletes_bucket:
-            state.drop_bucket(bucket)
-        if access.event is None:
-            return data
-        if access.event == "delete":
-            if access.key is not None:
-                state.record(bucket, access.key, 0, "delete")
-            else:  # DeleteObjects: the response names what was deleted
-                for m in re.finditer(rb"<Deleted>.*?<Key>(.*?)</Key>.*?</Deleted>", data, re.S):
-                    state.record(bucket, unescape(m.group(1).decode()), 0, "delete")
-            return data
-        if b"<Error>" in data:  # S3 may report a failed copy/complete with status 200
-            return data
-        size = -1
-        decoded = self.headers.get("x-amz-decoded-content-length")
-        if access.event == "put" and (decoded or self.headers.get("Content-Length")):
-            size = int(decoded or self.headers.get("Content-Length") or 0)
-        else:
-            size = self._upstream_size(urlsplit(self.path).path)
-        state.record(bucket, access.key or "", size, access.event)
-        return data
-
-    def _after_gcs(self, access: Access, identity: str | None, up: _Upstream, data: bytes) -> bytes:
-        state = self.server.state
-        obj = _json_object(data)
-        if access.kind is Kind.CREATE_BUCKET and identity:
-            name = obj.get("name") or access.bucket
-            if isinstance(name, str) and name not in state.buckets():
-                state.set_bucket(name, identity, public=False)
-            return data
-        if access.kind is Kind.LIST_BUCKETS and identity and isinstance(obj.get("items"), list):
-            mine = {n for n, b in state.buckets().items() if b.owner == identity}
-            obj["items"] = [i for i in obj["items"] if i.get("name") in mine]
-            return json.dumps(obj).encode()
-        if access.deletes_bucket:
-            state.drop_bucket(access.bucket or "")
-            return data
-        if "uploadType=resumable" in self.path and self.command == "POST":
-            location = up.header("Location") or ""
-            upload_id = parse_qs(urlsplit(location).query).get("upload_id", [None])[0]
-            if upload_id and access.bucket:
-                state.add_upload(upload_id, access.bucket, identity)
-            return data
-        if access.event == "delete":
-            state.record(access.bucket or "", access.key or "", 0, "delete")
-            return data
-        if access.event is None:
-            return data
-        if access.event == "rewrite":
-            if not obj.get("done"):
-                return data
-            obj = obj.get("resource") or {}
-        name = obj.get("name")
-        if not isinstance(name, str):
-            if access.event == "put" and access.key and not obj:  # XML-style PUT /bucket/key
-                state.record(access.bucket or "", access.key, self._content_length(), "put")
-            return data
-        try:
-            size = int(obj.get("size", -1))
-        except (TypeError, ValueError):
-            size = -1
-        state.record(str(obj.get("bucket") or access.bucket), name, size, access.event)
-        if access.event == "resumable":
-            state.finish_upload(parse_qs(urlsplit(self.path).query).get("upload_id", [""])[0])
-        return data
-
-    def _after_azure(self, access: Access, up: _Upstream) -> None:
-        if access.event is None or access.bucket is None or access.key is None:
-            return
-        size = 0
-        if access.event == "put":
-            size = self._content_length()
-        elif access.event != "delete":
-            size = self._azure_size()
-        self.server.state.record(access.bucket, access.key, size, access.event)
-
-    def _upstream_size(self, path: str) -> int:
-        """Object size from an unsigned HEAD to the emulator (moto does not check)."""
-        host, port = self.server.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=30)
-        try:
-            conn.request("HEAD", path, headers={"Host": self.headers.get("Host") or host})
-            resp = conn.getresponse()
-            resp.read()
-            return int(resp.getheader("Content-Length") or -1) if resp.status == 200 else -1
-        except (OSError, ValueError):
-            return -1
-        finally:
-            conn.close()
-
-    def _azure_size(self) -> int:
-        """Blob size via the SDK, signed with the account key from harness.accounts."""
-        segs = urlsplit(self.path).path.lstrip("/").split("/", 2)
-        account = next((a for a in ACCOUNTS.values() if a.azure_account == segs[0]), None)
-        if account is None or len(segs) < 3:
-            return -1
-        from azure.storage.blob import BlobClient
-
-        host, port = self.server.upstream
-        blob = BlobClient(
-            f"http://{host}:{port}/{account.azure_account}",
-            container_name=unquote(segs[1]),
-            blob_name=unquote(segs[2]),
-            credential={"account_name": account.azure_account, "account_key": account.azure_key},
-            retry_total=0,
-        )
-        try:
-            return int(blob.get_blob_properties().size)
-        except Exception:
-            return -1
-
-
-def _xml_escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _json_object(data: bytes) -> dict[str, Any]:
-    try:
-        obj = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
-
-
-def _filter_s3_bucket_list(data: bytes, keep: set[str]) -> bytes:
-    def repl(m: re.Match[bytes]) -> bytes:
-        return m.group(0) if unescape(m.group(1).decode()) in keep else b""
-
-    return re.sub(rb"<Bucket>\s*<Name>(.*?)</Name>.*?</Bucket>", repl, data, flags=re.S)
+        return self._answer_unforwarded(send)
 
 
 def _dechunk(raw: bytes) -> bytes:
@@ -769,14 +478,17 @@ def _host_port(value: str, what: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> None:
     """Command line entry point: run one gate until killed."""
     parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__)
-    parser.add_argument("--store", choices=STORES, required=True)
+    parser.add_argument("--store", required=True, help="a store of the emulator registry")
     parser.add_argument("--listen", required=True, help="127.0.0.1:PORT to listen on")
     parser.add_argument("--upstream", required=True, help="http://127.0.0.1:PORT of the emulator")
     parser.add_argument("--state", required=True, type=Path, help="bucket ownership JSON file")
     args = parser.parse_args(argv)
     listen = _host_port(args.listen, "--listen")
     upstream = _host_port(args.upstream, "--upstream")
-    server = GateServer(listen, args.store, upstream, GateState(args.state))
+    from harness.registry import get_emulator_class
+
+    protocol = get_emulator_class(args.store).gate_protocol()
+    server = GateServer(listen, args.store, upstream, GateState(args.state), protocol)
     print(
         f"gate {args.store}: listening on http://{listen[0]}:{listen[1]}, upstream "
         f"http://{upstream[0]}:{upstream[1]}, state {args.state}",

@@ -1,9 +1,13 @@
 """pytest plugin of the harness (registered by the ``pytest11`` entry point).
 
-Options ``--aws --gcp --azure`` select stores (none given: all three); a test marked for a
-store that was not selected is deselected, never silently passed. Fixtures bring the local
-cloud up once per session (safe under pytest-xdist: ``cloud.up`` takes a file lock and is
-idempotent) and give each test its own skycore home.
+``--store NAME`` (repeatable; choices: the registered stores, harness.registry) selects
+stores; each emulator's ``cli_alias`` is an alias option (``--<alias>``), its pytest marker
+and its test id. None given: every registered store. A test marked for a store that was not
+selected is deselected, never silently passed; a test marked
+``requires_capability(NAME)`` (or calling :func:`require_capability`) is skipped, with the
+reason shown, on an emulator that lacks the capability. Fixtures bring the local cloud up
+once per session (safe under pytest-xdist: ``cloud.up`` takes a file lock and is idempotent)
+and give each test its own skycore home.
 """
 
 from __future__ import annotations
@@ -16,17 +20,38 @@ from typing import Any
 
 import pytest
 
+from harness import registry
+from harness.emulators.base import CAPABILITIES
 from harness.paths import harness_home
 from harness.report_collector import ReportCollector
 
-STORE_OPTIONS = {"aws": "s3", "gcp": "gcs", "azure": "azure"}
+CAPABILITY_MARKER = "requires_capability"
+
+
+def _aliases() -> dict[str, str]:
+    """alias option name -> store, from the emulators' ``cli_alias``."""
+    return {c.cli_alias: s for s, c in registry.emulator_classes().items() if c.cli_alias}
+
+
+def _markers() -> dict[str, str]:
+    """store -> its pytest marker (and test id)."""
+    return {s: c.marker() for s, c in registry.emulator_classes().items()}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("skycore harness")
-    for flag in STORE_OPTIONS:
+    names = registry.store_names()
+    group.addoption(
+        "--store",
+        action="append",
+        default=[],
+        metavar="NAME",
+        choices=names,
+        help=f"run tests for store NAME (repeatable; default: all of {', '.join(names)})",
+    )
+    for alias, store in _aliases().items():
         group.addoption(
-            f"--{flag}", action="store_true", default=False, help=f"run tests for {flag}"
+            f"--{alias}", action="store_true", default=False, help=f"the same as --store {store}"
         )
     group.addoption(
         "--matrix-report",
@@ -49,8 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("--matrix-report", default=None)
     if target and not hasattr(config, "workerinput"):
         _REPORT["collector"] = ReportCollector(Path(target))
-    for flag in STORE_OPTIONS:
-        config.addinivalue_line("markers", f"{flag}: needs the {flag} store")
+    for store, marker in _markers().items():
+        config.addinivalue_line("markers", f"{marker}: needs the {store} store")
+    config.addinivalue_line(
+        "markers",
+        f"{CAPABILITY_MARKER}(name): skip for a store whose emulator lacks capability name "
+        f"(one of {', '.join(CAPABILITIES)})",
+    )
     config.addinivalue_line("markers", "slow: slow end-to-end test")
     config.addinivalue_line("markers", "cloud: needs dockerd and the node image")
 
@@ -70,27 +100,52 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.config.get_terminal_writer().line(f"matrix report: {path}")
 
 
-def selected_clouds(config: pytest.Config) -> list[str]:
-    """The clouds chosen on the command line (all when none was chosen)."""
-    chosen = [flag for flag in STORE_OPTIONS if config.getoption(f"--{flag}")]
-    return chosen or list(STORE_OPTIONS)
-
-
 def selected_stores(config: pytest.Config) -> list[str]:
-    """The store names (s3, gcs, azure) of the selected clouds."""
-    return [STORE_OPTIONS[flag] for flag in selected_clouds(config)]
+    """The stores chosen with --store and the alias options (all registered when none)."""
+    chosen = list(config.getoption("--store", default=None) or [])
+    for alias, store in _aliases().items():
+        if config.getoption(f"--{alias}", default=False) and store not in chosen:
+            chosen.append(store)
+    return chosen or list(registry.store_names())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    chosen = set(selected_clouds(config))
+    markers = _markers()
+    chosen = {markers[s] for s in selected_stores(config)}
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        marked = {flag for flag in STORE_OPTIONS if item.get_closest_marker(flag)}
+        marked = {m for m in markers.values() if item.get_closest_marker(m)}
         (drop if marked and not marked & chosen else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def require_capability(store: str, capability: str) -> None:
+    """Skip the running test, with the reason, if ``store``'s emulator lacks ``capability``."""
+    cls = registry.get_emulator_class(store)
+    if not cls.supports(capability):
+        pytest.skip(
+            f"the {store} emulator ({cls.__name__}) lacks capability '{capability}' that this "
+            "test needs"
+        )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Apply ``requires_capability`` markers to the test's ``store`` (or ``store_name``)."""
+    marks = list(item.iter_markers(CAPABILITY_MARKER))
+    if not marks:
+        return
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    store = params.get("store", params.get("store_name"))
+    if store is None:
+        raise pytest.UsageError(
+            f"{item.nodeid} is marked {CAPABILITY_MARKER} but has no 'store' parameter"
+        )
+    for mark in marks:
+        for capability in mark.args:
+            require_capability(store, capability)
 
 
 @pytest.fixture(scope="session")
@@ -148,22 +203,31 @@ def skycore_home(
 
 # --- stores, buckets, clusters -------------------------------------------------------------
 
-CLOUD_OF_STORE = {store: flag for flag, store in STORE_OPTIONS.items()}
+
+def store_params(config: pytest.Config) -> list[Any]:
+    """One pytest.param per selected store, marked and named with its emulator's marker."""
+    markers = _markers()
+    return [
+        pytest.param(store, marks=getattr(pytest.mark, markers[store]), id=markers[store])
+        for store in selected_stores(config)
+    ]
+
+
+def all_store_params() -> list[Any]:
+    """One pytest.param per registered store (deselected later unless selected)."""
+    return [
+        pytest.param(store, marks=getattr(pytest.mark, marker), id=marker)
+        for store, marker in _markers().items()
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``store`` over the selected stores, each param marked with its cloud."""
+    """Parametrize ``store`` over the selected stores, each param marked with its marker."""
     explicit = any(
         "store" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")
     )
     if "store" in metafunc.fixturenames and not explicit:
-        params = [
-            pytest.param(
-                store, marks=getattr(pytest.mark, CLOUD_OF_STORE[store]), id=CLOUD_OF_STORE[store]
-            )
-            for store in selected_stores(metafunc.config)
-        ]
-        metafunc.parametrize("store", params, scope="module")
+        metafunc.parametrize("store", store_params(metafunc.config), scope="module")
 
 
 @pytest.fixture
@@ -184,8 +248,14 @@ def bucket_factory(local_cloud: object, tmp_path: Path) -> Iterator[object]:
 
 @pytest.fixture
 def upload_events(local_cloud: object):
-    """``upload_events(bucket)`` -> the gate's write events for a TestBucket, in order."""
-    return lambda bucket: bucket.events()
+    """``upload_events(bucket)`` -> the gate's write events for a TestBucket, in order; the
+    test is skipped (reason shown) if its emulator does not record events."""
+
+    def events(bucket: Any) -> Any:
+        require_capability(bucket.store, "records_events")
+        return bucket.events()
+
+    return events
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """The storage emulators of the local cloud, each behind its access gate.
 
 ``start_all()`` starts (or reuses) them, ``stop_all()`` stops what it started,
-``status_all()`` reports. A store is one module here plus one in skycore/storage; register
-its class in ``EMULATORS``.
+``status_all()`` reports. An emulator is one module here (or in a plug-in package), found
+through harness.registry under the store's name; its store is one module in skycore/storage.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from harness.emulators.azure import AzureEmulator
+from harness import registry
 from harness.emulators.base import (
+    CAPABILITIES,
     EmulatorError,
     RunningEmulator,
     WriteEvent,
@@ -23,29 +24,22 @@ from harness.emulators.base import (
     harness_home,
     state_file,
 )
-from harness.emulators.gcs import GcsEmulator
-from harness.emulators.s3 import S3Emulator
 from harness.procs import stop_process
 
-EMULATORS: dict[str, type[RunningEmulator]] = {
-    "s3": S3Emulator,
-    "gcs": GcsEmulator,
-    "azure": AzureEmulator,
-}
-STORES: tuple[str, ...] = tuple(EMULATORS)
 LOCK_TIMEOUT = 900.0
 
 __all__ = [
-    "EMULATORS",
-    "STORES",
+    "CAPABILITIES",
     "EmulatorError",
     "RunningEmulator",
     "WriteEvent",
+    "emulator_class",
     "get",
     "harness_home",
     "start_all",
     "status_all",
     "stop_all",
+    "stores",
 ]
 
 
@@ -54,19 +48,29 @@ def _lock(home: Path) -> FileLock:
     return FileLock(str(home / "emulators.lock"), timeout=LOCK_TIMEOUT)
 
 
-def _check_stores(stores: tuple[str, ...] | list[str]) -> None:
-    unknown = [s for s in stores if s not in EMULATORS]
-    if unknown:
-        raise EmulatorError(
-            f"Unknown store(s) {', '.join(unknown)}; the harness has {', '.join(STORES)}."
-        )
+def stores() -> tuple[str, ...]:
+    """Every registered store."""
+    return registry.store_names()
+
+
+def emulator_class(store: str) -> type[RunningEmulator]:
+    """The emulator class of ``store`` (EmulatorError naming it if none is registered)."""
+    try:
+        return registry.get_emulator_class(store)
+    except registry.UnknownEmulatorError as e:
+        raise EmulatorError(str(e)) from None
+
+
+def _check_stores(wanted: tuple[str, ...] | list[str]) -> None:
+    for store in wanted:
+        emulator_class(store)
 
 
 def _start_one(home: Path, store: str) -> RunningEmulator:
-    cls = EMULATORS[store]
+    cls = emulator_class(store)
     old = cls.load(home)
     if old is not None and _healthy_or_busy(old):
-        if old.record.gate_version != gate_version():
+        if old.record.gate_version != gate_version(cls):
             old.restart_gate()
         return old
     if old is not None and old.procs[0].alive() and old.upstream_answers():
@@ -95,15 +99,17 @@ def _healthy_or_busy(emulator: RunningEmulator, patience: float = 20.0) -> bool:
 
 
 def start_all(
-    home: Path | None = None, stores: tuple[str, ...] | list[str] = STORES
+    home: Path | None = None, stores: tuple[str, ...] | list[str] | None = None
 ) -> dict[str, RunningEmulator]:
-    """Start the emulators of ``stores`` (default all) behind their gates, or reuse the
+    """Start the emulators of ``stores`` (default: every registered one) behind their gates,
+    or reuse the
     healthy ones recorded in ``$HARNESS_HOME``; dead ones are restarted.
 
     Safe under concurrent callers (a file lock serialises them). Raises EmulatorError with
     the cause and the fix if one cannot start; the others stay up.
     """
     home = harness_home(home)
+    stores = tuple(registry.store_names() if stores is None else stores)
     _check_stores(stores)
     try:
         with _lock(home):
@@ -129,7 +135,7 @@ def get(store: str, home: Path | None = None) -> RunningEmulator:
     checks the recorded processes, not their HTTP health (a loaded machine answers slowly)."""
     home = harness_home(home)
     _check_stores([store])
-    emulator = EMULATORS[store].load(home)
+    emulator = emulator_class(store).load(home)
     if emulator is None or not all(p.alive() for p in emulator.procs):
         raise EmulatorError(
             f"The {store} emulator is not running (state {state_file(home, store)}). Start the "
@@ -144,7 +150,7 @@ def stop_all(home: Path | None = None) -> list[str]:
     home = harness_home(home)
     stopped = []
     with _lock(home):
-        for store, cls in EMULATORS.items():
+        for store, cls in registry.emulator_classes().items():
             emulator = cls.load(home)
             if emulator is not None:
                 emulator.stop()
@@ -158,7 +164,7 @@ def status_all(home: Path | None = None) -> dict[str, dict[str, Any]]:
     store was ever started)."""
     home = harness_home(home)
     result: dict[str, dict[str, Any]] = {}
-    for store, cls in EMULATORS.items():
+    for store, cls in registry.emulator_classes().items():
         emulator = cls.load(home)
         if emulator is None:
             result[store] = {

@@ -1,10 +1,9 @@
 """What every storage emulator of the local cloud has in common.
 
-An emulator is two processes bound to 127.0.0.1: the emulator itself (moto, fake-gcs-server,
-Azurite) on an internal port, and an access gate (``python -m harness.gate``) in front of it
-on the port users talk to. Their PIDs, ports and logs are recorded in
-``$HARNESS_HOME/emulators/<store>.json`` so that later runs reuse them and ``stop`` stops
-exactly what was started.
+An emulator is two processes bound to 127.0.0.1: the emulator itself on an internal port,
+and an access gate (``python -m harness.gate``) in front of it on the port users talk to.
+Their PIDs, ports and logs are recorded in ``$HARNESS_HOME/emulators/<store>.json`` so that
+later runs reuse them and ``stop`` stops exactly what was started.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import harness
 from harness.accounts import OWNERS, USER
@@ -39,6 +38,13 @@ from harness.procs import (
     wait_port_free,
 )
 
+if TYPE_CHECKING:
+    from harness.gate_protocol import GateProtocol
+
+CAPABILITIES = ("records_events",)
+"""What an emulator may lack; a test that needs one is skipped (with the reason) where it
+is missing."""
+
 
 class EmulatorError(Exception):
     """An emulator could not be started or used; the message names the cause and the fix."""
@@ -48,8 +54,8 @@ class EmulatorError(Exception):
 class WriteEvent:
     """A completed write seen by a gate, in completion order.
 
-    ``op`` is one of put, copy, multipart (S3 CompleteMultipartUpload), resumable, rewrite,
-    compose (GCS), commit (Azure Put Block List) or delete. ``size`` is -1 when unknown.
+    ``op`` names the kind of write in the protocol's terms (put, copy, multipart,
+    resumable, rewrite, compose, commit, delete...). ``size`` is -1 when unknown.
     """
 
     bucket: str
@@ -88,13 +94,41 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 class RunningEmulator(ABC):
-    """A running emulator behind its access gate; one subclass per store."""
+    """A running emulator behind its access gate; one subclass per store, in its own module
+    of harness/emulators/ (or of a plug-in package), registered under the entry-point group
+    ``harness.emulators`` with the store's name."""
 
     store: ClassVar[str]
-    """'s3', 'gcs' or 'azure'."""
+    """The store's name, the same as in skycore's store registry."""
+    cli_alias: ClassVar[str | None] = None
+    """A pytest option and marker naming this store by its cloud (``--<alias>``), also the
+    test id of its parameters; the store name when None."""
+    public_dataset: ClassVar[str]
+    """The seeded public bucket owned by the other account (public-not-by-user)."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
     """True if the emulator keeps its data across restarts (then so does the gate state)."""
+    needs_node: ClassVar[bool] = False
+    """True if installing the emulator needs Node.js and npm on the machine."""
+    records_events: ClassVar[bool] = True
+    """Capability: the gate records every completed write (bucket, key, size, time)."""
+    public_read_ignores_bad_credentials: ClassVar[bool] = False
+    """True if the emulator serves a public bucket to a caller with wrong credentials (as
+    the real service does), instead of refusing the credentials."""
+
+    @classmethod
+    def marker(cls) -> str:
+        """The pytest marker and test id of this store."""
+        return cls.cli_alias or cls.store
+
+    @classmethod
+    def supports(cls, capability: str) -> bool:
+        """True if the emulator has ``capability`` (one of CAPABILITIES)."""
+        if capability not in CAPABILITIES:
+            raise ValueError(
+                f"Unknown emulator capability {capability!r}; known: {', '.join(CAPABILITIES)}."
+            )
+        return bool(getattr(cls, capability))
 
     def __init__(self, home: Path, record: EmulatorRecord) -> None:
         self.home = home
@@ -245,7 +279,7 @@ class RunningEmulator(ABC):
             gate_log=str(gate_log),
             gate_state=str(gate_state),
             started_at=time.time(),
-            gate_version=gate_version(),
+            gate_version=gate_version(cls),
         )
         _write_json(state_file(home, cls.store), asdict(record))
         return cls(home, record)
@@ -261,7 +295,8 @@ class RunningEmulator(ABC):
             )
         except HarnessProcessError as e:
             raise EmulatorError(str(e)) from None
-        r.gate_pid, r.gate_start_time, r.gate_version = gate.pid, gate.start_time, gate_version()
+        r.gate_pid, r.gate_start_time = gate.pid, gate.start_time
+        r.gate_version = gate_version(type(self))
         _write_json(state_file(self.home, self.store), asdict(r))
 
     @classmethod
@@ -311,17 +346,42 @@ class RunningEmulator(ABC):
         return info["owner"] if info else None
 
     def events(self, bucket: str) -> list[WriteEvent]:
-        """Completed writes to ``bucket`` recorded by the gate, in completion order."""
+        """Completed writes to ``bucket`` recorded by the gate, in completion order. Raises
+        EmulatorError if this emulator does not record events (never an empty list)."""
         from urllib.parse import quote
 
+        if not self.records_events:
+            raise EmulatorError(
+                f"The {self.store} emulator does not record write events (capability "
+                "records_events); a test that needs them must require that capability."
+            )
         rows = self._admin("GET", f"events?bucket={quote(bucket)}")
         return [WriteEvent(**row) for row in rows]
 
-    # --- per store -----------------------------------------------------------------------
+    # --- per store ----------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def gate_protocol(cls) -> GateProtocol:
+        """How the gate reads this store's API (identities, access, errors, events)."""
+
+    @classmethod
+    @abstractmethod
+    def sdk_errors(cls) -> tuple[type[BaseException], ...]:
+        """The exception types the SDK behind :meth:`client` raises for a refused request."""
 
     @abstractmethod
     def config_section(self) -> Any:
-        """The skycore.config section (AwsConfig / GcpConfig / AzureConfig) of the user."""
+        """The user's skycore config section (the store's config model) for this emulator."""
+
+    @abstractmethod
+    def client(self, owner: str | None = USER) -> Any:
+        """An SDK client through the gate for ``owner`` (user, other or unknown; None:
+        anonymous)."""
+
+    @abstractmethod
+    def bucket_url(self, name: str, owner: str = USER) -> str:
+        """The URL a task uses for bucket ``name`` owned by ``owner``."""
 
     @abstractmethod
     def make_bucket(
@@ -332,15 +392,36 @@ class RunningEmulator(ABC):
         objects: dict[str, bytes] | None = None,
     ) -> str:
         """Create bucket ``name`` owned by ``owner`` (public or private), fill it with
-        ``objects`` and return its URL (s3://, gs://, azure://account/...)."""
+        ``objects`` and return its URL (:meth:`bucket_url`)."""
 
     @abstractmethod
     def delete_bucket(self, name: str) -> None:
         """Delete bucket ``name`` and everything in it (no error if it does not exist)."""
 
     @abstractmethod
-    def client(self, owner: str | None = USER) -> Any:
-        """An SDK client through the gate for ``owner`` ('user' / 'other'; None: anonymous)."""
+    def bucket_exists(self, name: str, owner: str = USER) -> bool:
+        """True if ``owner`` has a bucket called ``name``."""
+
+    @abstractmethod
+    def list_keys(self, bucket: str, owner: str | None = USER) -> list[str]:
+        """Every key of ``bucket``, sorted, listed with ``owner``'s credentials."""
+
+    @abstractmethod
+    def read_object(self, bucket: str, key: str, owner: str | None = USER) -> bytes:
+        """The content of ``key`` in ``bucket``, read with ``owner``'s credentials."""
+
+    @abstractmethod
+    def write_object(self, bucket: str, key: str, data: bytes, owner: str | None = USER) -> None:
+        """Write ``data`` to ``key`` in ``bucket`` with ``owner``'s credentials."""
+
+    @abstractmethod
+    def delete_object(self, bucket: str, key: str, owner: str | None = USER) -> None:
+        """Delete ``key`` from ``bucket`` with ``owner``'s credentials."""
+
+    @abstractmethod
+    def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
+        """An rclone.conf section named ``remote`` reaching this emulator through the gate
+        as ``owner`` (None: anonymous), able to reach ``bucket`` when given."""
 
 
 def state_file(home: Path, store: str) -> Path:
@@ -348,11 +429,22 @@ def state_file(home: Path, store: str) -> Path:
     return home / "emulators" / f"{store}.json"
 
 
-def gate_version() -> str:
-    """A hash of the gate's code: a running gate with another version is restarted."""
+GATE_FILES = ("gate.py", "gate_rules.py", "gate_protocol.py", "gate_state.py", "accounts.py")
+
+
+def gate_version(emulator: type[RunningEmulator]) -> str:
+    """A hash of the gate's code for ``emulator`` (the shared gate modules and the modules of
+    the emulator's classes, where its protocol lives): a running gate with another version
+    is restarted."""
     digest = hashlib.sha256()
-    for name in ("gate.py", "gate_rules.py", "accounts.py"):
-        digest.update((Path(harness.__file__).parent / name).read_bytes())
+    root = Path(harness.__file__).parent
+    files = [root / name for name in GATE_FILES]
+    for cls in emulator.__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is not None and getattr(module, "__file__", None):
+            files.append(Path(str(module.__file__)))
+    for path in files:
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

