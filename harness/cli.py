@@ -24,7 +24,7 @@ def _say(message: str) -> None:
 
 @click.group()
 def cli() -> None:
-    """The local cloud for skycore: dockerd, the node image, S3/GCS/Azure emulators."""
+    """The local cloud for skycore: dockerd, the node image, the storage emulators."""
 
 
 @cli.command()

@@ -485,9 +485,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     listen = _host_port(args.listen, "--listen")
     upstream = _host_port(args.upstream, "--upstream")
-    from harness.registry import get_emulator_class
+    from harness.registry import UnknownEmulatorError, get_emulator_class
 
-    protocol = get_emulator_class(args.store).gate_protocol()
+    try:
+        protocol = get_emulator_class(args.store).gate_protocol()
+    except UnknownEmulatorError as e:
+        raise SystemExit(f"gate: {e}") from None
     server = GateServer(listen, args.store, upstream, GateState(args.state), protocol)
     print(
         f"gate {args.store}: listening on http://{listen[0]}:{listen[1]}, upstream "

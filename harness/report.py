@@ -46,7 +46,7 @@ class ReportData:
 
 
 def parse_matrix_id(nodeid: str) -> tuple[str, str, str] | None:
-    """(cloud, mode, kind) from an id like ``...::test_mount[aws-MOUNT_CACHED-sky_managed]``."""
+    """(cloud, mode, kind) from an id like ``...::test_mount[ID-MOUNT_CACHED-sky_managed]``."""
     if "::test_mount[" not in nodeid:
         return None
     parts = nodeid.split("[", 1)[1].rstrip("]").split("-", 2)

@@ -11,34 +11,40 @@ from typing import Any
 import pytest
 import requests
 
-from harness.accounts import ACCOUNTS, OTHER, USER
+from harness import registry
+from harness.accounts import OTHER, UNKNOWN, USER
 from harness.emulators import RunningEmulator
-from harness.emulators.azure import AzureEmulator
-from harness.gate_rules import (
-    ANONYMOUS,
-    INVALID,
-    Bucket,
-    Kind,
-    classify_azure,
-    classify_gcs,
-    classify_gcs_batch,
-    classify_s3,
-    decide,
-    gcs_identity,
-    s3_identity,
-)
+from harness.emulators.azure import classify_azure
+from harness.emulators.gcs import GcsEmulator, classify_gcs, classify_gcs_batch
+from harness.emulators.s3 import S3Emulator, classify_s3
+from harness.gate_rules import ANONYMOUS, INVALID, Bucket, Kind, decide
 
-MARKS = {"s3": pytest.mark.aws, "gcs": pytest.mark.gcp, "azure": pytest.mark.azure}
 SEED_KEY = "seed/hello world.txt"
 SEED = b"hello from the seed object\n"
 QUICK = 5.0  # a denial must come back this fast: no retry storm, no hang
+CALLERS = {USER: USER, "anonymous": None, "unknown": UNKNOWN}
+"""caller in test ids -> the owner argument of the emulator helpers"""
+
+
+def _mark(store: str) -> pytest.MarkDecorator:
+    return getattr(pytest.mark, registry.get_emulator_class(store).marker())
+
+
+def _stores(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
+    """A pytest.param per registered store whose emulator is a ``kind``."""
+    return [
+        pytest.param(store, marks=_mark(store), id=store)
+        for store, cls in registry.emulator_classes().items()
+        if issubclass(cls, kind)
+    ]
 
 
 def expected_allowed(store: str, owner: str, public: bool, caller: str, op: str) -> bool:
-    """The local cloud's rules. Azurite serves public containers without checking a
-    (wrong) key, where S3/GCS gates reject unknown credentials outright."""
+    """The local cloud's rules. Some emulators serve public buckets without checking a
+    (wrong) key, where the gates reject unknown credentials outright."""
     if caller == "unknown":
-        return store == "azure" and public and op == "read"
+        cls = registry.get_emulator_class(store)
+        return cls.public_read_ignores_bad_credentials and public and op == "read"
     if caller == USER and owner == USER:
         return True
     return op == "read" and public
@@ -50,10 +56,10 @@ def matrix() -> list[Any]:
 
 
 def _matrix() -> Iterator[Any]:
-    for store in ("s3", "gcs", "azure"):
+    for store in registry.store_names():
         for owner in (USER, OTHER):
             for public in (False, True):
-                for caller in (USER, "anonymous", "unknown"):
+                for caller in CALLERS:
                     for op in ("read", "write"):
                         allowed = expected_allowed(store, owner, public, caller, op)
                         ident = (
@@ -61,7 +67,7 @@ def _matrix() -> Iterator[Any]:
                             f"-by_{caller}-{op}-{'allow' if allowed else 'deny'}"
                         )
                         yield pytest.param(
-                            store, owner, public, caller, op, allowed, id=ident, marks=MARKS[store]
+                            store, owner, public, caller, op, allowed, id=ident, marks=_mark(store)
                         )
 
 
@@ -86,58 +92,6 @@ def matrix_bucket(
         emulators[store].delete_bucket(name)
 
 
-def _client(emulator: RunningEmulator, caller: str, bucket_owner: str) -> Any:
-    """An SDK client for ``caller`` (user / anonymous / unknown credentials)."""
-    store = emulator.store
-    if caller in (USER, "anonymous"):
-        owner = USER if caller == USER else None
-        if isinstance(emulator, AzureEmulator):  # on the account that holds the container
-            return emulator.client(owner, account=ACCOUNTS[bucket_owner].azure_account)
-        return emulator.client(owner)
-    # unknown credentials
-    if store == "s3":
-        import boto3
-
-        return boto3.client(
-            "s3",
-            endpoint_url=emulator.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="AKIAUNKNOWNKEY000000",
-            aws_secret_access_key="not-a-known-secret",
-        )
-    if store == "gcs":
-        from google.cloud import storage
-        from google.oauth2.credentials import Credentials
-
-        return storage.Client(
-            project="skycore",
-            credentials=Credentials("ya29.unknown-token"),
-            client_options={"api_endpoint": emulator.endpoint},
-        )
-    from azure.storage.blob import BlobServiceClient
-
-    account = ACCOUNTS[bucket_owner].azure_account
-    wrong_key = ACCOUNTS[OTHER if bucket_owner == USER else USER].azure_key
-    return BlobServiceClient(
-        f"{emulator.endpoint}/{account}",
-        credential={"account_name": account, "account_key": wrong_key},
-    )
-
-
-def _denied_types(store: str) -> tuple[type[BaseException], ...]:
-    if store == "s3":
-        from botocore.exceptions import ClientError
-
-        return (ClientError,)
-    if store == "gcs":
-        from google.api_core.exceptions import Forbidden
-
-        return (Forbidden,)
-    from azure.core.exceptions import HttpResponseError
-
-    return (HttpResponseError,)
-
-
 def _status_of(error: BaseException) -> int | None:
     response = getattr(error, "response", None)
     if isinstance(response, dict):  # botocore
@@ -146,29 +100,15 @@ def _status_of(error: BaseException) -> int | None:
     return int(code) if code is not None else None
 
 
-def _read(store: str, client: Any, bucket: str) -> None:
-    if store == "s3":
-        body = client.get_object(Bucket=bucket, Key=SEED_KEY)["Body"].read()
-        keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    elif store == "gcs":
-        body = client.bucket(bucket).blob(SEED_KEY).download_as_bytes()
-        keys = [b.name for b in client.list_blobs(bucket)]
-    else:
-        container = client.get_container_client(bucket)
-        body = container.download_blob(SEED_KEY).readall()
-        keys = [b.name for b in container.list_blobs()]
+def _read(emulator: RunningEmulator, caller: str | None, bucket: str) -> None:
+    body = emulator.read_object(bucket, SEED_KEY, caller)
+    keys = emulator.list_keys(bucket, caller)
     assert body == SEED
     assert SEED_KEY in keys
 
 
-def _write(store: str, client: Any, bucket: str) -> None:
-    key = f"written/{uuid.uuid4().hex}.txt"
-    if store == "s3":
-        client.put_object(Bucket=bucket, Key=key, Body=b"new object")
-    elif store == "gcs":
-        client.bucket(bucket).blob(key).upload_from_string(b"new object")
-    else:
-        client.get_container_client(bucket).upload_blob(key, b"new object")
+def _write(emulator: RunningEmulator, caller: str | None, bucket: str) -> None:
+    emulator.write_object(bucket, f"written/{uuid.uuid4().hex}.txt", b"new object", caller)
 
 
 @pytest.mark.parametrize(("store_name", "owner", "public", "caller", "op", "allowed"), matrix())
@@ -184,14 +124,13 @@ def test_access_matrix(
 ) -> None:
     emulator = emulators[store_name]
     bucket = matrix_bucket(store_name, owner, public)
-    client = _client(emulator, caller, owner)
     action = _read if op == "read" else _write
     if allowed:
-        action(store_name, client, bucket)
+        action(emulator, CALLERS[caller], bucket)
         return
     started = time.monotonic()
-    with pytest.raises(_denied_types(store_name)) as info:
-        action(store_name, client, bucket)
+    with pytest.raises(emulator.sdk_errors()) as info:
+        action(emulator, CALLERS[caller], bucket)
     assert time.monotonic() - started < QUICK
     assert _status_of(info.value) == 403, info.value
 
@@ -199,11 +138,11 @@ def test_access_matrix(
 # --- bucket creation -------------------------------------------------------------------
 
 
-@pytest.mark.aws
-def test_s3_create_bucket_rules(emulators: dict[str, RunningEmulator]) -> None:
+@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+def test_s3_create_bucket_rules(emulators: dict[str, RunningEmulator], store_name: str) -> None:
     from botocore.exceptions import ClientError
 
-    s3 = emulators["s3"]
+    s3 = emulators[store_name]
     name = f"gc-{uuid.uuid4().hex[:10]}"
     s3.client(USER).create_bucket(Bucket=name)
     assert s3.bucket_owner(name) == USER
@@ -253,16 +192,18 @@ def test_gcs_create_bucket_rules(emulators: dict[str, RunningEmulator]) -> None:
 # --- copies read their source ----------------------------------------------------------
 
 
-@pytest.mark.aws
+@pytest.mark.parametrize("store_name", _stores(S3Emulator))
 def test_s3_copy_needs_read_access_to_the_source(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+    emulators: dict[str, RunningEmulator],
+    matrix_bucket: Callable[[str, str, bool], str],
+    store_name: str,
 ) -> None:
     from botocore.exceptions import ClientError
 
-    s3 = emulators["s3"]
-    mine = matrix_bucket("s3", USER, False)
-    private = matrix_bucket("s3", OTHER, False)
-    public = matrix_bucket("s3", OTHER, True)
+    s3 = emulators[store_name]
+    mine = matrix_bucket(store_name, USER, False)
+    private = matrix_bucket(store_name, OTHER, False)
+    public = matrix_bucket(store_name, OTHER, True)
     user = s3.client(USER)
     with pytest.raises(ClientError) as denied:
         user.copy_object(Bucket=mine, Key="stolen", CopySource={"Bucket": private, "Key": SEED_KEY})
@@ -323,7 +264,7 @@ def test_gcs_xml_style_paths_are_gated(
     assert requests.get(f"{gcs.endpoint}/{public}/{seed}", timeout=10).content == SEED
     assert requests.get(f"{gcs.endpoint}/{private}/{seed}", timeout=10).status_code == 403
     assert requests.put(f"{gcs.endpoint}/{public}/x", data=b"x", timeout=10).status_code == 403
-    user = {"Authorization": f"Bearer {ACCOUNTS[USER].gcs_token}"}
+    user = {"Authorization": f"Bearer {GcsEmulator.tokens[USER]}"}
     put = requests.put(f"{gcs.endpoint}/{public}/x", data=b"x", headers=user, timeout=10)
     assert put.status_code == 403
 
@@ -331,12 +272,14 @@ def test_gcs_xml_style_paths_are_gated(
 # --- other ways in ---------------------------------------------------------------------
 
 
-@pytest.mark.aws
+@pytest.mark.parametrize("store_name", _stores(S3Emulator))
 def test_s3_presigned_urls(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+    emulators: dict[str, RunningEmulator],
+    matrix_bucket: Callable[[str, str, bool], str],
+    store_name: str,
 ) -> None:
-    s3 = emulators["s3"]
-    bucket = matrix_bucket("s3", USER, False)
+    s3 = emulators[store_name]
+    bucket = matrix_bucket(store_name, USER, False)
     params = {"Bucket": bucket, "Key": SEED_KEY}
     url = s3.client(USER).generate_presigned_url("get_object", Params=params)
     assert requests.get(url, timeout=10).content == SEED
@@ -346,7 +289,7 @@ def test_s3_presigned_urls(
     assert requests.put(put, data=b"x", timeout=10).status_code == 403
 
 
-@pytest.mark.parametrize("store_name", [pytest.param(s, marks=MARKS[s]) for s in ("s3", "gcs")])
+@pytest.mark.parametrize("store_name", _stores(S3Emulator) + _stores(GcsEmulator))
 def test_denied_streaming_upload_gets_a_clean_answer(
     emulators: dict[str, RunningEmulator],
     matrix_bucket: Callable[[str, str, bool], str],
@@ -361,7 +304,7 @@ def test_denied_streaming_upload_gets_a_clean_answer(
         for _ in range(24):
             yield b"x" * (1 << 20)
 
-    if store_name == "s3":
+    if isinstance(emulator, S3Emulator):
         url = f"{emulator.endpoint}/{bucket}/big"
         resp = requests.put(url, data=body(), timeout=30)
         assert b"<Code>AccessDenied</Code>" in resp.content
@@ -372,7 +315,7 @@ def test_denied_streaming_upload_gets_a_clean_answer(
     assert resp.status_code == 403
 
 
-@pytest.mark.parametrize("store_name", [pytest.param(s, marks=MARKS[s]) for s in MARKS])
+@pytest.mark.parametrize("store_name", _stores())
 def test_admin_api(emulators: dict[str, RunningEmulator], store_name: str) -> None:
     emulator = emulators[store_name]
     health = requests.get(f"{emulator.endpoint}/__gate__/health", timeout=10).json()
@@ -399,25 +342,49 @@ def test_admin_api(emulators: dict[str, RunningEmulator], store_name: str) -> No
 # --- classification, without processes ------------------------------------------------
 
 
-def test_s3_identity() -> None:
-    user = ACCOUNTS[USER].s3_access_key_id
-    v4 = (
-        f"AWS4-HMAC-SHA256 Credential={user}/20260101/us-east-1/s3/aws4_request, SignedHeaders=host"
+@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+def test_s3_identity(store_name: str) -> None:
+    cls = registry.get_emulator_class(store_name)
+    assert issubclass(cls, S3Emulator)
+    protocol = cls.gate_protocol()
+    user = cls.keys[USER].access_key_id
+    region = cls.region
+    v4 = f"AWS4-HMAC-SHA256 Credential={user}/20260101/{region}/s3/aws4_request, SignedHeaders=host"
+    assert protocol.identity({"authorization": v4}, {}) == USER
+    other = cls.keys[OTHER].access_key_id
+    assert protocol.identity({"authorization": f"AWS {other}:sig"}, {}) == OTHER
+    assert protocol.identity({}, {"X-Amz-Credential": [f"{user}/20260101/x"]}) == USER
+    assert protocol.identity({}, {}) is ANONYMOUS
+    unknown = f"AWS4-HMAC-SHA256 Credential={cls.keys[UNKNOWN].access_key_id}/1/2"
+    assert protocol.identity({"authorization": unknown}, {}) == INVALID
+    assert protocol.identity({"authorization": "AWS4-HMAC-SHA256 Credential=AKIAX/1/2"}, {}) == (
+        INVALID
     )
-    assert s3_identity({"authorization": v4}, {}) == USER
-    assert (
-        s3_identity({"authorization": f"AWS {ACCOUNTS[OTHER].s3_access_key_id}:sig"}, {}) == OTHER
-    )
-    assert s3_identity({}, {"X-Amz-Credential": [f"{user}/20260101/x"]}) == USER
-    assert s3_identity({}, {}) is ANONYMOUS
-    assert s3_identity({"authorization": "AWS4-HMAC-SHA256 Credential=AKIAX/1/2"}, {}) == INVALID
-    assert s3_identity({"authorization": "Basic abc"}, {}) == INVALID
+    assert protocol.identity({"authorization": "Basic abc"}, {}) == INVALID
+
+
+def test_s3_compatible_stores_have_their_own_identities() -> None:
+    """Each S3-protocol emulator knows only its own keys: another store's key is INVALID."""
+    s3_like = [c for c in registry.emulator_classes().values() if issubclass(c, S3Emulator)]
+    for cls in s3_like:
+        for other_cls in s3_like:
+            if other_cls is cls:
+                continue
+            for owner in (USER, OTHER):
+                key = other_cls.keys[owner].access_key_id
+                assert key not in {k.access_key_id for k in cls.keys.values()}
+                auth = {"authorization": f"AWS {key}:sig"}
+                assert cls.gate_protocol().identity(auth, {}) == INVALID
 
 
 def test_gcs_identity() -> None:
-    assert gcs_identity({"authorization": f"Bearer {ACCOUNTS[USER].gcs_token}"}) == USER
-    assert gcs_identity({"authorization": "Bearer ya29.nope"}) == INVALID
-    assert gcs_identity({}) is ANONYMOUS
+    protocol = GcsEmulator.gate_protocol()
+    assert protocol.identity({"authorization": f"Bearer {GcsEmulator.tokens[USER]}"}) == USER
+    assert protocol.identity({"authorization": f"Bearer {GcsEmulator.tokens[UNKNOWN]}"}) == (
+        INVALID
+    )
+    assert protocol.identity({"authorization": "Bearer ya29.nope"}) == INVALID
+    assert protocol.identity({}) is ANONYMOUS
 
 
 @pytest.mark.parametrize(
@@ -530,3 +497,20 @@ def test_classify_azure_events() -> None:
     assert classify_azure("DELETE", "/acct/c/b", {}).event == "delete"
     put = classify_azure("PUT", "/acct/c?restype=container", {})
     assert put.kind is Kind.PASS and put.event is None
+
+
+def test_unknown_store_is_a_clear_error() -> None:
+    """A gate for a store no emulator serves refuses to start, naming the store and the
+    registered ones (never a fallback protocol that lets everything through)."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "harness.gate", "--store", "nosuchstore", "--listen"]
+    argv += ["127.0.0.1:1", "--upstream", "http://127.0.0.1:2", "--state", "/nonexistent"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Unknown store 'nosuchstore'" in result.stderr
+    for store in registry.store_names():
+        assert store in result.stderr
+    with pytest.raises(registry.UnknownEmulatorError, match="nosuchstore"):
+        registry.get_emulator_class("nosuchstore")
