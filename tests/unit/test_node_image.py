@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import uuid
 
+import docker
 import pytest
 
 from harness import nodes
@@ -44,10 +46,40 @@ def run_in_node(
     )
 
 
-def test_image_tag_follows_the_recipe(node_engine):
-    _host, image = node_engine
-    assert image == nodes.image_tag()
-    assert image.startswith("skycore-node:")
+def test_image_tag_follows_the_recipe(node_engine, tmp_path, monkeypatch):
+    """The tag names the recipe: the engine runs the image of today's recipe, and changing
+    any part of the recipe (or the rclone copied in) gives another tag, so a stale image is
+    never reused."""
+    host, image = node_engine
+    rclone = nodes.rclone_binary()
+    tag = nodes.image_tag(rclone)
+    assert re.fullmatch(r"skycore-node:[0-9a-f]{12}", tag), tag
+    assert image == tag
+    client = docker.DockerClient(base_url=host, version="auto")
+    try:
+        assert tag in client.images.get(image).tags
+    finally:
+        client.close()
+
+    changes = {
+        "RECIPE_VERSION": nodes.RECIPE_VERSION + 1,
+        "SUITE": "trixie",
+        "PACKAGES": (*nodes.PACKAGES, "curl"),
+        "POST_BUILD": nodes.POST_BUILD + "touch etc/changed\n",
+    }
+    tags = set()
+    for name, value in changes.items():
+        with monkeypatch.context() as m:
+            m.setattr(nodes, name, value)
+            tags.add(nodes.image_tag(rclone))
+    other_rclone = tmp_path / "rclone"
+    other_rclone.write_bytes(rclone.read_bytes() + b"\0")
+    tags.add(nodes.image_tag(other_rclone))
+    assert tag not in tags and len(tags) == len(changes) + 1, tags
+    # What does not change the image does not change the tag: the order packages are listed.
+    with monkeypatch.context() as m:
+        m.setattr(nodes, "PACKAGES", tuple(reversed(nodes.PACKAGES)))
+        assert nodes.image_tag(rclone) == tag
 
 
 def test_node_has_the_runtime(node_engine):

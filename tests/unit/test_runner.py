@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,13 +54,36 @@ def test_run_output_and_home(runner: CommandRunner) -> None:
     assert runner.abs_path("~/x") == "/root/x"
 
 
-def test_write_file_goes_through_stdin_with_mode(runner: CommandRunner) -> None:
-    runner.write_file("~/.secrets/creds", "key=SECRET\n", 0o600)
+def test_write_file_goes_through_stdin_with_mode(
+    runner: CommandRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What write_file really runs: one docker exec whose argv never holds the content, which
+    travels on its stdin; the file then has exactly that content and mode, nothing else."""
+    import subprocess
+
+    calls: list[tuple[list[str], object]] = []
+    real_run = subprocess.run
+
+    def spy(argv: list[str], *a: object, **kw: object) -> object:
+        calls.append((list(argv), kw.get("input")))
+        return real_run(argv, *a, **kw)  # type: ignore[call-overload]
+
+    with monkeypatch.context() as m:
+        m.setattr(subprocess, "run", spy)
+        runner.write_file("~/.secrets/creds", "key=SECRET\n", 0o600)
+    assert len(calls) == 1, calls
+    argv, fed = calls[0]
+    assert argv[argv.index("exec") + 1] == "-i", argv  # stdin attached
+    assert fed == b"key=SECRET\n"
+    assert not any("SECRET" in a for a in argv), argv
     rc, out = runner.run_output("stat -c '%a %U' ~/.secrets/creds; cat ~/.secrets/creds")
-    assert rc == 0
-    assert out == "600 root\nkey=SECRET\n"
-    argv = runner._exec_argv("x", None, interactive=True)  # the secret is never on argv
-    assert "SECRET" not in " ".join(argv)
+    assert (rc, out) == (0, "600 root\nkey=SECRET\n")
+    # Replaced whole, with the new mode; bytes arrive unchanged; no temporary file is left.
+    blob = bytes(range(256)) * 4
+    runner.write_file("~/.secrets/creds", blob, 0o640)
+    rc, out = runner.run_output("stat -c %a ~/.secrets/creds; sha256sum < ~/.secrets/creds")
+    assert (rc, out) == (0, f"640\n{hashlib.sha256(blob).hexdigest()}  -\n")
+    assert runner.run_output("ls -A ~/.secrets")[1] == "creds\n"
 
 
 def test_rsync_up_is_incremental(runner: CommandRunner, tmp_path: Path) -> None:
