@@ -1,12 +1,14 @@
 """Launch benchmark: comp_test.yaml on the local cloud, cold (new cluster) and warm
 (relaunch on the UP cluster), for 1 and 4 nodes, with per-stage durations.
 
-    .venv/bin/python bench/launch.py [--nodes 1 4] [--repeat 1] [--run-id dy]
+    .venv/bin/python bench/launch.py [--nodes 1 4] [--repeat 1] [--run-id dy] [--no-check]
 
 Brings the local cloud up if needed (S3 + GCS: the stores comp_test.yaml uses), runs in a
 private SKYCORE_HOME so it never touches your clusters, tears its clusters down, prints a
 table and writes JSON to bench/results/launch-<timestamp>.json.
-Targets: cold single-node < 20 s, warm single-node < 8 s, 4 nodes < 1.5x single-node.
+Targets: cold single-node < 20 s, warm single-node < 8 s, 4 nodes < 1.5x single-node
+(cold and warm). Exits 1 when one is missed or a launch failed (--no-check: an exploratory
+run, exit 0 after a missed target; a failed launch still exits 1).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench_checks import Target, add_check_option, verdict
 from rich.console import Console
 from rich.table import Table
 
@@ -73,20 +76,27 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
     return record
 
 
-def _median(records: list[dict[str, Any]], phase: str, key: str | None = None) -> float:
-    vals = [
-        r[phase]["total_s"] if key is None else r[phase]["stages_s"].get(key, 0.0) for r in records
-    ]
-    return round(statistics.median(vals), 3)
+def _median(records: list[dict[str, Any]], phase: str, key: str | None = None) -> float | None:
+    """Median total (or stage) time; None for a stage that did not run (never 0)."""
+    vals = [r[phase]["total_s"] if key is None else r[phase]["stages_s"].get(key) for r in records]
+    present = [v for v in vals if v is not None]
+    return round(statistics.median(present), 3) if present and len(present) == len(vals) else None
+
+
+def _cell(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}s"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; exit 0 (targets are reported, not enforced)."""
+    """Run the benchmark; 1 if a target was missed (unless --no-check), else 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--repeat", type=int, default=1, help="runs per node count (median)")
     parser.add_argument("--run-id", default="dy", help="RUN_ID of the seeded external buckets")
+    add_check_option(parser)
     args = parser.parse_args(argv)
+    if 1 not in args.nodes and not args.no_check:
+        parser.error("the targets need --nodes 1 (and 4 for the scaling one); add --no-check")
     out = Console(highlight=False)
 
     home = Path(tempfile.mkdtemp(prefix="skycore-bench-"))
@@ -118,15 +128,18 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(
                 str(nodes),
                 phase,
-                f"{_median(recs, phase):.1f}s",
-                *(f"{_median(recs, phase, s):.1f}s" for s in STAGES),
+                _cell(_median(recs, phase)),
+                *(_cell(_median(recs, phase, s)) for s in STAGES),
             )
     out.print(table)
 
     checks: dict[str, Any] = {}
+    targets: list[Target] = []
     if 1 in runs:
         checks["cold_1_under_20s"] = summary["1:cold"] < TARGET_COLD_S
         checks["warm_1_under_8s"] = summary["1:warm"] < TARGET_WARM_S
+        targets.append(Target("cold_1 (median)", summary["1:cold"], TARGET_COLD_S))
+        targets.append(Target("warm_1 (median)", summary["1:warm"], TARGET_WARM_S))
     if 1 in runs and 4 in runs:
         ratio = summary["4:cold"] / summary["1:cold"]
         checks["cold_4_over_1_ratio"] = round(ratio, 2)
@@ -134,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         wratio = summary["4:warm"] / summary["1:warm"]
         checks["warm_4_over_1_ratio"] = round(wratio, 2)
         checks["warm_4_under_1.5x"] = wratio < TARGET_SCALE
+        targets.append(Target("cold_4 / cold_1", round(ratio, 2), TARGET_SCALE, unit="x"))
+        targets.append(Target("warm_4 / warm_1", round(wratio, 2), TARGET_SCALE, unit="x"))
     for key, val in checks.items():
         out.print(f"  {key}: {val}")
 
@@ -150,13 +165,15 @@ def main(argv: list[str] | None = None) -> int:
                 "repeat": args.repeat,
                 "summary_s": summary,
                 "checks": checks,
+                "targets": {t.name: t.as_json() for t in targets},
+                "checked": not args.no_check,
                 "runs": runs,
             },
             indent=2,
         )
     )
     out.print(f"Results: {path}")
-    return 0
+    return verdict(targets, args.no_check)
 
 
 if __name__ == "__main__":
