@@ -10,17 +10,22 @@ import pytest
 import yaml
 from rich.console import Console
 
+from harness.buckets import list_keys
 from harness.emulators import RunningEmulator
+from skycore import state as core_state
 from skycore.config import SkycoreConfig
 from skycore.plan import dryrun_plan, stages
-from skycore.storage import StorageAccessError, StoreType, make_store
+from skycore.storage import StorageAccessError, make_store, parse_url
 from skycore.task import Task
 
 
 @pytest.fixture
 def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    sections = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
-    return SkycoreConfig(**{sections[s]: em.config_section() for s, em in emulators.items()})
+    from skycore.storage import get_store_class
+
+    return SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +52,10 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
     (src / "a.txt").write_text("a")
     pub = unique_name("pub")
     pub_url = em.make_bucket(pub, owner="other", public=True, objects={"x/y.txt": b"y"})
+    # A bucket of the user's: the gate lets the user write there, so any write the dry run
+    # made would be recorded (the public one above refuses writes whatever skycore does).
+    mine = unique_name("mine")
+    mine_url = em.make_bucket(mine, owner="user", public=False, objects={"k.txt": b"k"})
     managed = unique_name("mgd")
     try:
         f = tmp_path / "task.yaml"
@@ -66,6 +75,7 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
                         },
                         "/public": {"source": pub_url, "mode": "MOUNT"},
                         "/obj": pub_url + "/x/y.txt",
+                        "/mine": {"source": mine_url, "mode": "MOUNT_CACHED"},
                     },
                     "setup": "echo s",
                     "run": "echo r",
@@ -73,17 +83,24 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
             )
         )
         task = Task.from_yaml(f)
+        mine_before = (em.events(mine), list_keys(store, mine))
         assert stages(task) == ["PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC"]
         out = render(dryrun_plan(task, config))
         assert "PROVISION -> SYNC_WORKDIR -> SYNC_FILE_MOUNTS -> SETUP -> EXEC" in out
         assert "Nodes: 2 on docker" in out
         assert "create bucket, upload 1 files" in out and "MOUNT_CACHED" in out
         assert "external" in out and "read-only" in out and "sky-managed" in out
-        assert f"Buckets to create: {StoreType(store).scheme}://" in out and managed in out
-        assert not make_store(StoreType(store), managed, config).exists()
-        assert em.events(pub) == [e for e in em.events(pub) if e.key == "x/y.txt"]
+        scheme = pub_url.split("://", 1)[0]
+        assert f"Buckets to create: {scheme}://" in out and managed in out
+        assert mine in out
+        # Nothing changed: no bucket created, no write to a bucket the user may write to,
+        # nothing recorded in skycore's state.
+        assert not make_store(parse_url(pub_url).store, managed, config).exists()
+        assert (em.events(mine), list_keys(store, mine)) == mine_before
+        assert core_state.list_storage() == [] and core_state.list_clusters() == []
     finally:
         em.delete_bucket(pub)
+        em.delete_bucket(mine)
 
 
 def test_dryrun_fails_cleanly_for_private_bucket(
