@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 import pytest
 import requests
 
-from harness.accounts import ACCOUNTS, OTHER, USER
+from harness import registry
+from harness.accounts import OTHER, USER
 from harness.emulators import (
     EmulatorError,
     RunningEmulator,
@@ -24,15 +25,53 @@ from harness.emulators import (
     status_all,
     stop_all,
 )
+from harness.emulators.azure import ACCOUNTS as AZURE_ACCOUNTS
 from harness.emulators.azure import AzureEmulator, npm_dir
-from harness.emulators.base import state_file
+from harness.emulators.base import CAPABILITIES, state_file
 from harness.emulators.gcs import GcsEmulator
+from harness.emulators.s3 import S3Emulator
 from harness.procs import Proc, free_port
-from skycore.config import AwsConfig, AzureConfig, GcpConfig
+from skycore.storage.registry import get_store_class
 
-MARKS = {"s3": pytest.mark.aws, "gcs": pytest.mark.gcp, "azure": pytest.mark.azure}
-ALL = [pytest.param(s, marks=MARKS[s]) for s in MARKS]
+ALL = [
+    pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
+    for store, cls in registry.emulator_classes().items()
+]
+S3_LIKE = [
+    pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
+    for store, cls in registry.emulator_classes().items()
+    if issubclass(cls, S3Emulator)
+]
 MiB = 1 << 20
+
+
+# --- the registry ----------------------------------------------------------------------
+
+
+def test_every_store_has_an_emulator_and_the_same_name() -> None:
+    classes = registry.emulator_classes()
+    assert {"s3", "gcs", "azure", "r2"} <= set(classes)
+    for store, cls in classes.items():
+        assert cls.store == store
+        assert get_store_class(store).store_name == store  # the same name in skycore
+        assert cls.public_dataset
+        for capability in CAPABILITIES:
+            assert isinstance(cls.supports(capability), bool)
+    markers = [cls.marker() for cls in classes.values()]
+    assert len(set(markers)) == len(markers)
+
+
+def test_unknown_store_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(registry.UnknownEmulatorError) as info:
+        registry.get_emulator_class("nosuchstore")
+    message = str(info.value)
+    assert "nosuchstore" in message
+    for store in registry.store_names():
+        assert store in message
+    with pytest.raises(EmulatorError, match="nosuchstore"):
+        start_all(tmp_path, stores=("nosuchstore",))
+    with pytest.raises(ValueError, match="no_such_capability"):
+        S3Emulator.supports("no_such_capability")
 
 
 # --- config and buckets ----------------------------------------------------------------
@@ -44,18 +83,17 @@ def test_config_section_reaches_the_gate_as_user(
 ) -> None:
     emulator = emulators[store_name]
     section = emulator.config_section()
-    user = ACCOUNTS[USER]
-    if store_name == "s3":
-        assert isinstance(section, AwsConfig)
+    assert isinstance(section, get_store_class(store_name).config_model)
+    if isinstance(emulator, S3Emulator):
         assert section.endpoint_url == emulator.endpoint
-        assert section.access_key_id == user.s3_access_key_id
-    elif store_name == "gcs":
-        assert isinstance(section, GcpConfig)
+        assert section.access_key_id == emulator.keys[USER].access_key_id
+        assert section.region == emulator.region
+    elif isinstance(emulator, GcsEmulator):
         assert section.api_endpoint == emulator.endpoint
-        assert section.access_token == user.gcs_token
+        assert section.access_token == emulator.tokens[USER]
     else:
-        assert isinstance(section, AzureConfig)
-        assert section.account_name == user.azure_account
+        assert isinstance(emulator, AzureEmulator)
+        assert section.account_name == AZURE_ACCOUNTS[USER].name
         assert section.blob_endpoint("skyother") == f"{emulator.endpoint}/skyother"
     assert emulator.endpoint.startswith("http://127.0.0.1:")
 
@@ -67,30 +105,27 @@ def test_make_and_delete_bucket(
     emulator = emulators[store_name]
     name = unique_name("eb")
     url = emulator.make_bucket(name, owner=OTHER, public=True, objects={"a/b.txt": b"ab"})
-    expected = {"s3": f"s3://{name}", "gcs": f"gs://{name}", "azure": f"azure://skyother/{name}"}
-    assert url == expected[store_name]
+    expected = {
+        "s3": f"s3://{name}",
+        "gcs": f"gs://{name}",
+        "azure": f"azure://skyother/{name}",
+        "r2": f"r2://{name}",
+    }
+    assert url == expected.get(store_name, emulator.bucket_url(name, OTHER))
+    assert url == emulator.bucket_url(name, OTHER)
+    scheme = url.split("://", 1)[0]
+    assert scheme in get_store_class(store_name).schemes  # a URL skycore parses
     assert emulator.bucket_owner(name) == OTHER
+    assert emulator.bucket_exists(name, OTHER)
+    assert emulator.list_keys(name, OTHER) == ["a/b.txt"]
+    assert emulator.read_object(name, "a/b.txt", None) == b"ab"  # public: anonymous read
     assert [(e.key, e.size) for e in emulator.events(name)] == [("a/b.txt", 2)]
     emulator.delete_bucket(name)
     emulator.delete_bucket(name)  # deleting a missing bucket is not an error
-    if store_name == "s3":
-        assert name not in {b["Name"] for b in emulator.client(OTHER).list_buckets()["Buckets"]}
-    elif store_name == "gcs":
-        assert emulator.client(OTHER).lookup_bucket(name) is None
-    else:
-        assert not emulator.client(OTHER).get_container_client(name).exists()
+    assert not emulator.bucket_exists(name, OTHER)
 
 
 # --- the event log ---------------------------------------------------------------------
-
-
-def _put(emulator: RunningEmulator, bucket: str, key: str, data: bytes) -> None:
-    if emulator.store == "s3":
-        emulator.client(USER).put_object(Bucket=bucket, Key=key, Body=data)
-    elif emulator.store == "gcs":
-        emulator.client(USER).bucket(bucket).blob(key).upload_from_string(data)
-    else:
-        emulator.client(USER).get_container_client(bucket).upload_blob(key, data)
 
 
 @pytest.mark.parametrize("store_name", ALL)
@@ -102,7 +137,7 @@ def test_sequential_writes_are_logged_in_order(
     emulator.make_bucket(bucket)
     written = [(f"dir/file-{i:02d}.bin", 100 + 37 * i) for i in range(20)]
     for key, size in written:
-        _put(emulator, bucket, key, os.urandom(size))
+        emulator.write_object(bucket, key, os.urandom(size))
     events = emulator.events(bucket)
     assert [(e.key, e.size) for e in events] == written
     assert {e.op for e in events} == {"put"}
@@ -111,13 +146,16 @@ def test_sequential_writes_are_logged_in_order(
     emulator.delete_bucket(bucket)
 
 
-@pytest.mark.aws
+@pytest.mark.parametrize("store_name", S3_LIKE)
 def test_s3_multipart_upload_is_one_event(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], tmp_path: Path
+    emulators: dict[str, RunningEmulator],
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    store_name: str,
 ) -> None:
     from boto3.s3.transfer import TransferConfig
 
-    s3 = emulators["s3"]
+    s3 = emulators[store_name]
     bucket = unique_name("mp")
     s3.make_bucket(bucket)
     src = tmp_path / "big.bin"
@@ -155,10 +193,10 @@ def test_azure_block_upload_is_one_event(
     azure.make_bucket(bucket)
     from azure.storage.blob import BlobServiceClient
 
-    user = ACCOUNTS[USER]
+    user = AZURE_ACCOUNTS[USER]
     service = BlobServiceClient(  # small limits force staged blocks and one commit
-        azure.account_url(user.azure_account),
-        credential={"account_name": user.azure_account, "account_key": user.azure_key},
+        azure.account_url(user.name),
+        credential={"account_name": user.name, "account_key": user.key},
         max_single_put_size=4 * MiB,
         max_block_size=4 * MiB,
     )
@@ -175,13 +213,7 @@ def test_deletes_are_logged(
     emulator = emulators[store_name]
     bucket = unique_name("dl")
     emulator.make_bucket(bucket, objects={"gone.txt": b"bye"})
-    client = emulator.client(USER)
-    if store_name == "s3":
-        client.delete_object(Bucket=bucket, Key="gone.txt")
-    elif store_name == "gcs":
-        client.bucket(bucket).blob("gone.txt").delete()
-    else:
-        client.get_container_client(bucket).delete_blob("gone.txt")
+    emulator.delete_object(bucket, "gone.txt")
     assert [(e.key, e.op) for e in emulator.events(bucket)] == [
         ("gone.txt", "put"),
         ("gone.txt", "delete"),
@@ -220,8 +252,8 @@ def test_rclone_through_the_gate(
     assert {e.key for e in emulator.events(mine)} == {"data/one.txt", "data/sub/two.bin"}
 
     # The other account's public bucket: readable, never writable, and refused promptly.
-    # (Azure: the container lives in the other storage account; the user's key is used.)
-    where = {"account": ACCOUNTS[OTHER].azure_account} if store_name == "azure" else {}
+    # (The remote is made for that bucket: some stores keep it under its owner's account.)
+    where = {"bucket": theirs}
     read = rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **where)
     assert read.returncode == 0 and read.stdout == "public\n", read.stderr
     started = time.monotonic()
@@ -339,25 +371,26 @@ def test_process_exiting_early_is_a_clear_error(tmp_path: Path) -> None:
     assert not (tmp_path / "emulators" / "gcs.json").exists()
 
 
-@pytest.mark.aws
 @pytest.mark.slow
+@pytest.mark.parametrize("store_name", S3_LIKE)
 def test_gate_streams_large_uploads_near_emulator_speed(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
 ) -> None:
     """64 MiB PUT through the gate vs. straight to moto: the gate must not be the
     bottleneck (it streams; it does not buffer)."""
     import boto3
 
-    s3 = emulators["s3"]
+    s3 = emulators[store_name]
+    assert isinstance(s3, S3Emulator)
     bucket = unique_name("tp")
     s3.make_bucket(bucket)
     data = os.urandom(64 * MiB)
     direct = boto3.client(
         "s3",
         endpoint_url=s3.upstream,
-        region_name="us-east-1",
-        aws_access_key_id=ACCOUNTS[USER].s3_access_key_id,
-        aws_secret_access_key=ACCOUNTS[USER].s3_secret_access_key,
+        region_name="us-east-1",  # moto's own region (the gate rewrites others to it)
+        aws_access_key_id=s3.keys[USER].access_key_id,
+        aws_secret_access_key=s3.keys[USER].secret_access_key,
     )
     rates = {}
     for name, client in (("direct", direct), ("gate", s3.client(USER))):
@@ -438,3 +471,59 @@ def test_concurrent_starts_share_one_emulator(tmp_path: Path) -> None:
         assert len(outputs) == 1, outputs
     finally:
         stop_all(tmp_path)
+
+
+# --- capabilities ----------------------------------------------------------------------
+
+CAPABILITY_CONFTEST = """
+from harness import registry
+from harness.emulators.gcs import GcsEmulator
+
+
+class NoEventsEmulator(GcsEmulator):
+    store = "noevents"
+    cli_alias = None
+    records_events = False
+
+
+registry._CACHE = {**registry.emulator_classes(), "noevents": NoEventsEmulator}
+"""
+
+CAPABILITY_TESTS = """
+import pytest
+
+
+@pytest.mark.requires_capability("records_events")
+def test_needs_events(store):
+    assert store != "noevents", "ran on an emulator without the capability"
+"""
+
+
+def test_a_missing_capability_skips_with_the_reason(tmp_path: Path) -> None:
+    """A test that needs a capability is skipped, with the reason shown, on an emulator that
+    lacks it, and runs on the others; it never passes there silently."""
+    (tmp_path / "conftest.py").write_text(CAPABILITY_CONFTEST)
+    (tmp_path / "test_capability.py").write_text(CAPABILITY_TESTS)
+    argv = [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    result = subprocess.run(
+        [*argv, "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "lacks capability 'records_events'" in out
+    assert f"{len(registry.store_names())} passed, 1 skipped" in out, out
+
+
+def test_events_of_an_emulator_without_the_capability_is_an_error(tmp_path: Path) -> None:
+    class NoEvents(GcsEmulator):
+        records_events = False
+
+    record = json.loads(json.dumps({"store": "gcs", "port": 1, "pid": 1, "start_time": 0}))
+    emulator = NoEvents.__new__(NoEvents)
+    emulator.home, emulator.record = tmp_path, record
+    with pytest.raises(EmulatorError, match="does not record write events"):
+        emulator.events("any-bucket")
