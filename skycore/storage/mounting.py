@@ -183,7 +183,9 @@ def mount_flags(mode: StorageMode, dirs: MountDirs, options: MountOptions) -> li
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
     """Bash (inside the mount loop) that makes the kernel send this mount's FUSE RELEASE
-    requests one at a time, for an ordered MOUNT_CACHED mount ('' otherwise).
+    requests one at a time, for an ordered MOUNT_CACHED mount ('' otherwise). If the setting
+    cannot be applied (and read back) the fresh mount is undone and the script fails: order
+    is a promise, never a warning.
 
     rclone queues a cached file for upload when it handles the file's RELEASE. The kernel
     sends RELEASE asynchronously after close() and rclone serves requests concurrently, so
@@ -199,13 +201,17 @@ def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
         '    if [ ! -d "$conn" ]; then\n'
         "      mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true\n"
         "    fi\n"
-        '    if echo 1 > "$conn/max_background" 2>/dev/null; then\n'
-        '      echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
-        "    else\n"
-        '      echo "skycore: warning: cannot set $conn/max_background (fusectl not '
-        "mounted or read-only); files closed within microseconds of each other may upload "
-        'out of order" >&2\n'
+        '    if ! { echo 1 > "$conn/max_background" && '
+        '[ "$(cat "$conn/max_background")" = 1 ]; } 2>/dev/null; then\n'
+        '      echo "skycore: cannot serialize FUSE releases for $DST (writing 1 to '
+        "$conn/max_background failed: fusectl is not mounted or is read-only), so uploads "
+        "could leave in another order than the files were closed; the mount is undone. "
+        "Run nodes with a writable /sys/fs/fuse/connections, or set transfers > 1 on this "
+        'mount to accept unordered uploads." >&2\n'
+        '      fusermount3 -u "$DST" 2>/dev/null || umount -l "$DST" || true\n'
+        "      exit 1\n"
         "    fi\n"
+        '    echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
     )
 
 

@@ -243,6 +243,29 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     assert not mounted(dst)
 
 
+def test_ordered_mount_fails_when_releases_cannot_be_serialized(
+    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+) -> None:
+    """Upload order is a promise: when the FUSE connection's max_background cannot be set
+    (fusectl read-only here, in a private mount namespace) the ordered MOUNT_CACHED mount
+    fails with a clear error and is undone, instead of mounting with a warning."""
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "ordered"
+    script = storage.mount_command(str(dst), config, env=host_env)
+    r = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c",
+         "mountpoint -q /sys/fs/fuse/connections || mount -t fusectl fusectl "
+         "/sys/fs/fuse/connections; mount -o remount,bind,ro /sys/fs/fuse/connections && "
+         'bash -c "$0"; rc=$?; '
+         'grep -c " $1 " /proc/self/mounts || true; exit $rc', script, str(dst)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "cannot serialize FUSE releases" in r.stderr and "transfers > 1" in r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "0", "the failed mount was left mounted"
+
+
 def test_plain_mount_writes_through_and_remounts_after_stale(
     store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
 ) -> None:
