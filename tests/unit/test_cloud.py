@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cloud, emulators
+from harness import cloud, emulators, registry
 from harness.procs import Proc
 
 pytestmark = pytest.mark.cloud
@@ -27,7 +27,8 @@ def test_second_up_is_a_no_op(local_cloud) -> None:
 
 def test_status_lists_every_component(local_cloud) -> None:
     rows = {row.component: row for row in cloud.status()}
-    for component in ("dockerd", "node image", "emulator s3", "emulator gcs", "emulator azure"):
+    emulator_rows = [f"emulator {store}" for store in registry.store_names()]
+    for component in ("dockerd", "node image", *emulator_rows):
         assert rows[component].running, rows[component]
     assert rows["node image"].where == local_cloud.image
 
@@ -36,17 +37,38 @@ def test_cli_status_and_env(local_cloud) -> None:
     harness = [sys.executable, "-m", "harness.cli"]
     status = subprocess.run([*harness, "status"], capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, status.stderr
-    for word in ("dockerd", "node image", "emulator s3", "emulator gcs", "emulator azure"):
+    emulator_rows = [f"emulator {store}" for store in registry.store_names()]
+    for word in ("dockerd", "node image", *emulator_rows):
         assert word in status.stdout
     env = subprocess.run([*harness, "env"], capture_output=True, text=True, timeout=60)
     assert f"export DOCKER_HOST={local_cloud.docker_host}" in env.stdout
 
 
 def test_world_is_seeded(local_cloud) -> None:
-    for store, name in cloud.PUBLIC_DATASETS.items():
+    assert set(cloud.public_datasets()) == set(registry.store_names())
+    for store, name in cloud.public_datasets().items():
         emu = emulators.get(store)
-        assert cloud.bucket_exists(emu, name, "other"), (store, name)
-        assert emu.bucket_owner(name) in ("other", None)  # azure: the other account itself
+        assert emu.bucket_exists(name, "other"), (store, name)
+        assert emu.bucket_owner(name) in ("other", None)  # or the other account itself
+        assert "README.txt" in emu.list_keys(name, None)  # public: anonymous read
+        for bucket, owner, public in cloud.demo_buckets(store):
+            assert emu.bucket_exists(bucket, owner), (store, bucket)
+            if owner != "other":
+                assert emu.bucket_owner(bucket) == owner
+                assert "existing.txt" in emu.list_keys(bucket, owner)
+                if public:
+                    assert "existing.txt" in emu.list_keys(bucket, None)
+
+
+def test_config_has_a_section_per_store(local_cloud) -> None:
+    from skycore.config import load_config
+    from skycore.storage.registry import get_store_class
+
+    config = load_config()
+    for store in registry.store_names():
+        section = config.section(get_store_class(store).config_section)
+        assert section is not None, store
+        assert section == emulators.get(store).config_section()
 
 
 def test_down_stops_only_what_up_started(local_cloud, tmp_path: Path, monkeypatch) -> None:
