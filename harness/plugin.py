@@ -100,13 +100,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.config.get_terminal_writer().line(f"matrix report: {path}")
 
 
-def selected_stores(config: pytest.Config) -> list[str]:
-    """The stores chosen with --store and the alias options (all registered when none)."""
+def explicit_store_selection(config: pytest.Config) -> list[str]:
+    """The stores chosen with --store and the alias options, in order (empty when none)."""
     chosen = list(config.getoption("--store", default=None) or [])
     for alias, store in _aliases().items():
         if config.getoption(f"--{alias}", default=False) and store not in chosen:
             chosen.append(store)
-    return chosen or list(registry.store_names())
+    return chosen
+
+
+def selected_stores(config: pytest.Config) -> list[str]:
+    """The stores chosen with --store and the alias options (all registered when none)."""
+    return explicit_store_selection(config) or list(registry.store_names())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

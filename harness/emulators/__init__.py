@@ -39,6 +39,7 @@ __all__ = [
     "start_all",
     "status_all",
     "stop_all",
+    "stop_one",
     "stores",
 ]
 
@@ -156,6 +157,19 @@ def stop_all(home: Path | None = None) -> list[str]:
                 emulator.stop()
                 stopped.append(store)
     return stopped
+
+
+def stop_one(store: str, home: Path | None = None) -> bool:
+    """Stop the emulator and gate of ``store`` recorded in ``$HARNESS_HOME`` (by recorded PID
+    only); True if there was a record."""
+    home = harness_home(home)
+    cls = emulator_class(store)
+    with _lock(home):
+        emulator = cls.load(home)
+        if emulator is None:
+            return False
+        emulator.stop()
+        return True
 
 
 def status_all(home: Path | None = None) -> dict[str, dict[str, Any]]:

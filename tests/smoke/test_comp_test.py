@@ -1,5 +1,6 @@
 """The seed's comprehensive manual test, automated: launch comp_test.yaml (the part of the
-selected store; Azure has its twin) and check its output the way the test plan does."""
+selected store, or the store's own twin comp_test_<store>.yaml) and check its output the way
+the test plan does."""
 
 from __future__ import annotations
 
@@ -10,25 +11,30 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import emulators
+from harness import emulators, registry
 from harness.buckets import list_keys, read_object
-from harness.cloud import PUBLIC_DATASETS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = FIXTURES.parents[1]
-PREFIX = {"s3": "/s3-", "gcs": "/gcs-", "azure": "/azure-"}
 WRITABLE = ("sky-managed-mount", "sky-managed-mount-cached", "external-private-by-user",
             "external-public-by-user")  # fmt: skip
 
 
+def prefix(store: str) -> str:
+    """The mount points of ``store`` in the comp test start with this."""
+    return f"/{store}-"
+
+
 def task_for(store: str) -> dict:
     """comp_test.yaml cut down to one store (its mounts and the run lines that use them)."""
-    source = FIXTURES / ("comp_test_azure.yaml" if store == "azure" else "comp_test.yaml")
+    twin = FIXTURES / f"comp_test_{store}.yaml"
+    source = twin if twin.exists() else FIXTURES / "comp_test.yaml"
     spec = yaml.safe_load(source.read_text())
-    others = [p for s, p in PREFIX.items() if s != store]
+    others = [prefix(s) for s in registry.store_names() if s != store]
     spec["file_mounts"] = {
-        dst: v for dst, v in spec["file_mounts"].items() if dst.startswith(PREFIX[store])
+        dst: v for dst, v in spec["file_mounts"].items() if dst.startswith(prefix(store))
     }
+    assert spec["file_mounts"], f"{source} has no mounts for store {store}"
     spec["run"] = "\n".join(
         line for line in spec["run"].splitlines() if not any(o in line for o in others)
     )
@@ -73,10 +79,11 @@ def test_comp_test(store, run_id, cluster_factory, monkeypatch) -> None:
     assert "Read-only file system" in log
 
     # The writes are in the store itself (the job ended only after cached mounts drained).
-    prefix = PREFIX[store].strip("/")
+    bucket_prefix = prefix(store).strip("/")
     for mount in WRITABLE:
-        bucket = f"{prefix}{mount}-{run_id}"
+        bucket = f"{bucket_prefix}{mount}-{run_id}"
         assert read_object(store, bucket, "hellotest.txt").strip(), bucket
     # The COPY bucket was not written to, and neither was the public dataset.
-    assert "hellotest.txt" not in list_keys(store, f"{prefix}sky-managed-copy-{run_id}")
-    assert "hellotest.txt" not in list_keys(store, PUBLIC_DATASETS[store], owner="other")
+    assert "hellotest.txt" not in list_keys(store, f"{bucket_prefix}sky-managed-copy-{run_id}")
+    dataset = registry.get_emulator_class(store).public_dataset
+    assert "hellotest.txt" not in list_keys(store, dataset, owner="other")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import registry
 from harness.buckets import KINDS, PUBLIC_NOT_BY_USER, SEED_KEY, TestBucket, make_test_bucket
 from harness.clusters import Outcome, SmokeCluster
 from skycore.storage import mounting
 
 MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
-CLOUDS = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
 
 
 def mount_point(kind: str, mode: str) -> str:
@@ -27,7 +27,8 @@ def mount_point(kind: str, mode: str) -> str:
 
 def cases() -> list:
     out = []
-    for store, cloud in CLOUDS.items():
+    for store, cls in registry.emulator_classes().items():
+        cloud = cls.marker()  # the store's pytest marker and test id
         for mode in MODES:
             for kind in KINDS:
                 marks = [getattr(pytest.mark, cloud), pytest.mark.xdist_group(f"matrix-{cloud}")]
@@ -43,7 +44,8 @@ class MatrixCluster:
     def __init__(self, store: str, workdir: Path) -> None:
         self.store = store
         workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster = SmokeCluster.new(f"matrix-{CLOUDS[store]}", workdir)
+        marker = registry.get_emulator_class(store).marker()
+        self.cluster = SmokeCluster.new(f"matrix-{marker}", workdir)
         self.buckets: dict[tuple[str, str], TestBucket] = {}
         mounts = {}
         for mode in MODES:

@@ -83,12 +83,14 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
         raise OrderLost(f"upload order differs from creation order: {first_seen}")
 
 
+@pytest.mark.requires_capability("records_events")
 def test_upload_order_follows_creation(
     store, bucket_factory, cluster_factory, record_property
 ) -> None:
     run_order_case(store, bucket_factory, cluster_factory, record_property, transfers=1)
 
 
+@pytest.mark.requires_capability("records_events")
 @pytest.mark.xfail(
     strict=True, raises=OrderLost, reason="4 parallel transfers overlap: order is not kept"
 )
