@@ -1,0 +1,40 @@
+"""A storage backend is its two modules: no other file of skycore/ or harness/ names it.
+
+``grep -rwn NAME skycore harness`` (case-sensitive, whole words, every text file, comments
+and docstrings included; compiled caches skipped) may only hit skycore/storage/NAME.py and
+harness/emulators/NAME.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("r2", "gcs", "azure")
+
+
+def _hits(name: str, tree: str) -> list[str]:
+    grep = shutil.which("grep")
+    if grep is None:
+        pytest.fail("grep is not on PATH")
+    result = subprocess.run(
+        [grep, "-rwnI", "--exclude-dir=__pycache__", name, tree],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("tree", ["skycore", "harness"])
+@pytest.mark.parametrize("name", BACKENDS)
+def test_only_the_backends_own_modules_name_it(name: str, tree: str) -> None:
+    own = {f"skycore/storage/{name}.py", f"harness/emulators/{name}.py"}
+    strays = [line for line in _hits(name, tree) if line.split(":", 1)[0] not in own]
+    assert not strays, f"'{name}' is named outside its own modules:\n" + "\n".join(strays)
