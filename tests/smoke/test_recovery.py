@@ -9,6 +9,7 @@ the emulators. Each test cleans up its controllers and clusters (see ``managed``
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import json
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,7 @@ import pytest
 import yaml
 
 from harness import chaos, emulators
-from harness.accounts import USER
-from harness.buckets import PRIVATE_BY_USER, TestBucket
+from harness.buckets import PRIVATE_BY_USER, TestBucket, write_object
 from harness.plugin import selected_stores
 from skycore import provision
 from skycore import state as core_state
@@ -87,13 +88,7 @@ def uninterrupted_result(tmp_path: Path) -> str:
 
 def put_object(bucket: TestBucket, key: str, data: bytes) -> None:
     """Write ``key`` straight into the store with the owner's credentials."""
-    client = emulators.get(bucket.store).client(USER)
-    if bucket.store == "s3":
-        client.put_object(Bucket=bucket.name, Key=key, Body=data)
-    elif bucket.store == "gcs":
-        client.bucket(bucket.name).blob(key).upload_from_string(data)
-    else:
-        client.get_blob_client(bucket.name, key).upload_blob(data, overwrite=True)
+    write_object(bucket.store, bucket.name, key, data, bucket.owner)
 
 
 def complete_checkpoints(keys: list[str]) -> list[int]:
@@ -288,18 +283,108 @@ def assert_no_leaks(job: jstate.ManagedJob) -> None:
     assert core_state.get_cluster(job.cluster) is None
 
 
-def assert_creation_order(bucket: TestBucket) -> None:
-    """Checkpoint files reached the store in the order they were created."""
-    events = [e for e in bucket.events() if CKPT_KEY_RE.match(e.key) and e.op != "delete"]
-    first_seen = list(dict.fromkeys(e.key for e in events))
+def checkpoint_matches(bucket: TestBucket, step: int) -> bool:
+    """True if checkpoint ``step`` in the bucket is one a resume may use: its manifest parses
+    and names this step, and the data has the size and sha256 the manifest records."""
+    try:
+        manifest = json.loads(bucket.read(f"ckpt/checkpoint-{step:06d}.json"))
+        data = bucket.read(f"ckpt/checkpoint-{step:06d}.bin")
+    except Exception:  # gone or unreadable: not usable, whatever the store says
+        return False
+    return (
+        isinstance(manifest, dict)
+        and manifest.get("step") == step
+        and len(data) == manifest.get("size")
+        and hashlib.sha256(data).hexdigest() == manifest.get("sha256")
+    )
+
+
+def durable_checkpoints(bucket: TestBucket) -> list[int]:
+    """Steps of the checkpoints in the bucket now (listed and read from the store) that a
+    resume may use: data and manifest both there and matching."""
+    return [s for s in complete_checkpoints(bucket.list_keys()) if checkpoint_matches(bucket, s)]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The usable checkpoints in the bucket once a preemption has removed the node (nothing
+    can reach the bucket from it after that), and when they were listed."""
+
+    steps: list[int]
+    at: float
+
+    @property
+    def newest(self) -> int:
+        """The step a resume must start from (0: from scratch)."""
+        return self.steps[-1] if self.steps else 0
+
+
+def preempt_and_snapshot(
+    managed: ManagedJobs, job: jstate.ManagedJob, bucket: TestBucket, expected_recoveries: int
+) -> Snapshot:
+    """Preempt the head node (detection checked) and read what the bucket holds then."""
+    preempt_and_check_detection(managed, job, expected_recoveries)
+    return Snapshot(durable_checkpoints(bucket), time.time())
+
+
+def assert_resumed_from_snapshot(snapshot: Snapshot, resume: tuple[int, float]) -> None:
+    """The attempt that started at ``resume`` found exactly the bucket of ``snapshot``: the
+    snapshot was taken before that run could write anything, and it resumed from its newest
+    checkpoint."""
+    step, started_at = resume
+    assert snapshot.at < started_at, (snapshot, resume)  # nothing of the new run in it
+    assert step == snapshot.newest, f"resumed from {step}, bucket had {snapshot.steps}"
+
+
+def saved_steps(log: str) -> list[list[int]]:
+    """Per attempt (split at RESUME lines), the steps the program logged as saved."""
+    attempts: list[list[int]] = []
+    for m in re.finditer(r"^(?:\(head, rank=0\) )?(RESUME|saved checkpoint (\d+)) ", log, re.M):
+        if m.group(1) == "RESUME":
+            attempts.append([])
+        elif attempts:
+            attempts[-1].append(int(m.group(2)))
+    return attempts
+
+
+def assert_checkpoints_arrived_in_order(
+    bucket: TestBucket, managed: ManagedJobs, job: jstate.ManagedJob
+) -> None:
+    """Per attempt of the run (the writes between one RESUME and the next: an attempt's node
+    is gone before the next one starts), checkpoint files reached the store in the order the
+    program created them. Each manifest arrived after the whole data file of the same
+    checkpoint, written by the same attempt, and older checkpoints before newer ones. Every
+    checkpoint the last attempt saved arrived, and usable."""
+    starts = [t for _, t in managed.resumes(job)]
+    saved = saved_steps(managed.log(job))
+    assert starts and len(saved) == len(starts), (starts, saved)
+    per_attempt: list[list[emulators.WriteEvent]] = [[] for _ in starts]
+    for e in bucket.events():
+        if CKPT_KEY_RE.match(e.key) and e.op != "delete":
+            attempt = bisect.bisect_right([int(t * 1e9) for t in starts], e.t_ns) - 1
+            assert attempt >= 0, f"{e.key} written before the run started"
+            per_attempt[attempt].append(e)
 
     def order(key: str) -> tuple[int, int]:
         m = CKPT_KEY_RE.match(key)
         assert m
         return int(m.group(1)), 0 if m.group(2) == "bin" else 1
 
-    assert first_seen, "no checkpoint reached the store"
-    assert first_seen == sorted(first_seen, key=order), first_seen
+    for n, events in enumerate(per_attempt):
+        first: dict[str, emulators.WriteEvent] = {}
+        for e in events:
+            first.setdefault(e.key, e)
+        keys = list(first)
+        assert keys == sorted(keys, key=order), f"attempt {n + 1}: {keys}"
+        for key in keys:
+            step, kind = order(key)
+            data = f"ckpt/checkpoint-{step:06d}.bin"
+            if kind == 1:
+                assert data in first, f"attempt {n + 1}: manifest {step} without its data"
+                assert first[data].size == CKPT_MIB * 2**20, (step, first[data])
+    last = saved[-1]
+    assert last, "the last attempt saved no checkpoint"
+    assert set(last) <= set(durable_checkpoints(bucket)), (last, bucket.list_keys())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +399,9 @@ def test_preempt_once_resumes_from_checkpoint(
     expected = uninterrupted_result(tmp_path)
     job = managed.launch(managed.spec(bucket))
     managed.wait_log(job, r"^saved checkpoint 15 ")
-    preempt_and_check_detection(managed, job, expected_recoveries=1)
+    wait_for("a checkpoint in the bucket", lambda: complete_checkpoints(bucket.list_keys()), 60)
+    at_preemption = preempt_and_snapshot(managed, job, bucket, expected_recoveries=1)
+    assert at_preemption.newest > 0, at_preemption
 
     done = managed.wait_done(job)
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
@@ -322,8 +409,9 @@ def test_preempt_once_resumes_from_checkpoint(
     resumes = managed.resumes(job)
     assert len(resumes) == 2, resumes
     assert resumes[0][0] == 0
+    # It resumed from the newest checkpoint the bucket held when the node was removed.
+    assert_resumed_from_snapshot(at_preemption, resumes[1])
     step, resumed_at = resumes[1]
-    assert step > 0 and step % EVERY == 0, resumes
     # The same task id in both attempts.
     ids = re.findall(r"^TASK_ID (\S+)", managed.log(job), re.M)
     assert len(ids) == 2 and ids[0] == ids[1] == done.task_id, ids
@@ -336,7 +424,9 @@ def test_preempt_once_resumes_from_checkpoint(
     result = json.loads(bucket.read("ckpt/result.json"))
     assert result["sha256"] == expected
     assert result["resumed_from"] == step
-    assert_creation_order(bucket)
+    # Nothing durable at the preemption was lost; every checkpoint arrived data first.
+    assert set(at_preemption.steps) <= set(durable_checkpoints(bucket))
+    assert_checkpoints_arrived_in_order(bucket, managed, job)
     assert_no_leaks(job)
     # The queue shows the recovery count.
     queue = jobs_cli("queue")
@@ -351,7 +441,7 @@ def test_preempt_twice(ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: 
     wait_for(
         "a checkpoint in the bucket", lambda: complete_checkpoints(ckpt_bucket.list_keys()), 90
     )
-    preempt_and_check_detection(managed, job, expected_recoveries=1)
+    first = preempt_and_snapshot(managed, job, ckpt_bucket, expected_recoveries=1)
     managed.wait_status(job, JobStatus.RUNNING)
     # Once the second attempt has uploaded a checkpoint of its own, preempt it again.
     resumed = managed.wait_log(job, r"^RESUME step=(\d+) .*\n(?:.*\n)*RESUME step=(\d+) ")
@@ -361,15 +451,21 @@ def test_preempt_twice(ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: 
         lambda: newer in complete_checkpoints(ckpt_bucket.list_keys()),
         60,
     )
-    preempt_and_check_detection(managed, job, expected_recoveries=2)
+    second = preempt_and_snapshot(managed, job, ckpt_bucket, expected_recoveries=2)
+    assert newer in second.steps, second
 
     done = managed.wait_done(job)
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
     assert done.recovery_count == 2
-    steps = [s for s, _ in managed.resumes(job)]
-    assert len(steps) == 3 and steps[0] == 0 and 0 < steps[1] < steps[2], steps
+    resumes = managed.resumes(job)
+    assert len(resumes) == 3 and resumes[0][0] == 0, resumes
+    assert_resumed_from_snapshot(first, resumes[1])
+    assert_resumed_from_snapshot(second, resumes[2])
+    assert 0 < first.newest < second.newest, (first, second)
     assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
-    assert_creation_order(ckpt_bucket)
+    final = set(durable_checkpoints(ckpt_bucket))
+    assert set(first.steps) <= set(second.steps) <= final, (first, second, final)
+    assert_checkpoints_arrived_in_order(ckpt_bucket, managed, job)
     assert_no_leaks(job)
 
 
@@ -397,32 +493,46 @@ def test_preempt_during_setup(
 def test_preempt_right_after_checkpoint(
     ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path
 ) -> None:
-    """Only checkpoints that reached the bucket count, and never a partial one: the resumed
-    run skips a data file without manifest and one that does not match its manifest."""
+    """Preempted as soon as a checkpoint is durable in the bucket, the job resumes from that
+    checkpoint, and never from a partial one: the resumed run skips a data file without
+    manifest and one that does not match its manifest."""
     expected = uninterrupted_result(tmp_path)
-    job = managed.launch(managed.spec(ckpt_bucket))
-    managed.wait_log(job, r"^saved checkpoint 10 ", timeout=90)
-    preempt_and_check_detection(managed, job, expected_recoveries=1)
+    # Slower steps: the next checkpoint is 2 s away, so the preemption lands between the two.
+    job = managed.launch(managed.spec(ckpt_bucket, extra="--step-seconds 0.4"))
+    durable = wait_for(
+        "checkpoint 10 in the bucket",
+        lambda: [s for s in complete_checkpoints(ckpt_bucket.list_keys()) if s >= 10],
+        90,
+        poll=0.05,
+    )[0]
+    at_preemption = preempt_and_snapshot(managed, job, ckpt_bucket, expected_recoveries=1)
+    assert at_preemption.newest == durable, (durable, at_preemption)
 
-    # The node is gone: what is in the bucket now is all the relaunch will find.
-    keys = ckpt_bucket.list_keys()
-    complete = complete_checkpoints(keys)
-    newest = complete[-1] if complete else 0
-    assert newest <= 10
-    # Partial checkpoints newer than that: data without manifest, data shorter than its
-    # manifest says (as a cut-off upload would leave them).
-    put_object(ckpt_bucket, "ckpt/checkpoint-000025.bin", b"partial")
-    put_object(ckpt_bucket, "ckpt/checkpoint-000020.bin", b"x" * 1000)
-    manifest = {"step": 20, "file": "checkpoint-000020.bin", "size": 2097152, "sha256": "0" * 64}
-    put_object(ckpt_bucket, "ckpt/checkpoint-000020.json", json.dumps(manifest).encode())
+    # Partial checkpoints newer than that: data shorter than its manifest says, data without
+    # manifest (as a cut-off upload would leave them). The node is gone and the relaunch
+    # mounts the bucket later, so it finds them.
+    short, no_manifest = durable + EVERY, durable + 2 * EVERY
+    assert no_manifest < STEPS
+    put_object(ckpt_bucket, f"ckpt/checkpoint-{no_manifest:06d}.bin", b"partial")
+    put_object(ckpt_bucket, f"ckpt/checkpoint-{short:06d}.bin", b"x" * 1000)
+    manifest = {
+        "step": short,
+        "file": f"checkpoint-{short:06d}.bin",
+        "size": CKPT_MIB * 2**20,
+        "sha256": "0" * 64,
+    }
+    put_object(ckpt_bucket, f"ckpt/checkpoint-{short:06d}.json", json.dumps(manifest).encode())
 
     done = managed.wait_done(job)
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
     log = managed.log(job)
-    assert "skipping incomplete checkpoint 25: no manifest" in log
-    assert "skipping incomplete checkpoint 20: data has 1000 bytes" in log
-    assert [s for s, _ in managed.resumes(job)] == [0, newest], (keys, log[-3000:])
+    assert f"skipping incomplete checkpoint {no_manifest}: no manifest" in log
+    assert f"skipping incomplete checkpoint {short}: data has 1000 bytes" in log
+    resumes = managed.resumes(job)
+    assert len(resumes) == 2 and resumes[0][0] == 0, resumes
+    assert_resumed_from_snapshot(at_preemption, resumes[1])
     assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
+    assert set(at_preemption.steps) <= set(durable_checkpoints(ckpt_bucket))
     assert_no_leaks(job)
 
 
