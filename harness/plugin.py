@@ -38,6 +38,22 @@ def _markers() -> dict[str, str]:
     return {s: c.marker() for s, c in registry.emulator_classes().items()}
 
 
+def _store_option(value: str) -> str:
+    """--store's value: a store name or an emulator's alias, optionally as 'smoke-NAME' (the
+    per-store tox envs pass their own name); anything else lists the registered stores."""
+    import argparse
+
+    name = value.removeprefix("smoke-")
+    store = name if name in registry.store_names() else registry.store_of_alias(name)
+    if store is None:
+        known = ", ".join(registry.store_names())
+        aliases = ", ".join(sorted(_aliases()))
+        raise argparse.ArgumentTypeError(
+            f"unknown store '{value}'; registered stores: {known} (aliases: {aliases})"
+        )
+    return store
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("skycore harness")
     names = registry.store_names()
@@ -46,8 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        choices=names,
-        help=f"run tests for store NAME (repeatable; default: all of {', '.join(names)})",
+        type=_store_option,
+        help=f"run tests for store NAME or its alias (repeatable; default: all of "
+        f"{', '.join(names)}); 'smoke-NAME' (a tox env name) is read as NAME",
     )
     for alias, store in _aliases().items():
         group.addoption(

@@ -1,7 +1,7 @@
 """The S3 backend: ``store: s3``, ``s3://bucket``, config section ``aws``, boto3, rclone ``s3``.
 
 ``S3Store`` also serves S3-compatible stores: a subclass changes the class variables, the
-config model and the rclone provider (see r2.py).
+config model and the rclone provider.
 """
 
 from __future__ import annotations

@@ -34,7 +34,11 @@ def task_for(store: str) -> dict:
     spec["file_mounts"] = {
         dst: v for dst, v in spec["file_mounts"].items() if dst.startswith(prefix(store))
     }
-    assert spec["file_mounts"], f"{source} has no mounts for store {store}"
+    if not spec["file_mounts"]:
+        pytest.skip(
+            f"no comp test for store {store}: {source.name} has no {prefix(store)}* mounts; add "
+            f"tests/fixtures/comp_test_{store}.yaml (see comp_test_r2.yaml)"
+        )
     spec["run"] = "\n".join(
         line for line in spec["run"].splitlines() if not any(o in line for o in others)
     )
