@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_checks import Target, add_check_option, verdict  # noqa: E402
 
-from harness import chaos, emulators  # noqa: E402
+from harness import chaos, emulators, registry  # noqa: E402
 from harness.accounts import USER  # noqa: E402
 from skycore.config import load_config, save_config, skycore_home  # noqa: E402
 from skycore.jobs import core  # noqa: E402
@@ -226,7 +226,7 @@ def one_trial(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default="s3", choices=["s3", "gcs", "azure"])
+    parser.add_argument("--store", default="s3", choices=registry.store_names())
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--ckpt-mib", type=float, default=2.0)
     parser.add_argument("--every", type=int, default=10, help="checkpoint every N steps")

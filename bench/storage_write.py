@@ -7,6 +7,7 @@ is blocked (write + close), its MiB/s, and the time until the object is fully in
 (visible in a listing, which happens only once an upload completes).
 
     .venv/bin/python bench/storage_write.py [--size-mib 256] [--stores s3,gcs,azure]
+    (default: every store of the emulator registry)
 
 Prints a table and saves JSON under bench/results/. It states no speed target (the figures
 are compared by hand with DESIGN.md's); it exits 1 when a measurement failed: a cached mount
@@ -31,12 +32,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import registry  # noqa: E402
 from harness.emulators import start_all  # noqa: E402
 from skycore.config import SkycoreConfig  # noqa: E402
-from skycore.storage import Storage, make_store, mounting  # noqa: E402
+from skycore.storage import Storage, get_store_class, make_store, mounting  # noqa: E402
 
 CHUNK = 8 * 1024 * 1024
-SECTIONS = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
 RCLONE = ROOT / ".venv" / "bin" / "rclone"
 
 
@@ -119,12 +120,14 @@ def bench_store(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=256)
-    parser.add_argument("--stores", default="s3,gcs,azure")
+    parser.add_argument("--stores", default=",".join(registry.store_names()))
     args = parser.parse_args()
     size = args.size_mib * 2**20
     stores = tuple(s for s in args.stores.split(",") if s)
     ems = start_all(stores=stores)
-    config = SkycoreConfig(**{SECTIONS[s]: em.config_section() for s, em in ems.items()})
+    config = SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
+    )
     block = os.urandom(CHUNK)
     base = Path(tempfile.mkdtemp(prefix="skb-", dir="/tmp"))
     conf = base / "rclone.conf"
