@@ -62,6 +62,21 @@ class GateProtocol:
         """A denial in the API's own error format: (content type, body)."""
         raise NotImplementedError
 
+    def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
+        """Check the request's credentials the way the real service does (signatures,
+        expiry, token validity): a denial in the service's terms, or None to go on to the
+        access rules. By default nothing is checked beyond the identity."""
+        return None
+
+    def fault_verdict(self, status: int) -> Verdict:
+        """The error an injected ``errors`` fault answers with (``status``: 5xx or 4xx), in
+        the service's terms; :meth:`error_body` writes it."""
+        return Verdict(False, status, "ServiceUnavailable", "Service unavailable (injected).")
+
+    def error_headers(self, verdict: Verdict) -> dict[str, str]:
+        """Extra headers of a denial (some APIs repeat the error code in a header)."""
+        return {}
+
     def upstream_headers(
         self, ex: Exchange, access: Access, identity: str | None
     ) -> dict[str, str]:

@@ -429,7 +429,14 @@ def state_file(home: Path, store: str) -> Path:
     return home / "emulators" / f"{store}.json"
 
 
-GATE_FILES = ("gate.py", "gate_rules.py", "gate_protocol.py", "gate_state.py", "accounts.py")
+GATE_FILES = (
+    "gate.py",
+    "gate_rules.py",
+    "gate_protocol.py",
+    "gate_state.py",
+    "gate_faults.py",
+    "accounts.py",
+)
 
 
 def gate_version(emulator: type[RunningEmulator]) -> str:

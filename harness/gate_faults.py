@@ -1,0 +1,227 @@
+"""Faults a gate injects on demand, free of any networking: what each fault is, which
+requests it hits, and when it ends. The same for every store; the error bodies come from the
+store's gate protocol (``GateProtocol.fault_error``).
+
+Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
+
+- ``outage``: requests hang (no answer) while the fault lasts, then go on.
+- ``errors``: a share ``rate`` of requests is answered ``status`` (503 by default) in the API's
+  own error format (S3 SlowDown, GCS JSON, Azure ServerBusy).
+- ``latency``: every request waits ``ms`` before it is forwarded.
+- ``bandwidth``: bodies (both ways) flow at ``mibps`` MiB/s in total.
+- ``reset``: a share ``rate`` of requests has its connection reset in the middle of a body.
+- ``deny``: 403 AccessDenied, as when the credentials were revoked.
+
+A fault may be narrowed to one bucket and one method; without ``seconds`` it lasts until it is
+cleared. Every start and end is kept in the fault log (``GET /__gate__/faults/log``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny")
+METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH")
+MAX_LOG = 10_000
+
+
+class FaultSpecError(ValueError):
+    """A fault request that makes no sense; the message names the field."""
+
+
+@dataclass
+class Fault:
+    """One injected fault."""
+
+    id: int
+    kind: str
+    started_ns: int
+    seconds: float | None = None
+    rate: float = 1.0
+    status: int = 503
+    ms: float = 0.0
+    mibps: float = 0.0
+    bucket: str | None = None
+    method: str | None = None
+    ended_ns: int | None = None
+    hits: int = 0
+    _tokens: float = field(default=0.0, repr=False)
+    _refill: float = field(default=0.0, repr=False)
+
+    @property
+    def ends_at_ns(self) -> int | None:
+        """When a timed fault ends (None: until cleared)."""
+        if self.seconds is None:
+            return None
+        return self.started_ns + int(self.seconds * 1e9)
+
+    def active(self, now_ns: int) -> bool:
+        """True while the fault lasts."""
+        if self.ended_ns is not None:
+            return False
+        end = self.ends_at_ns
+        return end is None or now_ns < end
+
+    def matches(self, bucket: str | None, method: str) -> bool:
+        """True if the fault applies to a request on ``bucket`` with ``method``."""
+        if self.bucket is not None and self.bucket != bucket:
+            return False
+        return self.method is None or self.method == method.upper()
+
+    def public(self) -> dict[str, Any]:
+        """The fault as the admin API shows it."""
+        data = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        data["ends_at_ns"] = self.ends_at_ns
+        return data
+
+
+def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
+    """A Fault from the admin API's JSON body; FaultSpecError naming the bad field."""
+    if not isinstance(data, dict):
+        raise FaultSpecError("the body must be a JSON object")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise FaultSpecError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    fault = Fault(fault_id, kind, now_ns)
+    seconds = data.get("seconds")
+    if seconds is not None:
+        fault.seconds = _number(seconds, "seconds", low=0.0, strict=True)
+    fault.rate = _number(data.get("rate", 1.0), "rate", low=0.0, high=1.0)
+    fault.status = int(_number(data.get("status", 503), "status", low=400, high=599))
+    fault.ms = _number(data.get("ms", 0.0), "ms", low=0.0)
+    fault.mibps = _number(data.get("mibps", 0.0), "mibps", low=0.0)
+    if kind == "latency" and fault.ms <= 0:
+        raise FaultSpecError("latency needs ms > 0")
+    if kind == "bandwidth" and fault.mibps <= 0:
+        raise FaultSpecError("bandwidth needs mibps > 0")
+    bucket = data.get("bucket")
+    if bucket is not None and (not isinstance(bucket, str) or not bucket):
+        raise FaultSpecError("bucket must be a non-empty string")
+    fault.bucket = bucket
+    method = data.get("method")
+    if method is not None:
+        method = str(method).upper()
+        if method not in METHODS:
+            raise FaultSpecError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    fault.method = method
+    fault._tokens = fault.mibps * (1 << 20) * 0.05
+    fault._refill = time.monotonic()
+    return fault
+
+
+def _number(
+    value: Any, name: str, low: float | None = None, high: float | None = None, strict: bool = False
+) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise FaultSpecError(f"{name} must be a number, not {value!r}") from None
+    if low is not None and (number < low or (strict and number == low)):
+        raise FaultSpecError(f"{name} must be {'>' if strict else '>='} {low:g}, not {number:g}")
+    if high is not None and number > high:
+        raise FaultSpecError(f"{name} must be <= {high:g}, not {number:g}")
+    return number
+
+
+class FaultTable:
+    """The faults of one gate and their log. Thread-safe."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._faults: dict[int, Fault] = {}
+        self._log: list[dict[str, Any]] = []
+        self._next = 1
+        self._random = random.Random(seed)
+
+    def add(self, data: Any) -> Fault:
+        """Start a fault from its JSON description (FaultSpecError if it is malformed)."""
+        with self._lock:
+            self._expire(time.time_ns())
+            fault = parse_fault(data, self._next, time.time_ns())
+            self._next += 1
+            self._faults[fault.id] = fault
+            self._note(fault, "start", fault.started_ns)
+            return fault
+
+    def clear(self, fault_id: int | None = None, bucket: str | None = None) -> list[Fault]:
+        """End every fault (or the one with ``fault_id``, or those of ``bucket``); the ended."""
+        now = time.time_ns()
+        with self._lock:
+            self._expire(now)
+            ended = [
+                f
+                for f in self._faults.values()
+                if (fault_id is None or f.id == fault_id) and (bucket is None or f.bucket == bucket)
+            ]
+            for fault in ended:
+                fault.ended_ns = now
+                self._note(fault, "end", now)
+                del self._faults[fault.id]
+            return ended
+
+    def active(self) -> list[Fault]:
+        """The faults that last now."""
+        with self._lock:
+            self._expire(time.time_ns())
+            return list(self._faults.values())
+
+    def tick(self) -> None:
+        """End the timed faults whose time is up (logged at their end time)."""
+        with self._lock:
+            self._expire(time.time_ns())
+
+    def _expire(self, now_ns: int) -> None:
+        for fault in list(self._faults.values()):
+            end = fault.ends_at_ns
+            if end is not None and now_ns >= end:
+                fault.ended_ns = end
+                self._note(fault, "end", end)
+                del self._faults[fault.id]
+
+    def _note(self, fault: Fault, phase: str, t_ns: int) -> None:
+        entry = fault.public()
+        entry["phase"] = phase
+        entry["t_ns"] = t_ns
+        self._log.append(entry)
+        if len(self._log) > MAX_LOG:
+            del self._log[: len(self._log) - MAX_LOG]
+
+    def log(self, bucket: str | None = None) -> list[dict[str, Any]]:
+        """Fault starts and ends, oldest first (of faults on ``bucket`` or on every bucket,
+        when ``bucket`` is given)."""
+        with self._lock:
+            self._expire(time.time_ns())
+            return [e for e in self._log if bucket is None or e["bucket"] in (None, bucket)]
+
+    def matching(self, bucket: str | None, method: str) -> list[Fault]:
+        """The active faults that apply to a request."""
+        return [f for f in self.active() if f.matches(bucket, method)]
+
+    def roll(self, fault: Fault) -> bool:
+        """True if a rate-limited fault hits this request (counted)."""
+        with self._lock:
+            hit = fault.rate >= 1.0 or self._random.random() < fault.rate
+            if hit:
+                fault.hits += 1
+            return hit
+
+    def bandwidth_delay(self, faults: list[Fault], nbytes: int) -> float:
+        """Seconds to wait before passing ``nbytes`` under the bandwidth faults given (a token
+        bucket per fault, shared by every request it hits)."""
+        delay = 0.0
+        with self._lock:
+            now = time.monotonic()
+            for fault in faults:
+                if fault.kind != "bandwidth" or fault.mibps <= 0:
+                    continue
+                rate = fault.mibps * (1 << 20)
+                fault._tokens = min(rate * 0.05, fault._tokens + (now - fault._refill) * rate)
+                fault._refill = now
+                fault._tokens -= nbytes
+                if fault._tokens < 0:
+                    delay = max(delay, -fault._tokens / rate)
+        return delay
