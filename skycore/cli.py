@@ -18,16 +18,19 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from skycore import backend, execution, provision, state
-from skycore.cli_common import handle_errors, parse_envs
+from skycore.cli_common import check_cluster_name, handle_errors, parse_envs
+from skycore.cli_output import make_console, print_json
+from skycore.cli_output import table as new_table
 from skycore.config import load_config
 from skycore.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=True)
+console: Console = make_console()
+
+JSON_HELP = "Print JSON (stable field names, listed in README) instead of a table."
 
 
 def _default_cluster_name() -> str:
@@ -94,10 +97,42 @@ def cli() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _task_options(fn: F) -> F:
+    """SkyPilot's task override options: they win over the YAML."""
+    options = [
+        click.option("-n", "--name", "task_name", help="Task name (overrides the YAML's)."),
+        click.option("--workdir", help="Local folder synced to ~/sky_workdir (overrides)."),
+        click.option("--num-nodes", type=int, help="Number of nodes (overrides num_nodes)."),
+        click.option("--cloud", help="resources.cloud (overrides)."),
+        click.option(
+            "--use-spot/--no-use-spot", default=None, help="resources.use_spot (overrides)."
+        ),
+        click.option("--image-id", help="resources.image_id, e.g. docker:IMAGE (overrides)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _apply_overrides(task: Any, overrides: dict[str, Any]) -> Any:
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return task
+    return task.with_overrides(
+        name=given.get("task_name"),
+        num_nodes=given.get("num_nodes"),
+        cloud=given.get("cloud"),
+        use_spot=given.get("use_spot"),
+        workdir=given.get("workdir"),
+        image_id=given.get("image_id"),
+    )
+
+
 @cli.command()
 @click.argument("entrypoint")
 @click.option("-c", "--cluster", "cluster", help="Cluster name (new or existing).")
-@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
+@click.option("--env", "envs", multiple=True, help="KEY=VALUE, or KEY to take it from here.")
+@_task_options
 @click.option("--down", is_flag=True, help="Tear the cluster down when the job finishes.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
 @click.option("--no-setup", is_flag=True, help="Skip the setup commands.")
@@ -111,14 +146,17 @@ def launch(
     yes: bool,
     no_setup: bool,
     dryrun: bool,
+    **overrides: Any,
 ) -> None:
     """Launch a task YAML on a cluster (created if needed), then run it.
 
     Stages: PROVISION, SYNC_WORKDIR, SYNC_FILE_MOUNTS, SETUP, EXEC (and DOWN with --down).
     """
-    task = _load_task(entrypoint, parse_envs(envs))
+    name = check_cluster_name(
+        cluster if cluster is not None else _default_cluster_name(), "-c/--cluster"
+    )
+    task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
     config = load_config()
-    name = cluster or _default_cluster_name()
     if dryrun:
         _dryrun(task, name, config)
         return
@@ -143,6 +181,14 @@ def _dryrun(task: Any, name: str, config: Any) -> None:
         console.print(f"Would create cluster {name} with {task.num_nodes} node(s).")
     else:
         console.print(f"Would reuse cluster {name} ({record.status}).")
+    res = task.resources
+    console.print(
+        f"Task {escape(task.name or '-')}: {task.num_nodes} node(s), cloud "
+        f"{escape(res.cloud or 'default')}, {'spot' if res.use_spot else 'on-demand'}"
+        + (f", image {escape(res.image_id)}" if res.image_id else "")
+        + (f", workdir {escape(str(task.workdir))}" if task.workdir else "")
+        + "."
+    )
     try:
         from skycore.plan import dryrun_plan
     except ImportError:
@@ -179,14 +225,16 @@ def _finish(result: execution.RunResult) -> None:
 @cli.command(name="exec")
 @click.argument("cluster")
 @click.argument("entrypoint")
-@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
+@click.option("--env", "envs", multiple=True, help="KEY=VALUE, or KEY to take it from here.")
+@_task_options
 @handle_errors()
-def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
+def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...], **overrides: Any) -> None:
     """Run a task YAML (or a shell command) on an UP cluster: sync workdir, run.
 
     No provisioning and no setup; the cluster must be UP.
     """
-    task = _load_task(entrypoint, parse_envs(envs))
+    check_cluster_name(cluster, "CLUSTER")
+    task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
     result = execution.exec_task(task, cluster, console=console)
     _finish(result)
 
@@ -200,24 +248,28 @@ def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...]) -> None:
 @click.argument("clusters", nargs=-1)
 @click.option("-v", "--verbose", is_flag=True, help="Show nodes and the status history.")
 @click.option("-r", "--refresh", is_flag=True, help="Ask the provider for the nodes' state.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors()
-def status(clusters: tuple[str, ...], verbose: bool, refresh: bool) -> None:
+def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: bool) -> None:
     """Show clusters (and with -v their nodes and every status change with its reason).
 
     With -r, clusters whose nodes no longer match the record (removed or stopped outside
     skycore) become INIT with the reason; 'skycore launch' repairs them.
     """
+    for name in clusters:
+        check_cluster_name(name, "CLUSTER")
     records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
-    if not records:
+    if not records and not as_json:
         console.print("No existing clusters.")
         return
     config = load_config() if (refresh or verbose) else None
     if refresh and config is not None:
         refreshed = [execution.refresh_status(r.name, config) for r in records]
         records = [r for r in refreshed if r is not None]
-    table = Table(box=None, header_style="bold")
-    for col in ("NAME", "LAUNCHED", "NODES", "RESOURCES", "STATUS", "REASON"):
-        table.add_column(col)
+    if as_json:
+        print_json([_cluster_json(r) for r in records])
+        return
+    table = new_table(("NAME", "LAUNCHED", "NODES", "RESOURCES", "STATUS", "REASON"))
     nodes_of: dict[str, Any] = {}
     for r in records:
         if config is not None:
@@ -260,7 +312,26 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool) -> None:
             console.print(f"  [dim]{when}[/dim]  {change:<24} {escape(ev.reason)}")
 
 
+def _cluster_json(r: state.ClusterRecord) -> dict[str, Any]:
+    """A cluster for ``status --json``."""
+    return {
+        "name": r.name,
+        "status": r.status,
+        "status_reason": r.status_reason,
+        "num_nodes": r.num_nodes,
+        "provider": r.provider,
+        "cloud": r.resources.get("cloud"),
+        "use_spot": bool(r.resources.get("use_spot", False)),
+        "image_id": r.resources.get("image_id"),
+        "launched_at": r.created_at,
+        "updated_at": r.updated_at,
+        "node_ips": [n.get("ip") for n in (r.handle or {}).get("nodes", [])],
+    }
+
+
 def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> list[str]:
+    for name in names:
+        check_cluster_name(name, "CLUSTER")
     if all_:
         names = tuple(r.name for r in state.list_clusters())
     if not names:
@@ -319,16 +390,24 @@ def _refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
 
 @cli.command()
 @click.argument("clusters", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors()
-def queue(clusters: tuple[str, ...]) -> None:
+def queue(clusters: tuple[str, ...], as_json: bool) -> None:
     """Show the job queue of clusters (all by default)."""
+    for name in clusters:
+        check_cluster_name(name, "CLUSTER")
     names = list(clusters) or [r.name for r in state.list_clusters()]
     for name in names:
         if state.get_cluster(name) is None:
             raise UserError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
-        table = Table(box=None, header_style="bold", title=f"Job queue of {name}")
-        for col in ("ID", "NAME", "SUBMITTED", "DURATION", "NODES", "STATUS", "LOG"):
-            table.add_column(col)
+    if as_json:
+        print_json([_job_json(j) for name in names for j in _refresh_jobs(name)])
+        return
+    for name in names:
+        table = new_table(
+            ("ID", "NAME", "SUBMITTED", "DURATION", "NODES", "STATUS", "LOG"),
+            title=f"Job queue of {name}",
+        )
         for j in reversed(_refresh_jobs(name)):
             table.add_row(
                 str(j.job_id),
@@ -342,6 +421,23 @@ def queue(clusters: tuple[str, ...]) -> None:
         console.print(table)
 
 
+def _job_json(j: state.JobRecord) -> dict[str, Any]:
+    """A cluster job for ``queue --json``."""
+    return {
+        "cluster": j.cluster,
+        "job_id": j.job_id,
+        "name": j.name,
+        "status": j.status,
+        "num_nodes": j.num_nodes,
+        "task_id": j.task_id,
+        "exit_code": j.exit_code,
+        "submitted_at": j.submitted_at,
+        "started_at": j.started_at,
+        "ended_at": j.ended_at,
+        "log_dir": j.log_dir,
+    }
+
+
 @cli.command(name="logs")
 @click.argument("cluster")
 @click.argument("job_id", required=False, type=int)
@@ -350,6 +446,7 @@ def queue(clusters: tuple[str, ...]) -> None:
 @handle_errors()
 def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) -> None:
     """Print a job's output (the latest job by default); follow it while it runs."""
+    check_cluster_name(cluster, "CLUSTER")
     if state.get_cluster(cluster) is None:
         raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
     jobs = _refresh_jobs(cluster)
@@ -402,6 +499,7 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
 @handle_errors()
 def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> None:
     """Cancel running jobs of a cluster (kills their processes on every node)."""
+    check_cluster_name(cluster, "CLUSTER")
     record = state.get_cluster(cluster)
     if record is None:
         raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
@@ -450,18 +548,33 @@ def storage() -> None:
 
 
 @storage.command(name="ls")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @handle_errors()
-def storage_ls() -> None:
+def storage_ls(as_json: bool) -> None:
     """List buckets."""
     from skycore.storage import catalog
 
     rows = catalog.list_storage_rows()
+    if as_json:
+        print_json(
+            [
+                {
+                    "name": r.name,
+                    "store": r.store,
+                    "kind": r.kind,
+                    "persistent": r.persistent,
+                    "source": None if r.source == "-" else r.source,
+                    "status": r.status,
+                    "created_at": r.created_at,
+                }
+                for r in rows
+            ]
+        )
+        return
     if not rows:
         console.print("No storage.")
         return
-    table = Table(box=None, header_style="bold")
-    for col in ("NAME", "STORE", "KIND", "PERSISTENT", "CREATED", "SOURCE", "STATUS"):
-        table.add_column(col)
+    table = new_table(("NAME", "STORE", "KIND", "PERSISTENT", "CREATED", "SOURCE", "STATUS"))
     for r in rows:
         table.add_row(
             r.name,

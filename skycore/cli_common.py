@@ -4,6 +4,7 @@ an exit code (never a traceback), and ``--env KEY=VALUE`` parsing."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -53,11 +54,28 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
 
 
 def parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``--env KEY=VALUE`` options as a dict (a clear UserError for a malformed one)."""
+    """``--env KEY=VALUE`` options as a dict; ``--env KEY`` takes KEY's value from the local
+    environment (as SkyPilot does). A clear UserError for an unset or malformed one."""
     envs: dict[str, str] = {}
     for pair in pairs:
-        if "=" not in pair:
-            raise UserError(f"--env {pair!r}: expected KEY=VALUE (e.g. --env RUN_ID=abc).")
-        key, value = pair.split("=", 1)
+        key, sep, value = pair.partition("=")
+        if not key:
+            raise UserError(f"--env {pair!r}: expected KEY=VALUE or KEY (e.g. --env RUN_ID=abc).")
+        if not sep:
+            if key not in os.environ:
+                raise UserError(
+                    f"--env {key}: {key} is not set in your environment; pass --env {key}=VALUE "
+                    f"or export {key} first."
+                )
+            value = os.environ[key]
         envs[key] = value
     return envs
+
+
+def check_cluster_name(name: str, field: str = "cluster name") -> str:
+    """``name`` if it is a valid cluster name, else a UserError (exit 2) naming the fix;
+    called before anything touches the filesystem."""
+    problem = provision.check_cluster_name(name)
+    if problem:
+        raise UserError(f"{field}: {problem}")
+    return name

@@ -163,7 +163,9 @@ def _indent(text: str) -> str:
 
 @contextmanager
 def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
-    """Serialise commands that change a cluster (launch, stop, start, down)."""
+    """Serialise commands that change a cluster (launch, stop, start, down). The name is
+    checked first: nothing reaches the filesystem under an invalid name."""
+    _check_name(name)
     path = skycore_home() / "locks" / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(path), timeout=timeout)
@@ -633,6 +635,7 @@ def _cluster_op(
     name: str, stage: Stage, console: Console | None, config: SkycoreConfig | None
 ) -> tuple[SkycoreConfig, Reporter, Path]:
     """What stop / start / down share: the config, a reporter and the stage's log file."""
+    _check_name(name)
     config = config or load_config()
     log_dir = logs.new_log_dir(config)
     return config, Reporter(_console(console), RunResult(name, log_dir)), log_dir / LOG_NAMES[stage]
@@ -709,10 +712,16 @@ def down(
 ) -> StageResult:
     """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
     config, rep, log_path = _cluster_op(name, Stage.DOWN, console, config)
-    _check_name(name)
-    with cluster_lock(name), rep.stage(Stage.DOWN) as st:
-        st.note = _teardown(name, config, log_path, rep.progress)
-        return st
+    with cluster_lock(name):
+        record = state.get_cluster(name)
+        provider = record.provider if record else "docker"
+        if record is None and not provision.query_instances(provider, name, config):
+            raise ClusterError(
+                f"Cluster '{name}' does not exist ('skycore status' lists clusters)."
+            )
+        with rep.stage(Stage.DOWN) as st:
+            st.note = _teardown(name, config, log_path, rep.progress)
+            return st
 
 
 def _teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]) -> str:

@@ -300,6 +300,42 @@ class Task:
                 out[key] = getattr(self, key)
         return out
 
+    def with_overrides(
+        self,
+        *,
+        name: str | None = None,
+        num_nodes: int | None = None,
+        cloud: str | None = None,
+        use_spot: bool | None = None,
+        workdir: str | None = None,
+        image_id: str | None = None,
+    ) -> Task:
+        """This task with command-line overrides (SkyPilot's ``--num-nodes``, ``--cloud``, ...)
+        applied; they win over the YAML and are validated like it (TaskError naming the
+        option and the fix)."""
+        data = self.to_yaml_dict()
+        resources = dict(data.get("resources", {}))
+        given = {
+            "--name": ("name", name, data),
+            "--num-nodes": ("num_nodes", num_nodes, data),
+            "--workdir": ("workdir", workdir, data),
+            "--cloud": ("cloud", cloud, resources),
+            "--use-spot": ("use_spot", use_spot, resources),
+            "--image-id": ("image_id", image_id, resources),
+        }
+        for flag, (key, value, target) in given.items():
+            if value is None:
+                continue
+            if key == "workdir":
+                value = str(_local_path(str(value), flag))
+            target[key] = value
+        if resources:
+            data["resources"] = resources
+        try:
+            return Task.from_dict(data)
+        except TaskError as e:
+            raise TaskError(f"Command-line override: {e.message}") from None
+
 
 def _merge_envs(envs: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
     merged: dict[str, str] = {}

@@ -14,9 +14,10 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from skycore.cli_common import handle_errors, parse_envs
+from skycore.cli_output import is_terminal, make_console, print_json
+from skycore.cli_output import table as new_table
 from skycore.errors import UserError
 from skycore.jobs import core
 from skycore.jobs import state as jstate
@@ -24,7 +25,7 @@ from skycore.jobs.state import JobStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=True)
+console: Console = make_console()
 
 # Exit codes of `jobs launch --follow` / `jobs logs --follow` (as SkyPilot's JobExitCode).
 EXIT_CODES = {
@@ -67,7 +68,10 @@ def _ago(ts: float | None) -> str:
 
 
 def _short(text: str, limit: int = 90) -> str:
+    """One line; shortened only at a terminal (a pipe gets every character)."""
     text = " ".join(text.split())
+    if not is_terminal():
+        return text
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -128,21 +132,24 @@ def launch_cmd(
 @jobs.command("queue")
 @click.argument("job_ids", nargs=-1, type=int)
 @click.option("-v", "--verbose", is_flag=True, help="Also show each job's status history.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (field names in README).")
 @_errors
-def queue_cmd(job_ids: tuple[int, ...], verbose: bool) -> None:
+def queue_cmd(job_ids: tuple[int, ...], verbose: bool, as_json: bool) -> None:
     """Show managed jobs: status, recoveries, durations (newest first)."""
     found = core.queue()
     if job_ids:
         for job_id in job_ids:
             core.get(job_id)
         found = [j for j in found if j.job_id in job_ids]
+    if as_json:
+        print_json([_job_json(j) for j in found])
+        return
     if not found:
         console.print("No managed jobs.")
         return
-    table = Table()
-    for col in ("ID", "NAME", "STATUS", "RECOVERIES", "SUBMITTED", "DURATION", "CLUSTER"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("REASON", overflow="fold", ratio=1)
+    table = new_table(
+        ("ID", "NAME", "STATUS", "RECOVERIES", "SUBMITTED", "DURATION", "CLUSTER", "REASON")
+    )
     for job in found:
         recoveries = str(job.recovery_count)
         if job.restarts_on_errors:
@@ -171,6 +178,26 @@ def queue_cmd(job_ids: tuple[int, ...], verbose: bool) -> None:
                 console.print(
                     f"  {stamp}.{int(ev.ts * 1000) % 1000:03d}  {change:<26} {escape(ev.reason)}"
                 )
+
+
+def _job_json(job: jstate.ManagedJob) -> dict[str, Any]:
+    """A managed job for ``jobs queue --json``."""
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "status": job.status.value,
+        "status_reason": job.status_reason,
+        "cluster": job.cluster,
+        "task_id": job.task_id,
+        "use_spot": job.use_spot,
+        "recovery_strategy": job.strategy,
+        "recovery_count": job.recovery_count,
+        "restarts_on_errors": job.restarts_on_errors,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+        "log_path": job.log_path,
+    }
 
 
 @jobs.command("logs")

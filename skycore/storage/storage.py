@@ -270,7 +270,7 @@ class Storage:
         files = nbytes = 0
         if self.is_local_source:
             assert self.source is not None
-            listed = list_upload_files(self.source)
+            listed = self._upload_files()
             files = len(listed)
             nbytes = sum(os.path.getsize(Path(self.source) / f) for f in listed)
         return StoragePlan(
@@ -309,12 +309,21 @@ class Storage:
             state.set_storage_status(self.name, STATUS_UPLOADING)
             try:
                 root = Path(self.source)
-                result = st.upload(root, list_upload_files(root), progress=progress)
+                result = st.upload(root, self._upload_files(), progress=progress)
             except BaseException:
                 state.set_storage_status(self.name, STATUS_UPLOAD_FAILED)
                 raise
         state.set_storage_status(self.name, STATUS_READY)
         return result
+
+    def _upload_files(self) -> list[str]:
+        """The files of the local source to upload (StorageSpecError naming this entry's
+        field for a link loop or an unreadable file)."""
+        assert self.source is not None
+        try:
+            return list_upload_files(self.source)
+        except StorageSpecError as e:
+            raise StorageSpecError(f"{self.yaml_field}.{e.message}") from None
 
     def delete(self, config: SkycoreConfig) -> int:
         """Delete a sky-managed bucket and its record (the pipeline calls this at task end for

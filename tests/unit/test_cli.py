@@ -160,10 +160,14 @@ def test_user_errors_are_one_paragraph_exit_2(cluster: str, sky: Run) -> None:
     assert r.returncode == 2 and "Cluster name" in r.stderr
     r = sky("exec", cluster, "echo")
     assert r.returncode == 2 and "does not exist" in r.stderr
+    # --env KEY takes KEY from the local environment (as SkyPilot); unset there: a clear error.
     r = sky("launch", "ok.yaml", "-c", cluster, "-y", "--env", "NOEQUALS")
-    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+    assert r.returncode == 2 and "NOEQUALS is not set in your environment" in r.stderr
     r = sky("logs", cluster)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = sky("down", cluster, "-y")  # no such cluster: only the clean message
+    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    assert "failed" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
 
 
 def test_different_resources_names_both(cluster: str, sky: Run) -> None:
