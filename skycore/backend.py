@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from skycore import logs, provision, state
+from skycore import logs, node, provision, state
 from skycore.config import SkycoreConfig
 from skycore.errors import UserError
 from skycore.provision import ClusterInfo, NodeStatus, ProvisionError
@@ -34,18 +34,6 @@ JOBS_DIR = "~/.sky/jobs"
 CANCELLED_EXIT = 143  # a job script that finds its cancel marker exits like SIGTERM
 DRAIN_TIMEOUT_S = 600
 HEALTH_TIMEOUT_S = 30.0
-
-# The node answers through its runtime, /dev/fuse opens read-write, fusermount is there and
-# the shell holds CAP_SYS_ADMIN (bit 21), which mounting needs.
-HEALTH_CMD = r"""
-echo skycore-health-start
-set -e
-exec 3<>/dev/fuse
-command -v fusermount3 >/dev/null || command -v fusermount >/dev/null
-cap=$(awk '/^CapEff/ {print $2}' /proc/self/status)
-(( (16#$cap >> 21) & 1 ))
-echo skycore-node-ok
-"""
 
 T = TypeVar("T")
 Say = Callable[[str], None]
@@ -164,7 +152,7 @@ def _node_problems(handle: ClusterHandle, expected_nodes: int) -> tuple[list[str
         return problems, False
 
     def check(runner: CommandRunner) -> tuple[str | None, bool]:
-        rc, out = runner.run_output(HEALTH_CMD, timeout=30)
+        rc, out = runner.run_output(node.program("health.sh"), timeout=30)
         if rc == 0 and "skycore-node-ok" in out:
             return None, False
         lines = [ln for ln in out.strip().splitlines() if ln != "skycore-health-start"]
@@ -483,122 +471,14 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     return len(mounts)
 
 
-# One process per node polls every cached mount's rclone rc socket (HTTP over a unix socket)
-# instead of one `rclone rc` process per mount per poll: with many mounts on many nodes the
-# process spawns alone saturate a small machine. Same rule as mounting.drain_command: nothing
-# queued or uploading for DRAIN_STABLE_POLLS polls in a row. Needs only python3's core.
-DRAIN_STABLE_POLLS = 5
-_DRAIN_PY = r"""
-import os, re, socket, sys, time
-timeout, stable_needed = float(sys.argv[1]), int(sys.argv[2])
-args = sys.argv[3:]
-mounts = list(zip(args[::2], args[1::2]))
-
-def stats(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(15)
-    try:
-        s.connect(path)
-        s.sendall(b"POST /vfs/stats HTTP/1.0\r\nHost: rc\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 2\r\n\r\n{}")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        s.close()
-    head = data.split(b"\r\n", 1)[0]
-    if b" 200 " not in head + b" ":
-        raise OSError("rc answered %r" % head[:80])
-    body = data.decode("utf-8", "replace")
-    if '"diskCache"' not in body:
-        return 0, 0  # no VFS cache (MOUNT): nothing is ever pending
-    q = re.search(r'"uploadsQueued":\s*(\d+)', body)
-    p = re.search(r'"uploadsInProgress":\s*(\d+)', body)
-    if not q or not p:
-        raise OSError("unexpected vfs/stats: %r" % body[-200:])
-    return int(q.group(1)), int(p.group(1))
-
-pending = {}
-for dst, sock in mounts:
-    if os.path.exists(sock):
-        pending[dst] = 0
-    else:
-        print("skycore: no rclone serving %s; nothing to drain" % dst)
-deadline = time.time() + timeout
-last = {}
-while pending:
-    for dst, sock in mounts:
-        if dst not in pending:
-            continue
-        try:
-            q, p = stats(sock)
-        except OSError as e:
-            print("skycore: rclone serving %s is not answering: %s" % (dst, e), file=sys.stderr)
-            sys.exit(2)
-        if q == 0 and p == 0:
-            pending[dst] += 1
-            if pending[dst] >= stable_needed:
-                print("skycore: %s drained" % dst)
-                del pending[dst]
-        else:
-            pending[dst] = 0
-            now = int(time.time())
-            if last.get(dst) != now:
-                last[dst] = now
-                print("skycore: draining %s: %d queued, %d uploading" % (dst, q, p))
-    if pending and time.time() > deadline:
-        print("skycore: timed out draining %s" % ", ".join(sorted(pending)), file=sys.stderr)
-        sys.exit(1)
-    sys.stdout.flush()
-    time.sleep(0.1)
-"""
-
-
-_LIVE_PY = r"""
-import os, socket, sys
-mounted = set()
-for line in open("/proc/self/mounts"):
-    fields = line.split()
-    if len(fields) > 2:
-        mounted.add(fields[1])
-args = sys.argv[1:]
-for dst, sock in zip(args[::2], args[1::2]):
-    path = os.path.expanduser(dst)
-    if path not in mounted or not os.path.exists(sock):
-        continue
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(5)
-    try:
-        s.connect(sock)
-        s.sendall(b"POST /core/pid HTTP/1.0\r\nHost: rc\r\nContent-Length: 2\r\n\r\n{}")
-        head = s.recv(64)
-        os.stat(path)
-    except OSError:
-        continue
-    finally:
-        s.close()
-    if b" 200 " in head.split(b"\r\n", 1)[0] + b" ":
-        print("SKYCORE_LIVE " + dst)
-"""
-
-
 def live_mounts(handle: ClusterHandle, dsts: Sequence[str]) -> set[str]:
-    """Which of ``dsts`` are mounted with rclone answering on every node (one exec per node;
-    empty on a node image without python3)."""
+    """Which of ``dsts`` are mounted with their rclone daemon answering, on every node (one
+    exec per node; the probe is skycore/node/mounts.py)."""
     if not dsts:
         return set()
     from skycore.storage import mounting
 
-    args: list[str] = []
-    for dst in dsts:
-        args += [dst, mounting.mount_dirs(dst).rc_socket]
-    cmd = (
-        "command -v python3 >/dev/null 2>&1 || exit 0\n"
-        f"python3 - {shlex.join(args)} <<'SKYCORE_LIVE_PY'\n{_LIVE_PY}\nSKYCORE_LIVE_PY"
-    )
+    cmd = mounting.live_command(dsts)
 
     def one(runner: CommandRunner) -> set[str]:
         rc, out = runner.run_output(cmd, timeout=60)
@@ -611,23 +491,11 @@ def live_mounts(handle: ClusterHandle, dsts: Sequence[str]) -> set[str]:
 
 
 def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:
-    """Bash draining every cached mount in ``dsts`` with one poller; exit 0 when all drained.
-
-    Falls back to mounting.drain_command per mount on a node image without python3.
-    """
+    """Bash draining every cached mount in ``dsts`` with one poller (the drain rule of
+    skycore/node/mounts.py); exit 0 when all are durable."""
     from skycore.storage import mounting
 
-    args = [str(timeout_s), str(DRAIN_STABLE_POLLS)]
-    for dst in dsts:
-        args += [dst, mounting.mount_dirs(dst).rc_socket]
-    fallback = "\n".join(f"( {mounting.drain_command(d, timeout_s)} ) || exit $?" for d in dsts)
-    return (
-        "if command -v python3 >/dev/null 2>&1; then\n"
-        f"python3 - {shlex.join(args)} <<'SKYCORE_DRAIN_PY'\n{_DRAIN_PY}\nSKYCORE_DRAIN_PY\n"
-        "else\n"
-        f"{fallback}\n"
-        "fi"
-    )
+    return mounting.drain_command(list(dsts), timeout_s)
 
 
 class _Throttled:
@@ -693,10 +561,10 @@ def drain_mounts(
     if cached:
         parallel(drain, handle.runners)
     if unmount:
-        # unmount_command drains again by itself and refuses to unmount with uploads pending.
-        entries = [
-            (f"unmount {m.dst}", mounting.unmount_command(m.dst, DRAIN_TIMEOUT_S)) for m in mounts
-        ]
+        # unmount_command drains again by itself and refuses to unmount with uploads pending;
+        # one command per node unmounts them all, then the idle daemon quits.
+        dsts = [m.dst for m in mounts]
+        entries = [(f"unmount {', '.join(dsts)}", mounting.unmount_command(dsts, DRAIN_TIMEOUT_S))]
         try:
             run_batch(handle, entries, log_path)
         except StageError as e:

@@ -2,23 +2,28 @@
 
 Everything here returns plain bash (to run through a CommandRunner) or file contents (to write
 through the runner's stdin). Secrets live only in the rclone config file, never on a command
-line. The paths of rclone, its config and the per-mount folders are parameters
-(``RcloneEnv``) so the same scripts run on a node and, in tests, on the host.
+line. The paths of rclone, its config and the daemons' folders are parameters (``RcloneEnv``)
+so the same scripts run on a node and, in tests, on the host.
 
-Per mount (``mount_dirs``) there is one folder holding the VFS cache, the rclone log and the
-rc unix socket (nodes share the host network, so never a TCP rc port). ``drain_command`` asks
-that socket until nothing is queued or uploading for a moment; ``unmount_command`` drains
-first and never unmounts with uploads pending.
+One ``rclone rcd`` per node serves every mount of that node (``mount/mount`` over a unix rc
+socket; nodes share the host network, so never a TCP rc port). ``--transfers`` (and any
+``MountOptions.extra_flags``) are global to a daemon, so a node runs one daemon per distinct
+setting: in practice one, since every uncached or read-only mount goes to the default daemon.
+Each daemon has a folder (``daemon_dirs``) with its socket, log and VFS cache. What talks to
+the daemons on the node is the node program skycore/node/mounts.py (start, mount, live-mount
+probe, the drain rule, unmount), streamed inside these scripts.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from skycore import node
 from skycore.config import SkycoreConfig
 from skycore.storage.common import StorageMode
 
@@ -43,17 +48,23 @@ NODE_ENV = RcloneEnv()
 
 @dataclass(frozen=True)
 class MountOptions:
-    """Per-mount tuning. ``transfers=1`` keeps cached uploads in creation order."""
+    """Per-mount tuning. ``transfers=1`` keeps cached uploads in creation order.
+
+    ``write_back_s``: how long a closed file waits before its upload starts (rclone never
+    uploads a file that is open for writing; reopening a queued file takes it off the queue).
+    ``transfers`` and ``extra_flags`` (rclone global flags) belong to the node's daemon: a
+    mount with other values gets a daemon of its own.
+    """
 
     transfers: int = 1
-    write_back_s: float = 1.0
+    write_back_s: float = 0.1
     read_only: bool = False
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
 class MountDirs:
-    """The per-mount folder: VFS cache, log file and rc unix socket."""
+    """A daemon's folder: VFS cache, log file and rc unix socket."""
 
     base: str
     cache_dir: str
@@ -66,15 +77,39 @@ class MountDirs:
         return f"unix://{self.rc_socket}"
 
 
-def mount_dirs(dst: str, base: str = NODE_MOUNTS_BASE) -> MountDirs:
-    """The per-mount folders of mount point ``dst`` (stable across remounts, short enough
-    for a unix socket path)."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dst.strip("/~")).strip("_")[-24:] or "root"
-    digest = hashlib.sha256(dst.encode()).hexdigest()[:10]
-    d = f"{base.rstrip('/')}/{slug}-{digest}"
+def daemon_key(mode: StorageMode, options: MountOptions) -> tuple[int, tuple[str, ...]]:
+    """(transfers, extra flags) of the daemon serving a mount: the mount's own for a writable
+    MOUNT_CACHED mount (they decide its uploads), the default daemon's otherwise."""
+    if mode is StorageMode.MOUNT_CACHED and not options.read_only:
+        return options.transfers, options.extra_flags
+    return 1, ()
+
+
+def daemon_dirs(
+    transfers: int = 1, extra_flags: tuple[str, ...] = (), base: str = NODE_MOUNTS_BASE
+) -> MountDirs:
+    """The folder of the node daemon with these global settings (short enough for a unix
+    socket path)."""
+    name = f"rcd-t{transfers}"
+    if extra_flags:
+        name += "-" + hashlib.sha256("\0".join(extra_flags).encode()).hexdigest()[:8]
+    d = f"{base.rstrip('/')}/{name}"
     return MountDirs(
         base=d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock"
     )
+
+
+def mount_dirs(
+    dst: str,
+    base: str = NODE_MOUNTS_BASE,
+    mode: StorageMode = StorageMode.MOUNT,
+    options: MountOptions | None = None,
+) -> MountDirs:
+    """The folder of the daemon that serves the mount at ``dst`` (the same for every mount
+    point with the same settings)."""
+    del dst  # one daemon serves every mount point
+    transfers, extra = daemon_key(mode, options or MountOptions())
+    return daemon_dirs(transfers, extra, base)
 
 
 def sh_path(path: str) -> str:
@@ -123,6 +158,13 @@ _PRELUDE = "set -euo pipefail\nunset AWS_CA_BUNDLE\n"
 
 _IS_MOUNTED = "is_mounted() { awk -v d=\"$1\" '$2 == d {f=1} END {exit !f}' /proc/self/mounts; }\n"
 
+# The node program skycore/node/mounts.py as a bash function (python3 is needed on the node).
+_NODE_FN = (
+    "command -v python3 >/dev/null 2>&1 || { echo 'skycore: python3 is missing on this node "
+    "(skycore runs its mount helper with it); install python3 in the node image.' >&2; "
+    "exit 127; }\n" + node.python_function("skycore_mounts")
+)
+
 
 def _rclone(env: RcloneEnv) -> str:
     return f"{shlex.quote(env.rclone)} --config {shlex.quote(env.config_file)}"
@@ -151,38 +193,40 @@ def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv
     return _PRELUDE + f"DST={sh_path(dst)}\n" + 'mkdir -p "$(dirname "$DST")"\n' + attempts + "\n"
 
 
-def mount_flags(mode: StorageMode, dirs: MountDirs, options: MountOptions) -> list[str]:
-    """rclone mount flags for ``mode`` (without remote, mount point or config)."""
-    flags = [
-        "--daemon",
-        "--daemon-wait", "60s",
-        "--allow-other",
+def daemon_flags(dirs: MountDirs, transfers: int, extra_flags: tuple[str, ...] = ()) -> list[str]:
+    """Global flags of a node daemon (what node/mounts.py passes besides rc address, cache
+    folder and log; listed here for documentation and tests)."""
+    return [
+        "--rc-addr", dirs.rc_addr, "--rc-no-auth",
+        "--cache-dir", dirs.cache_dir,
+        "--transfers", str(transfers),
         "--log-file", dirs.log_file,
-        "--log-level", "INFO",
-        "--rc", "--rc-addr", dirs.rc_addr, "--rc-no-auth",
-        "--dir-cache-time", "10s",
-        "--retries", "3",
-        "--low-level-retries", "10",
+        *extra_flags,
     ]  # fmt: skip
+
+
+def mount_options(
+    mode: StorageMode, options: MountOptions
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(vfsOpt, mountOpt) of rclone's ``mount/mount`` for a mount in ``mode``."""
+    vfs: dict[str, Any] = {"DirCacheTime": "10s"}
     if mode is StorageMode.MOUNT_CACHED:
-        flags += [
-            "--vfs-cache-mode", "full",
-            "--vfs-write-back", f"{options.write_back_s:g}s",
-            "--transfers", str(options.transfers),
-            "--cache-dir", dirs.cache_dir,
-            "--vfs-cache-max-age", "24h",
-        ]  # fmt: skip
+        vfs |= {
+            "CacheMode": "full",
+            "WriteBack": f"{options.write_back_s:g}s",
+            "CacheMaxAge": "24h",
+        }
     elif mode is StorageMode.MOUNT:
-        flags += ["--vfs-cache-mode", "off"]
+        vfs["CacheMode"] = "off"
     else:
         raise ValueError("COPY is not a mount mode")
     if options.read_only:
-        flags.append("--read-only")
-    return flags + list(options.extra_flags)
+        vfs["ReadOnly"] = True
+    return vfs, {"AllowOther": True}
 
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
-    """Bash (inside the mount loop) that makes the kernel send this mount's FUSE RELEASE
+    """Bash (after the mount answered) that makes the kernel send this mount's FUSE RELEASE
     requests one at a time, for an ordered MOUNT_CACHED mount ('' otherwise). If the setting
     cannot be applied (and read back) the fresh mount is undone and the script fails: order
     is a promise, never a warning.
@@ -197,22 +241,43 @@ def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
     if mode is not StorageMode.MOUNT_CACHED or options.transfers != 1 or options.read_only:
         return ""
     return (
-        '    conn=/sys/fs/fuse/connections/$(mountpoint -d "$DST" | cut -d: -f2)\n'
-        '    if [ ! -d "$conn" ]; then\n'
-        "      mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true\n"
-        "    fi\n"
-        '    if ! { echo 1 > "$conn/max_background" && '
+        'conn=/sys/fs/fuse/connections/$(mountpoint -d "$DST" | cut -d: -f2)\n'
+        'if [ ! -d "$conn" ]; then\n'
+        "  mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true\n"
+        "fi\n"
+        'if ! { echo 1 > "$conn/max_background" && '
         '[ "$(cat "$conn/max_background")" = 1 ]; } 2>/dev/null; then\n'
-        '      echo "skycore: cannot serialize FUSE releases for $DST (writing 1 to '
+        '  echo "skycore: cannot serialize FUSE releases for $DST (writing 1 to '
         "$conn/max_background failed: fusectl is not mounted or is read-only), so uploads "
         "could leave in another order than the files were closed; the mount is undone. "
         "Run nodes with a writable /sys/fs/fuse/connections, or set transfers > 1 on this "
         'mount to accept unordered uploads." >&2\n'
-        '      fusermount3 -u "$DST" 2>/dev/null || umount -l "$DST" || true\n'
-        "      exit 1\n"
-        "    fi\n"
-        '    echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
+        '  skycore_mounts unmount "$BASE" 10 "$DST" >/dev/null 2>&1 || true\n'
+        '  if is_mounted "$DST"; then fusermount3 -u "$DST" 2>/dev/null || umount -l "$DST" '
+        "|| true; fi\n"
+        "  exit 1\n"
+        "fi\n"
+        'echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
     )
+
+
+def tagged_remote(remote_path: str, dst: str) -> str:
+    """``remote_path`` with a connection-string parameter naming the mount point
+    (``remote,description=skycore-<hash of dst>:path``; every backend has that option and it
+    changes nothing but the Fs name), so two mounts of the same bucket stay two VFSes that
+    ``vfs/stats fs=`` tells apart, each with its own cache folder (stable across remounts)."""
+    tag = hashlib.sha256(dst.encode()).hexdigest()[:10]
+    i = 1 if remote_path.startswith(":") else 0
+    quote = ""
+    for j in range(i, len(remote_path)):
+        c = remote_path[j]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == ":":
+            return f"{remote_path[:j]},description=skycore-{tag}{remote_path[j:]}"
+    return remote_path
 
 
 def mount_command(
@@ -222,24 +287,27 @@ def mount_command(
     options: MountOptions | None = None,
     env: RcloneEnv = NODE_ENV,
 ) -> str:
-    """Idempotent bash that mounts ``remote_path`` at ``dst``.
+    """Idempotent bash that mounts ``remote_path`` at ``dst`` through the node's daemon
+    (started if none answers).
 
     A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; a
     non-empty mount point is refused with a clear error; the script returns only once the
     mount answers.
     """
     options = options or MountOptions()
-    dirs = mount_dirs(dst, env.mounts_base)
-    flags = " ".join(shlex.quote(f) for f in mount_flags(mode, dirs, options))
+    transfers, extra = daemon_key(mode, options)
+    dirs = daemon_dirs(transfers, extra, env.mounts_base)
+    vfs, mnt = mount_options(mode, options)
     q = shlex.quote
+    daemon_args = [env.rclone, env.config_file, dirs.base, str(transfers), *extra]
     return (
         _PRELUDE
         + _IS_MOUNTED
-        + f"DST={sh_path(dst)}\nSOCK={q(dirs.rc_socket)}\nLOG={q(dirs.log_file)}\n"
-        + f"mkdir -p {q(dirs.base)} {q(dirs.cache_dir)}\nchmod 700 {q(dirs.base)}\n"
+        + _NODE_FN
+        + f"DST={sh_path(dst)}\nBASE={q(env.mounts_base)}\nLOG={q(dirs.log_file)}\n"
         + 'if is_mounted "$DST"; then\n'
-        + f'  if timeout 10 stat "$DST" >/dev/null 2>&1 && timeout 10 {_rclone(env)} rc '
-        + '--unix-socket "$SOCK" core/pid >/dev/null 2>&1; then\n'
+        + '  if timeout 10 stat "$DST" >/dev/null 2>&1 && '
+        + 'skycore_mounts live "$BASE" "$DST" | grep -q SKYCORE_LIVE; then\n'
         + '    echo "skycore: $DST is already mounted"; exit 0\n'
         + "  fi\n"
         + '  echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
@@ -252,110 +320,67 @@ def mount_command(
         + 'destination in file_mounts, or empty the folder first." >&2\n'
         + "  exit 1\n"
         + "fi\n"
-        + 'rm -f "$SOCK"\n'
-        + "rc=0\n"
-        + f'{_rclone(env)} mount {q(remote_path)} "$DST" {flags} </dev/null >>"$LOG" 2>&1 '
-        + "|| rc=$?\n"
-        + 'if [ "$rc" != 0 ]; then\n'
-        + '  echo "skycore: rclone failed to mount $DST (exit $rc); last lines of $LOG:" >&2\n'
+        + f"skycore_mounts daemon {shlex.join(daemon_args)}\n"
+        + f"if ! skycore_mounts mount {q(dirs.rc_socket)} {q(tagged_remote(remote_path, dst))} "
+        + '"$DST" '
+        + f"{q(json.dumps(vfs))} {q(json.dumps(mnt))}; then\n"
+        + '  echo "skycore: rclone failed to mount $DST; last lines of $LOG:" >&2\n'
         + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
         + "fi\n"
         + "for _ in $(seq 1 200); do\n"
-        + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1 && [ -S "$SOCK" ]; then\n'
-        + _serialize_releases(mode, options)
-        + f'    echo "skycore: mounted "{q(remote_path)}" at $DST ({mode.value})"; exit 0\n'
-        + "  fi\n"
-        + "  sleep 0.1\n"
+        + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1; then break; fi\n'
+        + "  sleep 0.05\n"
         + "done\n"
-        + 'echo "skycore: rclone did not mount $DST; last lines of $LOG:" >&2\n'
-        + 'tail -n 20 "$LOG" >&2 || true\n'
-        + "exit 1\n"
+        + 'if ! is_mounted "$DST"; then\n'
+        + '  echo "skycore: rclone did not mount $DST; last lines of $LOG:" >&2\n'
+        + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
+        + "fi\n"
+        + _serialize_releases(mode, options)
+        + f'echo "skycore: mounted "{q(remote_path)}" at $DST ({mode.value})"; exit 0\n'
     )
 
 
-def _drain_body(env: RcloneEnv, timeout_s: float) -> str:
-    """Bash function ``drain`` using $DST and $SOCK; returns 0 when drained, 1 on timeout."""
-    return (
-        "drain() {\n"
-        + f"  local deadline=$(( $(date +%s) + {int(timeout_s)} )) stable=0 last_print=0 now\n"
-        + "  while :; do\n"
-        + f'    if ! stats=$({_rclone(env)} rc --unix-socket "$SOCK" vfs/stats 2>&1); then\n'
-        + '      echo "skycore: rclone serving $DST is not answering: $stats" >&2; return 2\n'
-        + "    fi\n"
-        + "    q=$(printf '%s' \"$stats\" | sed -n "
-        + "'s/.*\"uploadsQueued\": *\\([0-9]*\\).*/\\1/p')\n"
-        + "    p=$(printf '%s' \"$stats\" | sed -n "
-        + "'s/.*\"uploadsInProgress\": *\\([0-9]*\\).*/\\1/p')\n"
-        + '    case "$stats" in\n'
-        + "      *diskCache*)\n"
-        + '        if [ -z "$q" ] || [ -z "$p" ]; then\n'
-        + '          echo "skycore: unexpected vfs/stats for $DST: $stats" >&2; return 2\n'
-        + "        fi ;;\n"
-        + "      *) q=0; p=0 ;;  # no VFS cache (MOUNT): nothing is ever pending\n"
-        + "    esac\n"
-        + '    if [ "$q" = 0 ] && [ "$p" = 0 ]; then\n'
-        + "      stable=$((stable + 1))\n"
-        + '      if [ "$stable" -ge 5 ]; then echo "skycore: $DST drained"; return 0; fi\n'
-        + "    else\n"
-        + "      stable=0\n"
-        + "    fi\n"
-        + "    now=$(date +%s)\n"
-        + '    if [ "$now" -ge "$deadline" ]; then\n'
-        + '      echo "skycore: timed out draining $DST: $q queued, $p uploading" >&2; return 1\n'
-        + "    fi\n"
-        + '    if [ "$stable" = 0 ] && [ "$now" -ne "$last_print" ]; then\n'
-        + '      echo "skycore: draining $DST: $q queued, $p uploading '
-        + '($(( deadline - now ))s left)"; last_print=$now\n'
-        + "    fi\n"
-        + "    sleep 0.1\n"
-        + "  done\n"
-        + "}\n"
-    )
+def _dst_words(dsts: str | Sequence[str]) -> str:
+    return " ".join(sh_path(d) for d in ([dsts] if isinstance(dsts, str) else dsts))
 
 
 def drain_command(
-    dst: str, timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S, env: RcloneEnv = NODE_ENV
+    dst: str | Sequence[str],
+    timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+    env: RcloneEnv = NODE_ENV,
 ) -> str:
-    """Bash that waits until the mount at ``dst`` has nothing queued or uploading (stable for
-    ~0.5 s), printing progress; exits 1 on timeout, 0 when drained or not a skycore mount."""
-    dirs = mount_dirs(dst, env.mounts_base)
+    """Bash that waits until every mount in ``dst`` (one or several mount points) is durable:
+    the drain rule of skycore/node/mounts.py, printing progress. Exits 0 when drained (or
+    not a skycore mount), 1 on timeout with uploads pending, 2 when rclone does not answer."""
     return (
         _PRELUDE
-        + f"DST={sh_path(dst)}\nSOCK={shlex.quote(dirs.rc_socket)}\n"
-        + 'if [ ! -S "$SOCK" ]; then echo "skycore: no rclone serving $DST; nothing to drain"; '
-        + "exit 0; fi\n"
-        + _drain_body(env, timeout_s)
-        + "drain\n"
+        + _NODE_FN
+        + f"skycore_mounts drain {shlex.quote(env.mounts_base)} {timeout_s:g} {_dst_words(dst)}\n"
     )
 
 
 def unmount_command(
-    dst: str, timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S, env: RcloneEnv = NODE_ENV
+    dst: str | Sequence[str],
+    timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+    env: RcloneEnv = NODE_ENV,
 ) -> str:
     """Bash that drains the mount at ``dst`` and then unmounts it. With uploads still pending
     after ``timeout_s`` it refuses (exit 1) and leaves the mount in place. A stale mount whose
-    rclone is gone is unmounted lazily (its cache stays on disk for the next mount)."""
-    dirs = mount_dirs(dst, env.mounts_base)
+    rclone is gone is unmounted lazily (its cache stays on disk for the next mount). A daemon
+    left without mounts quits."""
     return (
         _PRELUDE
-        + _IS_MOUNTED
-        + f"DST={sh_path(dst)}\nSOCK={shlex.quote(dirs.rc_socket)}\n"
-        + 'if ! is_mounted "$DST"; then echo "skycore: $DST is not mounted"; exit 0; fi\n'
-        + _drain_body(env, timeout_s)
-        + "rc=0; drain || rc=$?\n"
-        + 'if [ "$rc" = 1 ]; then\n'
-        + '  echo "skycore: not unmounting $DST: uploads are still pending" >&2; exit 1\n'
-        + 'elif [ "$rc" = 2 ]; then\n'
-        + '  echo "skycore: rclone for $DST is gone; unmounting the stale mount lazily" >&2\n'
-        + '  fusermount3 -uz "$DST" 2>/dev/null || umount -l "$DST"; exit 0\n'
-        + "fi\n"
-        + 'fusermount3 -u "$DST" 2>/dev/null || fusermount -u "$DST" 2>/dev/null '
-        + '|| umount "$DST"\n'
-        + "for _ in $(seq 1 100); do\n"
-        + '  [ -S "$SOCK" ] || break\n'
-        + f'  timeout 2 {_rclone(env)} rc --unix-socket "$SOCK" core/pid >/dev/null 2>&1 '
-        + "|| break\n"
-        + "  sleep 0.1\n"
-        + "done\n"
-        + 'echo "skycore: unmounted $DST"\n'
+        + _NODE_FN
+        + f"skycore_mounts unmount {shlex.quote(env.mounts_base)} {timeout_s:g} "
+        + f"{_dst_words(dst)}\n"
+    )
+
+
+def live_command(dsts: Sequence[str], env: RcloneEnv = NODE_ENV) -> str:
+    """Bash printing ``SKYCORE_LIVE <dst>`` for each of ``dsts`` that is mounted and served by
+    an answering daemon (the live-mount probe)."""
+    return (
+        _PRELUDE
+        + _NODE_FN
+        + f"skycore_mounts live {shlex.quote(env.mounts_base)} {shlex.join(list(dsts))}\n"
     )

@@ -69,35 +69,52 @@ def test_credential_file_has_every_remote() -> None:
     assert "skycore-gcs" not in only_s3 and "skycore-azure" not in only_s3
 
 
-def test_mount_flags_per_mode() -> None:
-    dirs = mounting.mount_dirs("/data")
-    cached = mounting.mount_flags(StorageMode.MOUNT_CACHED, dirs, MountOptions())
-    joined = " ".join(cached)
-    assert "--vfs-cache-mode full" in joined and "--vfs-write-back 1s" in joined
-    assert "--transfers 1" in joined and f"--cache-dir {dirs.cache_dir}" in joined
-    assert (
-        f"--rc-addr unix://{dirs.rc_socket}" in joined and f"--log-file {dirs.log_file}" in joined
-    )
-    plain = " ".join(mounting.mount_flags(StorageMode.MOUNT, dirs, MountOptions(read_only=True)))
-    assert "--vfs-cache-mode off" in plain and "--cache-dir" not in plain and "--read-only" in plain
-    four = " ".join(mounting.mount_flags(StorageMode.MOUNT_CACHED, dirs, MountOptions(transfers=4)))
-    assert "--transfers 4" in four
+def test_mount_options_per_mode() -> None:
+    """Mount settings go to rclone's mount/mount per mount; what is global to a daemon
+    (--transfers, extra flags) picks the daemon."""
+    vfs, mnt = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions())
+    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "0.1s" and "ReadOnly" not in vfs
+    assert mnt == {"AllowOther": True}
+    plain, _ = mounting.mount_options(StorageMode.MOUNT, MountOptions(read_only=True))
+    assert plain["CacheMode"] == "off" and plain["ReadOnly"] is True
     with pytest.raises(ValueError):
-        mounting.mount_flags(StorageMode.COPY, dirs, MountOptions())
+        mounting.mount_options(StorageMode.COPY, MountOptions())
+    one = mounting.mount_dirs("/data", mode=StorageMode.MOUNT_CACHED)
+    four = mounting.mount_dirs("/data", mode=StorageMode.MOUNT_CACHED, options=MountOptions(4))
+    assert one == mounting.mount_dirs("/other") == mounting.daemon_dirs(1)  # one daemon
+    assert four != one and "--transfers 4" in " ".join(mounting.daemon_flags(four, 4))
+    ro_four = MountOptions(transfers=4, read_only=True)  # nothing to upload: default daemon
+    assert mounting.mount_dirs("/d", mode=StorageMode.MOUNT_CACHED, options=ro_four) == one
+    flags = " ".join(mounting.daemon_flags(one, 1))
+    assert f"--rc-addr unix://{one.rc_socket}" in flags and f"--cache-dir {one.cache_dir}" in flags
+    assert "--transfers 1" in flags and f"--log-file {one.log_file}" in flags
+    script = mounting.mount_command("skycore-s3:b", "/data", StorageMode.MOUNT_CACHED)
+    assert "rcd-t1" in script and "rclone mount" not in script and "--daemon" not in script
 
 
 @given(
     st.lists(
         st.text(min_size=1, max_size=30).filter(lambda s: "/" not in s), min_size=1, max_size=4
-    )
+    ),
+    st.integers(min_value=1, max_value=64),
+    st.lists(st.text(min_size=1, max_size=40), max_size=3),
 )
-def test_mount_dirs_unique_and_short(parts: list[str]) -> None:
+def test_daemon_dirs_short_and_distinct_per_setting(
+    parts: list[str], transfers: int, extra: list[str]
+) -> None:
+    """Every mount point shares its daemon's folder; distinct global settings get distinct
+    daemons; the socket path fits a unix socket."""
     dst = "/" + "/".join(parts)
-    dirs = mounting.mount_dirs(dst)
+    opts = MountOptions(transfers=transfers, extra_flags=tuple(extra))
+    dirs = mounting.mount_dirs(dst, mode=StorageMode.MOUNT_CACHED, options=opts)
     assert len(dirs.rc_socket) < 100  # unix socket paths are limited to 107 bytes
     assert dirs.cache_dir.startswith(dirs.base) and dirs.base.startswith(mounting.NODE_MOUNTS_BASE)
-    assert mounting.mount_dirs(dst) == dirs
-    assert mounting.mount_dirs(dst + "x").base != dirs.base
+    assert mounting.mount_dirs(dst + "x", mode=StorageMode.MOUNT_CACHED, options=opts) == dirs
+    other = MountOptions(transfers=transfers + 1, extra_flags=tuple(extra))
+    assert mounting.mount_dirs(dst, mode=StorageMode.MOUNT_CACHED, options=other) != dirs
+    if extra:
+        plain = MountOptions(transfers=transfers)
+        assert mounting.mount_dirs(dst, mode=StorageMode.MOUNT_CACHED, options=plain) != dirs
 
 
 def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
@@ -241,6 +258,84 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     un = bash(mounting.unmount_command(str(dst), 60, host_env))
     assert un.returncode == 0, un.stderr
     assert not mounted(dst)
+
+
+def test_reopened_file_ends_as_one_complete_object(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    host_env: RcloneEnv,
+    user_bucket: str,
+) -> None:
+    """The short write-back never uploads a torn file: a writer that closes, reopens within
+    the write-back delay and keeps writing for longer than it ends with one complete object.
+    rclone may upload the version of the last close while the file is open again (it does not
+    cancel a queued upload on open); such an upload is that closed version, whole (rclone's
+    reader fails an upload whose source changes under it), and the file goes up again after
+    its final close."""
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "reopen"
+    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    parts = [os.urandom(256 << 10) for _ in range(6)]
+    with open(dst / "ckpt.bin", "wb") as f:
+        f.write(parts[0])
+    with open(dst / "ckpt.bin", "ab") as f:  # reopened at once, written for > 5 write-backs
+        opened_ns = time.time_ns()
+        for part in parts[1:]:
+            time.sleep(0.12)
+            f.write(part)
+            f.flush()
+        closed_ns = time.time_ns()
+    drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
+    assert drain.returncode == 0, drain.stderr
+    bucket = storage.name
+    st = make_store(store, bucket, config, storage.account)
+    assert st.list_keys() == ["ckpt.bin"]
+    assert emulators[store].read_object(bucket, "ckpt.bin") == b"".join(parts)
+    writes = [e for e in emulators[store].events(bucket) if e.key == "ckpt.bin"]
+    assert writes, "no upload recorded"
+    closed_sizes = {len(parts[0]), sum(map(len, parts))}
+    assert all(e.size in closed_sizes for e in writes if e.size >= 0), writes
+    during = [e for e in writes if opened_ns < e.t_ns < closed_ns]
+    assert all(e.size == len(parts[0]) for e in during if e.size >= 0), during
+    assert writes[-1].t_ns > closed_ns and writes[-1].size in (-1, sum(map(len, parts)))
+    assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
+
+
+def test_one_daemon_serves_every_mount_and_quits_when_idle(
+    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+) -> None:
+    """A MOUNT and a MOUNT_CACHED mount of the same node share one rclone process; the
+    live-mount probe sees both; unmounting the last one stops the daemon."""
+    dsts = []
+    for mode in ("MOUNT", "MOUNT_CACHED"):
+        storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode=mode)
+        storage.check(config)
+        dst = Path(host_env.mounts_base).parent / mode.lower()
+        r = bash(storage.mount_command(str(dst), config, env=host_env))
+        assert r.returncode == 0, r.stderr
+        dsts.append(str(dst))
+    sock = mounting.daemon_dirs(base=host_env.mounts_base).rc_socket
+    assert sorted(Path(host_env.mounts_base).glob("rcd-*/rc.sock")) == [Path(sock)]
+    pids = subprocess.run(
+        ["pgrep", "-f", f"rclone rcd --config {host_env.config_file}"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    assert len(pids) == 1, pids
+    live = bash(mounting.live_command([*dsts, "/not/mounted"], host_env)).stdout.split("\n")
+    assert sorted(ln for ln in live if ln) == sorted(f"SKYCORE_LIVE {d}" for d in dsts)
+    drain = bash(mounting.drain_command(dsts, 60, host_env))
+    assert drain.returncode == 0 and drain.stdout.count("drained") == 2, drain.stdout
+    un = bash(mounting.unmount_command(dsts, 60, host_env))
+    assert un.returncode == 0, un.stderr
+    assert not any(mounted(Path(d)) for d in dsts)
+    for _ in range(50):
+        if subprocess.run(["kill", "-0", pids[0]], capture_output=True).returncode != 0:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the idle daemon did not quit")
 
 
 def test_ordered_mount_fails_when_releases_cannot_be_serialized(

@@ -1,0 +1,366 @@
+"""skycore's mount helper on a node (python3 standard library only; streamed to the node).
+
+One ``rclone rcd`` per node serves every mount of that node (one per distinct ``--transfers``
+setting, since that option is global to a daemon). Each daemon has a folder
+``BASE/rcd-t<N>`` holding its unix rc socket, log and VFS cache. This program talks HTTP to
+those sockets; nothing else on the node needs rclone's command line.
+
+    python3 - daemon RCLONE CONFIG DIR TRANSFERS [FLAG...]  start DIR's daemon unless it answers
+    python3 - mount SOCK FS DST VFS_JSON MOUNT_JSON  mount FS at DST through that daemon
+    python3 - live BASE DST...                       print "SKYCORE_LIVE <dst>" per live mount
+    python3 - drain BASE TIMEOUT DST...              wait until every DST is durable
+    python3 - unmount BASE TIMEOUT DST...            drain, then unmount (never with uploads
+                                                     pending)
+
+drain and unmount exit 0 when done, 1 when uploads were still pending at the timeout and 2
+when a mount's rclone does not answer.
+
+The drain rule (the only one skycore has): a cached mount is durable when rclone's VFS has
+nothing queued or uploading (``vfs/stats``) *after* the kernel has handed rclone every FUSE
+request of that mount (the connection's ``waiting`` count in fusectl is 0). FUSE sends
+RELEASE, which queues a closed file for upload, asynchronously after close(); reading
+``waiting`` first and the queue second means no file closed before the drain began can be
+missed. One confirming poll follows. Where fusectl cannot be read the rule falls back to the
+queue being empty for STABLE_POLLS polls in a row.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+POLL_S = 0.05
+CONFIRM_POLLS = 2  # clean polls in a row when the FUSE connection's queue is visible
+STABLE_POLLS = 5  # clean polls in a row when it is not
+BUSY_FUSE_POLLS = 40  # after this many polls with FUSE requests in flight, ignore them
+RC_TIMEOUT_S = 15.0
+
+
+class RcError(Exception):
+    """The daemon answered with an error."""
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def rc(sock: str, method: str, params: dict[str, Any] | None = None, timeout: float = 0) -> Any:
+    """POST ``method`` to the rc unix socket ``sock``; the JSON answer. OSError when nothing
+    answers, RcError when rclone answers with an error."""
+    body = json.dumps(params or {}).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout or RC_TIMEOUT_S)
+    chunks = []
+    try:
+        s.connect(sock)
+        s.sendall(
+            b"POST /%s HTTP/1.0\r\nHost: rc\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (method.encode(), len(body)) + body
+        )
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        s.close()
+    head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2:
+        raise OSError(f"no HTTP answer on {sock}")
+    try:
+        out = json.loads(payload or b"{}")
+    except ValueError:
+        out = {"error": payload[:300].decode("utf-8", "replace")}
+    if status[1] != b"200":
+        raise RcError(out.get("error", out) if isinstance(out, dict) else out)
+    return out
+
+
+def answers(sock: str) -> bool:
+    """True when a daemon answers on ``sock``."""
+    if not os.path.exists(sock):
+        return False
+    try:
+        rc(sock, "core/pid", timeout=5)
+    except (OSError, RcError):
+        return False
+    return True
+
+
+def norm(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def mountinfo() -> dict[str, tuple[str, str]]:
+    """{mount point: (major:minor, fs type)} of this mount namespace."""
+    out = {}
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            fields = line.split()
+            if b" - " not in line or len(fields) < 5:
+                continue
+            fstype = line.split(b" - ", 1)[1].split()[0].decode("utf-8", "replace")
+            point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            out[os.fsdecode(point)] = (fields[2].decode(), fstype)
+    return out
+
+
+def daemon_sockets(base: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(base, "rcd-*", "rc.sock")))
+
+
+def served(base: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """({mount point: (socket, fs)} of every answering daemon under ``base``, [sockets that
+    exist but do not answer])."""
+    table: dict[str, tuple[str, str]] = {}
+    silent = []
+    for sock in daemon_sockets(base):
+        try:
+            mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
+        except (OSError, RcError):
+            silent.append(sock)
+            continue
+        for m in mounts:
+            table[m["MountPoint"]] = (sock, m["Fs"])
+    return table, silent
+
+
+# --- daemon / mount ---------------------------------------------------------------------------
+
+
+def cmd_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) -> int:
+    """Start the daemon of folder ``d`` unless one answers there (under a lock, so mounts
+    started side by side share one daemon)."""
+    sock, log = os.path.join(d, "rc.sock"), os.path.join(d, "rclone.log")
+    os.makedirs(os.path.join(d, "cache"), mode=0o700, exist_ok=True)
+    os.chmod(d, 0o700)
+    with open(os.path.join(d, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if answers(sock):
+            return 0
+        if os.path.exists(sock):
+            os.unlink(sock)
+        with open(log, "ab") as out:
+            # Output goes to the log file: a daemon holding a `docker exec`'s streams stalls
+            # the engine on that exec and the next.
+            proc = subprocess.Popen(
+                [rclone, "rcd", "--config", config, "--rc-addr", "unix://" + sock,
+                 "--rc-no-auth", "--cache-dir", os.path.join(d, "cache"),
+                 "--transfers", transfers, "--retries", "3", "--low-level-retries", "10",
+                 "--log-file", log, "--log-level", "INFO", *extra],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if answers(sock):
+                say(f"skycore: rclone daemon {d} started (pid {proc.pid})")
+                return 0
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        proc.poll()
+        warn(f"skycore: rclone daemon {d} did not start (exit {proc.returncode}); last lines:")
+        with open(log, errors="replace") as f:
+            warn("".join(f.readlines()[-20:]))
+        return 1
+
+
+def cmd_mount(sock: str, fs: str, dst: str, vfs_opt: str, mount_opt: str) -> int:
+    """Mount ``fs`` at ``dst`` through the daemon on ``sock``."""
+    params = {
+        "fs": fs,
+        "mountPoint": norm(dst),
+        "vfsOpt": json.loads(vfs_opt),
+        "mountOpt": json.loads(mount_opt),
+    }
+    try:
+        rc(sock, "mount/mount", params, timeout=120)
+    except (OSError, RcError) as e:
+        warn(f"skycore: rclone failed to mount {dst}: {e}")
+        return 1
+    return 0
+
+
+def cmd_live(base: str, dsts: list[str]) -> int:
+    """Print ``SKYCORE_LIVE <dst>`` for each ``dst`` mounted and served by an answering
+    daemon."""
+    table, _ = served(base)
+    mounted = mountinfo()
+    for dst in dsts:
+        p = norm(dst)
+        if p in table and p in mounted:
+            try:
+                os.stat(p)
+            except OSError:
+                continue
+            say("SKYCORE_LIVE " + dst)
+    return 0
+
+
+# --- drain / unmount --------------------------------------------------------------------------
+
+
+def fuse_waiting(majmin: str | None) -> int | None:
+    """FUSE requests of the connection ``majmin`` not yet answered (None: unknown)."""
+    if not majmin:
+        return None
+    try:
+        with open(f"/sys/fs/fuse/connections/{majmin.split(':')[1]}/waiting") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def drain(base: str, timeout: float, dsts: list[str]) -> int:
+    """The drain rule (see the module docstring) for every ``dst``; 0, 1 or 2."""
+    table, _ = served(base)
+    mounted = mountinfo()
+    targets: dict[str, tuple[str, str, str | None]] = {}
+    for dst in dsts:
+        p = norm(dst)
+        if p in table:
+            sock, fs = table[p]
+            targets[dst] = (sock, fs, mounted.get(p, ("", ""))[0] or None)
+        elif p in mounted and mounted[p][1] == "fuse.rclone":
+            warn(f"skycore: rclone serving {dst} is not answering")
+            return 2
+        else:
+            say(f"skycore: no rclone serving {dst}; nothing to drain")
+    deadline = time.monotonic() + timeout
+    clean = dict.fromkeys(targets, 0)
+    busy_fuse = dict.fromkeys(targets, 0)
+    last_print: dict[str, int] = {}
+    pending: dict[str, tuple[int, int]] = {}
+    while targets:
+        for dst, (sock, fs, majmin) in list(targets.items()):
+            waiting = fuse_waiting(majmin)  # first the kernel's queue, then rclone's
+            try:
+                stats = rc(sock, "vfs/stats", {"fs": fs})
+            except OSError as e:
+                warn(f"skycore: rclone serving {dst} is not answering: {e}")
+                return 2
+            except RcError as e:
+                warn(f"skycore: unexpected vfs/stats for {dst}: {e}")
+                return 2
+            cache = stats.get("diskCache")
+            q, up = (cache["uploadsQueued"], cache["uploadsInProgress"]) if cache else (0, 0)
+            pending[dst] = (q, up)
+            if waiting:
+                busy_fuse[dst] += 1
+            if q or up:
+                clean[dst] = 0
+                now = int(time.monotonic())
+                if last_print.get(dst) != now:
+                    last_print[dst] = now
+                    left = int(deadline - time.monotonic())
+                    say(f"skycore: draining {dst}: {q} queued, {up} uploading ({left}s left)")
+            elif not waiting or busy_fuse[dst] > BUSY_FUSE_POLLS:
+                clean[dst] += 1
+            need = STABLE_POLLS if waiting is None else CONFIRM_POLLS
+            if clean[dst] >= need:
+                say(f"skycore: {dst} drained")
+                del targets[dst]
+        if targets and time.monotonic() > deadline:
+            for dst in targets:
+                q, up = pending.get(dst, (0, 0))
+                warn(f"skycore: timed out draining {dst}: {q} queued, {up} uploading")
+            return 1
+        if targets:
+            time.sleep(POLL_S)
+    return 0
+
+
+def lazy_unmount(path: str) -> None:
+    for cmd in (["fusermount3", "-uz", path], ["fusermount", "-uz", path], ["umount", "-l", path]):
+        try:
+            if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
+                return
+        except OSError:
+            continue
+
+
+def cmd_unmount(base: str, timeout: float, dsts: list[str]) -> int:
+    """Drain each ``dst``, then unmount it; refuse (1) with uploads pending. A mount whose
+    rclone is gone is unmounted lazily (its cache stays on disk for the next mount). A daemon
+    left without mounts quits (its cache index is then saved)."""
+    status = 0
+    for dst in dsts:
+        p = norm(dst)
+        if p not in mountinfo():
+            say(f"skycore: {dst} is not mounted")
+            continue
+        rc_ = drain(base, timeout, [dst])
+        if rc_ == 1:
+            warn(f"skycore: not unmounting {dst}: uploads are still pending")
+            status = 1
+            continue
+        if rc_ == 2:
+            warn(f"skycore: rclone for {dst} is gone; unmounting the stale mount lazily")
+            lazy_unmount(p)
+            continue
+        sock = served(base)[0].get(p, ("", ""))[0]
+        try:
+            rc(sock, "mount/unmount", {"mountPoint": p}, timeout=60)
+        except (OSError, RcError) as e:
+            warn(f"skycore: rclone could not unmount {dst} ({e}); unmounting it directly")
+            for cmd in (["fusermount3", "-u", p], ["umount", p]):
+                if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
+                    break
+        say(f"skycore: unmounted {dst}")
+        quit_if_idle(sock)
+    return status
+
+
+def quit_if_idle(sock: str) -> None:
+    """Stop the daemon on ``sock`` when it serves no mount any more."""
+    if not sock:
+        return
+    with open(os.path.join(os.path.dirname(sock), "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if rc(sock, "mount/listmounts").get("mountPoints"):
+                return
+            rc(sock, "core/quit")
+        except (OSError, RcError):
+            return
+        for _ in range(100):
+            if not answers(sock):
+                return
+            time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        warn(__doc__ or "")
+        return 2
+    cmd, args = argv[0], argv[1:]
+    if cmd == "daemon":
+        return cmd_daemon(*args)
+    if cmd == "mount":
+        return cmd_mount(*args)
+    if cmd == "live":
+        return cmd_live(args[0], args[1:])
+    if cmd == "drain":
+        return drain(args[0], float(args[1]), args[2:])
+    if cmd == "unmount":
+        return cmd_unmount(args[0], float(args[1]), args[2:])
+    warn(f"skycore: unknown node command {cmd!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
