@@ -290,9 +290,10 @@ def mount_command(
     """Idempotent bash that mounts ``remote_path`` at ``dst`` through the node's daemon
     (started if none answers).
 
-    A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; a
-    non-empty mount point is refused with a clear error; the script returns only once the
-    mount answers.
+    A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; files in
+    a mount point that is not mounted (stray local writes) are moved aside to
+    ``<dst>.skycore-stray-<time>`` with a warning, never deleted and never blocking the mount;
+    the script returns only once the mount answers.
     """
     options = options or MountOptions()
     transfers, extra = daemon_key(mode, options)
@@ -316,9 +317,10 @@ def mount_command(
         + "fi\n"
         + 'mkdir -p "$DST"\n'
         + 'if [ -n "$(ls -A "$DST" 2>/dev/null)" ]; then\n'
-        + '  echo "skycore: cannot mount at $DST: the folder is not empty. Use an empty or new '
-        + 'destination in file_mounts, or empty the folder first." >&2\n'
-        + "  exit 1\n"
+        + '  STRAY="$DST.skycore-stray-$(date +%Y%m%d-%H%M%S)-$$"\n'
+        + '  mv "$DST" "$STRAY" && mkdir -p "$DST"\n'
+        + '  echo "skycore: warning: $DST held files that are not in the bucket (written while '
+        + 'it was not mounted); they were moved aside to $STRAY, not deleted" >&2\n'
         + "fi\n"
         + f"skycore_mounts daemon {shlex.join(daemon_args)}\n"
         + f"if ! skycore_mounts mount {q(dirs.rc_socket)} {q(tagged_remote(remote_path, dst))} "

@@ -144,15 +144,22 @@ def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
     assert "skycore-r2:abc" in scripts[7] and "skycore-gcs:b/p" in scripts[-1]
 
 
-def test_mount_script_refuses_non_empty_mount_point(tmp_path: Path) -> None:
+def test_mount_script_moves_stray_files_aside(tmp_path: Path) -> None:
+    """Files written into a mount point while it was not mounted (an interrupted launch, an
+    exec on the node's disk) never block the mount and are never deleted: they are moved
+    aside with a warning. (rclone is /bin/false here, so the mount itself then fails.)"""
     dst = tmp_path / "full"
     dst.mkdir()
     (dst / "file").write_text("x")
     env = RcloneEnv(rclone="/bin/false", config_file="/dev/null", mounts_base=str(tmp_path / "m"))
     cmd = mounting.mount_command("skycore-s3:b", str(dst), StorageMode.MOUNT, env=env)
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, check=False)
-    assert r.returncode == 1
-    assert f"cannot mount at {dst}: the folder is not empty" in r.stderr
+    strays = list(tmp_path.glob("full.skycore-stray-*"))
+    assert len(strays) == 1, r.stderr
+    assert (strays[0] / "file").read_text() == "x"
+    assert dst.is_dir() and not any(dst.iterdir())
+    assert f"they were moved aside to {strays[0]}" in r.stderr
+    assert "did not start" in r.stderr and r.returncode != 0  # /bin/false is no rclone
 
 
 def test_drain_and_unmount_of_unmounted_path_are_noops(tmp_path: Path) -> None:
