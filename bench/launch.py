@@ -6,8 +6,10 @@
 Brings the local cloud up if needed (S3 + GCS: the stores comp_test.yaml uses), runs in a
 private SKYCORE_HOME so it never touches your clusters, tears its clusters down, prints a
 table and writes JSON to bench/results/launch-<timestamp>.json.
-Targets: cold single-node < 20 s, warm single-node < 8 s, 4 nodes < 1.5x single-node
-(cold and warm). Exits 1 when one is missed or a launch failed (--no-check: an exploratory
+After the cold launch it reads, on every node, the rclone processes serving the mounts, their
+memory (RSS) and CPU time. Targets: cold single-node < 20 s, warm single-node < 8 s, 4 nodes
+< 1.5x single-node (cold and warm), warm relaunch < 2.5 s, rclone RSS < 100 MiB per node.
+Exits 1 when one is missed or a launch failed (--no-check: an exploratory
 run, exit 0 after a missed target; a failed launch still exits 1).
 """
 
@@ -36,6 +38,47 @@ STAGES = ("PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC")
 TARGET_COLD_S = 20.0
 TARGET_WARM_S = 8.0
 TARGET_SCALE = 1.5
+TARGET_WARM_RELAUNCH_S = 2.5
+TARGET_RCLONE_RSS_MIB = 100.0
+
+# Per node: rclone processes, their RSS (MiB) and CPU seconds (user + system).
+RCLONE_USAGE = r"""
+tck=$(getconf CLK_TCK)
+n=0; rss=0; cpu=0
+for p in $(pgrep -x rclone); do
+  r=$(awk '/^VmRSS/ {print $2}' /proc/$p/status 2>/dev/null) || continue
+  t=$(awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null) || continue
+  n=$((n + 1)); rss=$((rss + r)); cpu=$((cpu + t))
+done
+echo "SKYCORE_RCLONE $n $rss $cpu $tck"
+"""
+
+
+def rclone_usage(name: str, config: Any) -> list[dict[str, Any]]:
+    """rclone processes, RSS and CPU-s on every node of cluster ``name``."""
+    from skycore import backend, state
+
+    record = state.get_cluster(name)
+    if record is None:
+        return []
+    handle = backend.get_handle(record, config)
+    out = []
+    for rank, runner in enumerate(handle.runners):
+        _rc, text = runner.run_output(RCLONE_USAGE, timeout=60)
+        line = next((ln for ln in text.splitlines() if ln.startswith("SKYCORE_RCLONE ")), "")
+        if not line:
+            out.append({"rank": rank, "processes": None, "rss_mib": None, "cpu_s": None})
+            continue
+        n, rss_kib, ticks, tck = (int(x) for x in line.split()[1:])
+        out.append(
+            {
+                "rank": rank,
+                "processes": n,
+                "rss_mib": round(rss_kib / 1024, 1),
+                "cpu_s": round(ticks / tck, 2),
+            }
+        )
+    return out
 
 
 def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
@@ -67,6 +110,14 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
             stages = {s.stage.value: round(s.seconds, 3) for s in res.stages}
             record[phase] = {"total_s": round(total, 3), "stages_s": stages}
             out.print(f"  {nodes} node(s) {phase}: {total:5.1f}s  {stages}", highlight=False)
+            if phase == "cold":
+                record["rclone"] = rclone_usage(name, config)
+                for r in record["rclone"]:
+                    out.print(
+                        f"    node {r['rank']}: {r['processes']} rclone process(es), "
+                        f"{r['rss_mib']} MiB RSS, {r['cpu_s']} CPU-s",
+                        highlight=False,
+                    )
     finally:
         t0 = time.monotonic()
         try:
@@ -149,6 +200,20 @@ def main(argv: list[str] | None = None) -> int:
         checks["warm_4_under_1.5x"] = wratio < TARGET_SCALE
         targets.append(Target("cold_4 / cold_1", round(ratio, 2), TARGET_SCALE, unit="x"))
         targets.append(Target("warm_4 / warm_1", round(wratio, 2), TARGET_SCALE, unit="x"))
+    if 1 in runs:
+        warm = summary["1:warm"]
+        checks["warm_relaunch_1_under_2.5s"] = warm is not None and warm < TARGET_WARM_RELAUNCH_S
+        targets.append(Target("warm relaunch (1 node)", warm, TARGET_WARM_RELAUNCH_S))
+    per_node = [r for recs in runs.values() for rec in recs for r in rec.get("rclone", [])]
+    rss = [r["rss_mib"] for r in per_node]
+    worst_rss = None if not rss or None in rss else max(rss)
+    summary["rclone_per_node"] = {
+        "max_processes": max((r["processes"] or 0) for r in per_node) if per_node else None,
+        "max_rss_mib": worst_rss,
+        "max_cpu_s": max((r["cpu_s"] or 0) for r in per_node) if per_node else None,
+    }
+    out.print(f"  rclone per node (worst): {summary['rclone_per_node']}")
+    targets.append(Target("rclone RSS per node (max)", worst_rss, TARGET_RCLONE_RSS_MIB, "MiB"))
     for key, val in checks.items():
         out.print(f"  {key}: {val}")
 

@@ -249,10 +249,11 @@ def sync_workdir(handle: ClusterHandle, workdir: Path, log_path: Path) -> int:
 
 
 def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
-    """Write the store credential files on every node (mode 0600, through stdin)."""
+    """Write the store credential files and the mount helper on every node (mode 0600,
+    through stdin)."""
     from skycore.storage import mounting
 
-    files = mounting.node_credential_files(handle.config)
+    files = mounting.node_files(handle.config)
     if not files:
         return
 

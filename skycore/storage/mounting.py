@@ -30,17 +30,20 @@ from skycore.storage.common import StorageMode
 NODE_RCLONE = "/usr/local/bin/rclone"
 NODE_RCLONE_CONFIG = "/root/.config/rclone/rclone.conf"
 NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
+NODE_HELPER = "/var/lib/skycore/bin/skycore-mounts.py"
 
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
 class RcloneEnv:
-    """Where rclone, its config file and the per-mount folders are (node defaults)."""
+    """Where rclone, its config file, the daemons' folders and the mount helper are (node
+    defaults)."""
 
     rclone: str = NODE_RCLONE
     config_file: str = NODE_RCLONE_CONFIG
     mounts_base: str = NODE_MOUNTS_BASE
+    helper: str = NODE_HELPER  # skycore/node/mounts.py as written by node_files
 
 
 NODE_ENV = RcloneEnv()
@@ -150,6 +153,13 @@ def node_credential_files(
     return {rclone_config_path: rclone_config_text(config)}
 
 
+def node_files(config: SkycoreConfig, env: RcloneEnv = NODE_ENV) -> dict[str, str]:
+    """{path: content} of every file a node needs before mounting: the credential files and
+    the mount helper (skycore/node/mounts.py, which mount scripts run from a file: inlined,
+    a batch of mount scripts would exceed the kernel's limit on one argument)."""
+    return node_credential_files(config, env.config_file) | {env.helper: node.program("mounts.py")}
+
+
 # ---------------------------------------------------------------------------------------------
 # Scripts
 # ---------------------------------------------------------------------------------------------
@@ -158,12 +168,28 @@ _PRELUDE = "set -euo pipefail\nunset AWS_CA_BUNDLE\n"
 
 _IS_MOUNTED = "is_mounted() { awk -v d=\"$1\" '$2 == d {f=1} END {exit !f}' /proc/self/mounts; }\n"
 
-# The node program skycore/node/mounts.py as a bash function (python3 is needed on the node).
-_NODE_FN = (
+# The node program skycore/node/mounts.py as a bash function: inlined (standalone scripts run
+# once per node: drain, unmount, live probe) or run from the file node_files wrote (mount
+# scripts, many per batch).
+_NEED_PY = (
     "command -v python3 >/dev/null 2>&1 || { echo 'skycore: python3 is missing on this node "
     "(skycore runs its mount helper with it); install python3 in the node image.' >&2; "
-    "exit 127; }\n" + node.python_function("skycore_mounts")
+    "exit 127; }\n"
 )
+_NODE_FN = _NEED_PY + node.python_function("skycore_mounts")
+
+
+def _node_fn_file(env: RcloneEnv) -> str:
+    h = shlex.quote(env.helper)
+    return (
+        _NEED_PY
+        + "skycore_mounts() {\n"
+        + f"  if [ ! -f {h} ]; then echo 'skycore: the mount helper '{h}' is missing on this "
+        + "node; it is written with the credentials (skycore launch or start does that).' >&2; "
+        + "return 1; fi\n"
+        + f'  python3 {h} "$@"\n'
+        + "}\n"
+    )
 
 
 def _rclone(env: RcloneEnv) -> str:
@@ -304,7 +330,7 @@ def mount_command(
     return (
         _PRELUDE
         + _IS_MOUNTED
-        + _NODE_FN
+        + _node_fn_file(env)
         + f"DST={sh_path(dst)}\nBASE={q(env.mounts_base)}\nLOG={q(dirs.log_file)}\n"
         + 'if is_mounted "$DST"; then\n'
         + '  if timeout 10 stat "$DST" >/dev/null 2>&1 && '

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.emulators import RunningEmulator
+from skycore import node
 from skycore.config import SkycoreConfig
 from skycore.storage import Storage, StorageMode, make_store, mounting
 from skycore.storage.azure import AzureConfig
@@ -151,7 +152,14 @@ def test_mount_script_moves_stray_files_aside(tmp_path: Path) -> None:
     dst = tmp_path / "full"
     dst.mkdir()
     (dst / "file").write_text("x")
-    env = RcloneEnv(rclone="/bin/false", config_file="/dev/null", mounts_base=str(tmp_path / "m"))
+    helper = tmp_path / "skycore-mounts.py"
+    helper.write_text(node.program("mounts.py"))
+    env = RcloneEnv(
+        rclone="/bin/false",
+        config_file="/dev/null",
+        mounts_base=str(tmp_path / "m"),
+        helper=str(helper),
+    )
     cmd = mounting.mount_command("skycore-s3:b", str(dst), StorageMode.MOUNT, env=env)
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, check=False)
     strays = list(tmp_path.glob("full.skycore-stray-*"))
@@ -195,10 +203,16 @@ def host_env(config: SkycoreConfig) -> Iterator[RcloneEnv]:
         pytest.fail("FUSE is missing: /dev/fuse and fusermount3 are needed (apt install fuse3).")
     base = Path(tempfile.mkdtemp(prefix="skm-", dir="/tmp"))
     conf = base / "rclone.conf"
-    for path, content in mounting.node_credential_files(config, str(conf)).items():
+    env = RcloneEnv(
+        rclone=str(RCLONE),
+        config_file=str(conf),
+        mounts_base=str(base / "m"),
+        helper=str(base / "skycore-mounts.py"),
+    )
+    for path, content in mounting.node_files(config, env).items():
         Path(path).write_text(content)
         os.chmod(path, 0o600)
-    yield RcloneEnv(rclone=str(RCLONE), config_file=str(conf), mounts_base=str(base / "m"))
+    yield env
     for line in Path("/proc/self/mounts").read_text().splitlines():
         mnt = line.split()[1]
         if mnt.startswith(str(base)):

@@ -1,0 +1,224 @@
+"""Ordered against parallel uploads through MOUNT_CACHED, per store, for big and small files.
+
+For each store of the local cloud (the emulators behind their gates) and each file set
+(big: 8 x 32 MiB, small: 200 x 64 KiB), a fresh bucket is mounted with skycore's own mount
+script (host-side, same node program and flags) twice: ordered (``transfers: 1``, the
+default) and parallel (``transfers: 4``). The writer creates the files back to back; the
+time counted is from the first write until the last file is in the store (the gate's
+completion time of its write, falling back to the end of skycore's drain). The order of
+the ordered run is checked on the server side (the gate's write events): any file reaching
+the store before one created earlier is a failure.
+
+    .venv/bin/python bench/upload_order.py [--stores s3,gcs,azure] [--sets big,small]
+        [--repeat 1] [--no-check]
+
+Prints the table and, per store and set, ordered speed as a fraction of parallel speed;
+writes JSON to bench/results/upload_order-<timestamp>.json. Target (issue 12): ordered
+>= 0.8x parallel, i.e. ordered time / parallel time < 1.25. Exits 1 on a missed target
+(unless --no-check), a lost order or a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_checks import Target, add_check_option, verdict  # noqa: E402
+
+from harness import registry  # noqa: E402
+from harness.emulators import start_all  # noqa: E402
+from skycore.config import SkycoreConfig  # noqa: E402
+from skycore.storage import Storage, get_store_class, mounting  # noqa: E402
+from skycore.storage.mounting import MountOptions  # noqa: E402
+
+RCLONE = ROOT / ".venv" / "bin" / "rclone"
+SETS = {"big": (8, 32 << 20), "small": (200, 64 << 10)}
+PARALLEL = 4
+TARGET_TIME_RATIO = 1.25  # ordered time / parallel time; ordered speed >= 0.8x parallel
+
+
+def bash(cmd: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+    return subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def one_run(
+    store: str, em: Any, config: SkycoreConfig, env: mounting.RcloneEnv, n: int, size: int,
+    transfers: int, base: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """Mount a fresh bucket, write ``n`` files of ``size`` bytes, drain; the figures."""
+    bucket = f"order-{uuid.uuid4().hex[:10]}"
+    url = em.make_bucket(bucket, owner="user", public=False)
+    dst = base / f"{store}-{bucket}"
+    try:
+        storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
+        storage.mount_options = MountOptions(transfers=transfers)
+        storage.check(config)
+        r = bash(storage.mount_command(str(dst), config, env=env))
+        if r.returncode != 0:
+            raise RuntimeError(f"mount failed: {r.stderr[-2000:]}")
+        names = [f"f-{i:04d}.bin" for i in range(n)]
+        payload = os.urandom(size)
+        start_ns = time.time_ns()
+        for name in names:
+            with open(dst / name, "wb") as f:
+                f.write(payload)
+        written_s = (time.time_ns() - start_ns) / 1e9
+        drain = bash(mounting.drain_command(str(dst), 900, env), timeout=960)
+        drained_s = (time.time_ns() - start_ns) / 1e9
+        if drain.returncode != 0:
+            raise RuntimeError(f"drain failed: {drain.stderr[-2000:]}")
+        events = []
+        if em.records_events:
+            events = [e for e in em.events(bucket) if e.op != "delete" and e.key in names]
+        first_seen = list(dict.fromkeys(e.key for e in events))
+        in_store_s = (max(e.t_ns for e in events) - start_ns) / 1e9 if events else drained_s
+        if sorted(first_seen) != names and em.records_events:
+            raise RuntimeError(f"{len(set(first_seen))} of {n} files recorded by the gate")
+        out_of_place = sum(1 for a, b in zip(first_seen, names, strict=False) if a != b)
+        return {
+            "transfers": transfers,
+            "written_s": round(written_s, 3),
+            "in_store_s": round(in_store_s, 3),
+            "drained_s": round(drained_s, 3),
+            "order_checked": bool(em.records_events),
+            "in_order": first_seen == names if em.records_events else None,
+            "out_of_place": out_of_place if em.records_events else None,
+        }
+    finally:
+        bash(mounting.unmount_command(str(dst), 900, env), timeout=960)
+        if any(
+            line.split()[1] == str(dst)
+            for line in Path("/proc/self/mounts").read_text().splitlines()
+        ):
+            subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
+        em.delete_bucket(bucket)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stores", default=",".join(registry.store_names()))
+    parser.add_argument("--sets", default="big,small")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
+    add_check_option(parser)
+    args = parser.parse_args(argv)
+    stores = tuple(s for s in args.stores.split(",") if s)
+    sets = [s for s in args.sets.split(",") if s]
+    ems = start_all(stores=stores)
+    config = SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
+    )
+    base = Path(tempfile.mkdtemp(prefix="sko-", dir="/tmp"))
+    env = mounting.RcloneEnv(
+        rclone=str(RCLONE),
+        config_file=str(base / "rclone.conf"),
+        mounts_base=str(base / "m"),
+        helper=str(base / "skycore-mounts.py"),
+    )
+    for path, content in mounting.node_files(config, env).items():
+        Path(path).write_text(content)
+        Path(path).chmod(0o600)
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+    targets: list[Target] = []
+    try:
+        for store in stores:
+            for set_name in sets:
+                n, size = SETS[set_name]
+                runs: dict[int, list[dict[str, Any]]] = {1: [], PARALLEL: []}
+                for _ in range(args.repeat):
+                    for transfers in (1, PARALLEL):
+                        try:
+                            res = one_run(store, ems[store], config, env, n, size, transfers, base)
+                        except Exception as e:  # a failed run is reported, never hidden
+                            failures.append(f"{store} {set_name} transfers={transfers}: {e}")
+                            continue
+                        runs[transfers].append(res)
+                        if transfers == 1 and res["in_order"] is False:
+                            failures.append(
+                                f"{store} {set_name}: ordered upload out of order "
+                                f"({res['out_of_place']} files out of place)"
+                            )
+                med = {
+                    t: (statistics.median(r["in_store_s"] for r in rs) if rs else None)
+                    for t, rs in runs.items()
+                }
+                ratio = (
+                    round(med[1] / med[PARALLEL], 3) if med[1] and med[PARALLEL] else None
+                )  # ordered time / parallel time
+                row = {
+                    "store": store,
+                    "set": set_name,
+                    "files": n,
+                    "file_bytes": size,
+                    "ordered_s": med[1],
+                    "parallel_s": med[PARALLEL],
+                    "ordered_speed_vs_parallel": round(1 / ratio, 3) if ratio else None,
+                    "order_checked_on_server": bool(ems[store].records_events),
+                    "runs": runs,
+                }
+                rows.append(row)
+                targets.append(
+                    Target(f"{store} {set_name}: ordered/parallel time", ratio,
+                           TARGET_TIME_RATIO, "x")
+                )  # fmt: skip
+                print(
+                    f"{store:6} {set_name:5} ordered {med[1]}s parallel {med[PARALLEL]}s "
+                    f"-> ordered at {row['ordered_speed_vs_parallel']}x parallel speed",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    version = bash(f"{RCLONE} version").stdout.split("\n", 1)[0]
+    print(f"\nOrdered (transfers 1) vs parallel (transfers {PARALLEL}), {version}")
+    print(f"{'store':6} {'set':6} {'ordered s':>10} {'parallel s':>11} {'ordered/parallel':>17}")
+    for r in rows:
+        speed = r["ordered_speed_vs_parallel"]
+        print(
+            f"{r['store']:6} {r['set']:6} {r['ordered_s'] or float('nan'):10.2f} "
+            f"{r['parallel_s'] or float('nan'):11.2f} "
+            f"{'-' if speed is None else format(speed, '.2f') + 'x':>17}"
+        )
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"upload_order-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "upload_order",
+                "host": platform.node(),
+                "cpus": os.cpu_count(),
+                "rclone": version,
+                "time": time.time(),
+                "parallel_transfers": PARALLEL,
+                "results": rows,
+                "targets": {t.name: t.as_json() for t in targets},
+                "failures": failures,
+                "checked": not args.no_check,
+            },
+            indent=2,
+        )
+    )
+    print(f"saved {out}")
+    return verdict(targets, args.no_check, failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
