@@ -57,6 +57,7 @@ TOKEN_HEADER = "X-Gate-Token"
 MAX_SMALL_BODY = 16 << 20  # bodies the gate reads whole to classify a request
 UPSTREAM_TIMEOUT = 600.0
 CHUNK = 1 << 20
+READ_BUFSIZE = 4 << 20  # stream buffers (aiohttp's 64 KiB default costs CPU on big bodies)
 
 # Headers that describe one connection, not the message (RFC 9110 7.6.1), plus Expect,
 # which the gate answers itself.
@@ -128,7 +129,11 @@ class Gate:
         self._create_lock = asyncio.Lock()
         self.app = web.Application(
             client_max_size=MAX_SMALL_BODY,
-            handler_args={"max_line_size": 65536, "max_field_size": 65536},
+            handler_args={
+                "max_line_size": 65536,
+                "max_field_size": 65536,
+                "read_bufsize": READ_BUFSIZE,
+            },
         )
         self.app.router.add_route("*", "/{tail:.*}", self._handle, expect_handler=self._expect)
         self.app.on_startup.append(self._start)
@@ -141,6 +146,7 @@ class Gate:
             connector=TCPConnector(limit=0, enable_cleanup_closed=True),
             timeout=ClientTimeout(total=None, sock_connect=30, sock_read=UPSTREAM_TIMEOUT),
             auto_decompress=False,
+            read_bufsize=READ_BUFSIZE,
             skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
         )
 
@@ -329,9 +335,7 @@ class Gate:
             await asyncio.sleep(delay / 1000)
         for fault in faults:
             if fault.kind == "deny" and self.faults.roll(fault):
-                decision.verdict = Verdict(
-                    False, 403, "AccessDenied", "Access Denied (the credentials were revoked)."
-                )
+                decision.verdict = self.protocol.fault_verdict(403)
                 return
             if fault.kind == "errors" and self.faults.roll(fault):
                 decision.verdict = self.protocol.fault_verdict(fault.status)

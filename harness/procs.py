@@ -128,8 +128,10 @@ def start_process(
     log_path: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Proc:
-    """Start ``argv`` detached in a new session, appending stdout/stderr to ``log_path``."""
+    """Start ``argv`` detached in a new session, appending stdout/stderr to ``log_path``;
+    ``pass_fds`` stay open in the child (same numbers)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     if env:
@@ -146,6 +148,7 @@ def start_process(
                 env=full_env,
                 cwd=cwd,
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
             )
         except FileNotFoundError as e:
             raise HarnessProcessError(

@@ -70,6 +70,9 @@ def _check_stores(wanted: tuple[str, ...] | list[str]) -> None:
 def _start_one(home: Path, store: str) -> RunningEmulator:
     cls = emulator_class(store)
     old = cls.load(home)
+    if old is not None and not old.record.sealed:
+        old.stop()  # started by an older harness in the host network namespace: reseal it
+        return cls.launch(home, prefer=(old.record.port, old.record.gate_port))
     if old is not None and _healthy_or_busy(old):
         if old.record.gate_version != gate_version(cls):
             old.restart_gate()

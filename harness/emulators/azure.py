@@ -149,6 +149,29 @@ class AzureGateProtocol(GateProtocol):
         )
         return "application/xml", xml.encode()
 
+    def fault_verdict(self, status: int) -> Verdict:
+        codes = {
+            503: (
+                "ServerBusy",
+                "The server is currently unable to receive requests. Please retry your request.",
+            ),
+            500: (
+                "InternalError",
+                "The server encountered an internal error. Please retry the request.",
+            ),
+            403: (
+                "AuthenticationFailed",
+                "Server failed to authenticate the request. Make sure "
+                "the value of the Authorization header is formed correctly including the "
+                "signature.",
+            ),
+        }
+        code, message = codes.get(status, ("ServerBusy", "The server is busy."))
+        return Verdict(False, status, code, message)
+
+    def error_headers(self, verdict: Verdict) -> dict[str, str]:
+        return {"x-ms-error-code": verdict.code}
+
     def after_success(
         self,
         ex: Exchange,

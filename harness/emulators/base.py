@@ -12,6 +12,10 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
+import shutil
+import socket
+import subprocess
 import sys
 import time
 import urllib.error
@@ -31,6 +35,7 @@ from harness.procs import (
     free_port,
     http_ok,
     is_port_conflict,
+    log_tail,
     port_is_free,
     start_process,
     stop_process,
@@ -81,6 +86,8 @@ class EmulatorRecord:
     gate_state: str
     started_at: float
     gate_version: str = ""
+    sealed: bool = False
+    """The emulator runs in a private network namespace (only its gate reaches it)."""
 
 
 harness_home = harness_home_path
@@ -112,6 +119,9 @@ class RunningEmulator(ABC):
     """True if installing the emulator needs Node.js and npm on the machine."""
     records_events: ClassVar[bool] = True
     """Capability: the gate records every completed write (bucket, key, size, time)."""
+    invalid_credentials_status: ClassVar[int] = 403
+    """The HTTP status the real service answers to credentials it does not know (an unknown
+    access key: 403; an invalid OAuth token: 401)."""
     public_read_ignores_bad_credentials: ClassVar[bool] = False
     """True if the emulator serves a public bucket to a caller with wrong credentials (as
     the real service does), instead of refusing the credentials."""
@@ -162,8 +172,10 @@ class RunningEmulator(ABC):
         )
 
     def upstream_answers(self, timeout: float = 5.0) -> bool:
-        """The emulator itself answers HTTP (any status)."""
-        return http_ok(f"{self.upstream}/", timeout=timeout, any_status=True)
+        """The emulator itself answers HTTP (any status), asked from inside its namespace."""
+        if not self.record.sealed:
+            return http_ok(f"{self.upstream}/", timeout=timeout, any_status=True)
+        return _answers_in_namespace(self.record.pid, self.record.port, timeout)
 
     def status(self) -> dict[str, Any]:
         """Status for ``harness status``: running?, pids, ports, endpoint, logs."""
@@ -247,18 +259,25 @@ class RunningEmulator(ABC):
             gate_state.unlink(missing_ok=True)  # a fresh in-memory emulator has no buckets
         started: list[Proc] = []
         try:
-            argv, env = cls.command(home, port, gate_port)
-            upstream = start_process(argv, log, env=env, cwd=home)
-            started.append(upstream)
-            wait_healthy(
-                f"The {cls.store} emulator ({Path(argv[0]).name})",
-                upstream,
-                lambda: http_ok(f"http://{LOOPBACK}:{port}/", timeout=1, any_status=True),
-                log,
-                cls.startup_timeout,
-            )
-            gate = _start_gate(cls.store, home, port, gate_port, gate_state, gate_log)
-            started.append(gate)
+            listener = _gate_socket(cls.store, gate_port)
+            try:
+                argv, env = cls.command(home, port, gate_port)
+                upstream = start_process(sealed_argv(argv), log, env=env, cwd=home)
+                started.append(upstream)
+                gate = _start_gate(
+                    cls.store,
+                    home,
+                    port,
+                    listener,
+                    gate_state,
+                    gate_log,
+                    upstream=upstream,
+                    timeout=cls.startup_timeout,
+                    upstream_log=log,
+                )
+                started.append(gate)
+            finally:
+                listener.close()
         except HarnessProcessError as e:
             for proc in reversed(started):
                 stop_process(proc)
@@ -280,6 +299,7 @@ class RunningEmulator(ABC):
             gate_state=str(gate_state),
             started_at=time.time(),
             gate_version=gate_version(cls),
+            sealed=True,
         )
         _write_json(state_file(home, cls.store), asdict(record))
         return cls(home, record)
@@ -288,12 +308,32 @@ class RunningEmulator(ABC):
         """Restart only the gate on its port (after its code changed); the emulator and the
         bucket ownership stay, the event log starts empty."""
         r = self.record
+        if not r.sealed:
+            raise EmulatorError(
+                f"The {self.store} emulator runs in the host network namespace (started by an "
+                "older harness); it must be started again, sealed."
+            )
         stop_process(self.procs[1])
         try:
-            gate = _start_gate(
-                self.store, self.home, r.port, r.gate_port, Path(r.gate_state), Path(r.gate_log)
-            )
-        except HarnessProcessError as e:
+            if not wait_port_free(r.gate_port, 5.0):
+                raise HarnessProcessError(
+                    f"Cannot restart the {self.store} access gate: port {r.gate_port} on "
+                    f"{LOOPBACK} is in use. Stop whatever listens there."
+                )
+            listener = _gate_socket(self.store, r.gate_port)
+            try:
+                gate = _start_gate(
+                    self.store,
+                    self.home,
+                    r.port,
+                    listener,
+                    Path(r.gate_state),
+                    Path(r.gate_log),
+                    upstream=self.procs[0],
+                )
+            finally:
+                listener.close()
+        except (HarnessProcessError, EmulatorError) as e:
             raise EmulatorError(str(e)) from None
         r.gate_pid, r.gate_start_time = gate.pid, gate.start_time
         r.gate_version = gate_version(type(self))
@@ -317,7 +357,7 @@ class RunningEmulator(ABC):
             f"{self.endpoint}/__gate__/{route}",
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self.admin_headers()},
         )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
@@ -333,6 +373,10 @@ class RunningEmulator(ABC):
                 f"The {self.store} access gate at {self.endpoint} does not answer ({e}). "
                 f"See {self.record.gate_log}; restart the local cloud with 'harness up'."
             ) from e
+
+    def admin_headers(self) -> dict[str, str]:
+        """The header that opens the gate's admin API (the token in the harness home)."""
+        return {"X-Gate-Token": gate_token(self.home)}
 
     def set_bucket_access(self, name: str, owner: str = USER, public: bool = False) -> None:
         """Tell the gate who owns bucket ``name`` and whether it is public."""
@@ -455,42 +499,156 @@ def gate_version(emulator: type[RunningEmulator]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _start_gate(
-    store: str, home: Path, port: int, gate_port: int, gate_state: Path, gate_log: Path
-) -> Proc:
-    """Start ``python -m harness.gate`` for ``store`` and wait until it is healthy.
-    Raises HarnessProcessError (after stopping it) if it does not come up."""
-    if not wait_port_free(gate_port, 5.0):
+def gate_token(home: Path) -> str:
+    """The token of the gates' admin API: ``$HARNESS_HOME/gate-token`` (mode 0600), made
+    once. Only the harness reads it; nodes never receive it."""
+    path = home / "gate-token"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = home / f".gate-token.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
+    with contextlib.suppress(FileExistsError):
+        os.link(tmp, path)  # the first writer wins; everyone reads the same token
+    tmp.unlink(missing_ok=True)
+    return path.read_text().strip()
+
+
+SEAL = 'ip link set lo up && exec "$@"'
+
+
+def sealed_argv(argv: list[str]) -> list[str]:
+    """``argv`` run in a new, private network namespace with only loopback up: nothing
+    outside it (the host, nodes with --network host) can connect to it."""
+    for tool in ("unshare", "ip"):
+        if shutil.which(tool) is None:
+            raise HarnessProcessError(
+                f"Cannot seal the emulator: '{tool}' is not on PATH. Install util-linux and "
+                "iproute2 (apt-get install util-linux iproute2)."
+            )
+    return ["unshare", "--net", "--", "sh", "-c", SEAL, "sh", *argv]
+
+
+def _gate_socket(store: str, gate_port: int) -> socket.socket:
+    """The gate's listening socket, made here in the host network namespace."""
+    from harness.gate import listening_socket
+
+    try:
+        return listening_socket(LOOPBACK, gate_port)
+    except OSError as e:
         raise HarnessProcessError(
             f"Cannot start the {store} access gate: port {gate_port} on {LOOPBACK} is already "
-            "in use. Stop whatever listens there (for a stale harness: 'harness down')."
-        )
+            f"in use ({e}). Stop whatever listens there (for a stale harness: 'harness down')."
+        ) from None
+
+
+def _answers_in_namespace(pid: int, port: int, timeout: float) -> bool:
+    """True if 127.0.0.1:port answers HTTP inside the network namespace of ``pid``."""
+    probe = (
+        "import sys,urllib.request,urllib.error\n"
+        "try:\n"
+        f"    urllib.request.urlopen('http://{LOOPBACK}:{port}/', timeout={timeout})\n"
+        "except urllib.error.HTTPError:\n"
+        "    pass\n"
+        "except Exception:\n"
+        "    sys.exit(1)\n"
+    )
+    argv = ["nsenter", f"--net=/proc/{pid}/ns/net", "--", sys.executable, "-c", probe]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout + 5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _start_gate(
+    store: str,
+    home: Path,
+    port: int,
+    listener: socket.socket,
+    gate_state: Path,
+    gate_log: Path,
+    upstream: Proc,
+    timeout: float = 30.0,
+    upstream_log: Path | None = None,
+) -> Proc:
+    """Start ``python -m harness.gate`` for ``store`` in the network namespace of the
+    ``upstream`` emulator, serving on ``listener`` (a socket of the host namespace), and wait
+    until it is healthy (it reaches the emulator). Raises HarnessProcessError (after
+    stopping it) if it does not come up."""
+    gate_port = int(listener.getsockname()[1])
+    fd = listener.fileno()
+    _wait_sealed(upstream, store, timeout, upstream_log)
     argv = [
+        "nsenter",
+        f"--net=/proc/{upstream.pid}/ns/net",
+        "--",
         sys.executable,
         "-m",
         "harness.gate",
         "--store",
         store,
-        "--listen",
-        f"{LOOPBACK}:{gate_port}",
+        "--listen-fd",
+        str(fd),
         "--upstream",
         f"http://{LOOPBACK}:{port}",
         "--state",
         str(gate_state),
+        "--token-file",
+        str(home / "gate-token"),
     ]
-    gate = start_process(argv, gate_log, env={"PYTHONPATH": _pythonpath()}, cwd=home)
+    gate_token(home)
+    gate = start_process(
+        argv, gate_log, env={"PYTHONPATH": _pythonpath()}, cwd=home, pass_fds=(fd,)
+    )
+    health = f"http://{LOOPBACK}:{gate_port}/__gate__/health"
     try:
         wait_healthy(
             f"The {store} access gate",
             gate,
-            lambda: http_ok(f"http://{LOOPBACK}:{gate_port}/__gate__/health", timeout=1),
+            lambda: _alive_or_raise(upstream, store, upstream_log) and http_ok(health, timeout=1),
             gate_log,
-            30.0,
+            timeout,
         )
     except BaseException:
         stop_process(gate)
         raise
     return gate
+
+
+def _wait_sealed(upstream: Proc, store: str, timeout: float, log: Path | None) -> None:
+    """Wait until ``upstream`` has left the host network namespace (``unshare`` has run), so
+    that its gate joins the private one and never the host's."""
+    ours = os.readlink("/proc/self/ns/net")
+
+    def sealed() -> bool:
+        try:
+            return os.readlink(f"/proc/{upstream.pid}/ns/net") != ours
+        except OSError:
+            return False
+
+    wait_healthy(
+        f"The {store} emulator (entering its private network namespace)",
+        upstream,
+        sealed,
+        log or Path("/dev/null"),
+        timeout,
+    )
+
+
+def _alive_or_raise(upstream: Proc, store: str, log: Path | None) -> bool:
+    if upstream.alive():
+        return True
+    from harness.procs import _exited
+
+    tail = f" Its log {log} ends with:\n{log_tail(log)}" if log else ""
+    raise HarnessProcessError(
+        f"The {store} emulator exited during startup (exit code {_exited(upstream)}).{tail}"
+    )
 
 
 def _pythonpath() -> str:

@@ -50,6 +50,7 @@ def fake_gcs_binary() -> Path:
 # --- the gate protocol ---------------------------------------------------------------------
 
 _GCS_API_ROOTS = ("storage", "upload", "download", "batch", "_internal")
+_GCS_REASONS = ("authError", "forbidden", "conflict", "backendError", "rateLimitExceeded")
 
 
 def classify_gcs(method: str, path: str, headers: Mapping[str, str]) -> Access:
@@ -202,11 +203,36 @@ class GcsGateProtocol(GateProtocol):
             identity = started[1]
         return access, identity
 
+    def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
+        """An unknown or malformed bearer token is 401 Invalid Credentials, as in GCS."""
+        if identity == INVALID:
+            return Verdict(False, 401, "authError", "Invalid Credentials")
+        return None
+
+    def fault_verdict(self, status: int) -> Verdict:
+        reasons = {
+            503: ("backendError", "We encountered an internal error. Please try again."),
+            500: ("backendError", "We encountered an internal error. Please try again."),
+            429: ("rateLimitExceeded", "The rate of change requests to the bucket is too high."),
+            403: ("forbidden", "The caller does not have storage access to the bucket."),
+        }
+        reason, message = reasons.get(status, ("backendError", "Backend Error"))
+        return Verdict(False, status, reason, message)
+
     def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
-        reason = {403: "forbidden", 409: "conflict"}.get(verdict.status, "forbidden")
-        err = {"domain": "global", "reason": reason, "message": verdict.message}
+        reasons = {401: "authError", 403: "forbidden", 409: "conflict"}
+        reason = verdict.code if verdict.code in _GCS_REASONS else None
+        reason = reason or reasons.get(verdict.status, "backendError")
+        err: dict[str, Any] = {"domain": "global", "reason": reason, "message": verdict.message}
+        if verdict.status == 401:
+            err.update(locationType="header", location="Authorization")
         data = {"error": {"code": verdict.status, "message": verdict.message, "errors": [err]}}
         return "application/json", json.dumps(data).encode()
+
+    def error_headers(self, verdict: Verdict) -> dict[str, str]:
+        if verdict.status == 401:
+            return {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'}
+        return {}
 
     def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
         return "uploadType=resumable" in ex.path
@@ -277,6 +303,7 @@ class GcsEmulator(RunningEmulator):
     cli_alias = "gcp"
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
+    invalid_credentials_status = 401
     tokens: ClassVar[dict[str, str]] = {
         USER: "ya29.skycore-user",
         OTHER: "ya29.skycore-other",
@@ -316,9 +343,11 @@ class GcsEmulator(RunningEmulator):
 
     @classmethod
     def sdk_errors(cls) -> tuple[type[BaseException], ...]:
-        from google.api_core.exceptions import Forbidden
+        from google.api_core.exceptions import Forbidden, Unauthorized
+        from google.auth.exceptions import RefreshError
 
-        return (Forbidden,)
+        # A 401 makes the SDK try to refresh its token; a bare token cannot be refreshed.
+        return (Forbidden, Unauthorized, RefreshError)
 
     def config_section(self) -> Any:
         from skycore.storage.gcs import GcpConfig
