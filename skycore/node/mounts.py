@@ -7,6 +7,8 @@ those sockets; nothing else on the node needs rclone's command line.
 
     python3 - daemon RCLONE CONFIG DIR TRANSFERS [FLAG...]  start DIR's daemon unless it answers
     python3 - mount SOCK FS DST VFS_JSON MOUNT_JSON  mount FS at DST through that daemon
+    python3 - up RCLONE CONFIG DIR TRANSFERS FS DST VFS_JSON MOUNT_JSON [FLAG...]
+                                                     daemon + mount, until DST answers
     python3 - live BASE DST...                       print "SKYCORE_LIVE <dst>" per live mount
     python3 - drain BASE TIMEOUT DST...              wait until every DST is durable
     python3 - unmount BASE TIMEOUT DST...            drain, then unmount (never with uploads
@@ -195,6 +197,32 @@ def cmd_mount(sock: str, fs: str, dst: str, vfs_opt: str, mount_opt: str) -> int
     return 0
 
 
+def cmd_up(
+    rclone: str, config: str, d: str, transfers: str, fs: str, dst: str, vfs_opt: str,
+    mount_opt: str, *extra: str,
+) -> int:  # fmt: skip
+    """Start the daemon if needed, mount, and wait until the mount point answers (one
+    process per mount: python's start-up is most of a mount's CPU cost)."""
+    rc_ = cmd_daemon(rclone, config, d, transfers, *extra)
+    if rc_ != 0:
+        return rc_
+    rc_ = cmd_mount(os.path.join(d, "rc.sock"), fs, dst, vfs_opt, mount_opt)
+    if rc_ != 0:
+        return rc_
+    p = norm(dst)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if p in mountinfo():
+            try:
+                os.stat(p)
+                return 0
+            except OSError:
+                pass
+        time.sleep(0.02)
+    warn(f"skycore: rclone did not mount {dst}")
+    return 1
+
+
 def cmd_live(base: str, dsts: list[str]) -> int:
     """Print ``SKYCORE_LIVE <dst>`` for each ``dst`` mounted and served by an answering
     daemon."""
@@ -352,6 +380,8 @@ def main(argv: list[str]) -> int:
         return cmd_daemon(*args)
     if cmd == "mount":
         return cmd_mount(*args)
+    if cmd == "up":
+        return cmd_up(*args)
     if cmd == "live":
         return cmd_live(args[0], args[1:])
     if cmd == "drain":

@@ -348,19 +348,10 @@ def mount_command(
         + '  echo "skycore: warning: $DST held files that are not in the bucket (written while '
         + 'it was not mounted); they were moved aside to $STRAY, not deleted" >&2\n'
         + "fi\n"
-        + f"skycore_mounts daemon {shlex.join(daemon_args)}\n"
-        + f"if ! skycore_mounts mount {q(dirs.rc_socket)} {q(tagged_remote(remote_path, dst))} "
-        + '"$DST" '
-        + f"{q(json.dumps(vfs))} {q(json.dumps(mnt))}; then\n"
+        + f"if ! skycore_mounts up {shlex.join(daemon_args[:4])} "
+        + f'{q(tagged_remote(remote_path, dst))} "$DST" {q(json.dumps(vfs))} {q(json.dumps(mnt))} '
+        + f"{shlex.join(daemon_args[4:])}; then\n"
         + '  echo "skycore: rclone failed to mount $DST; last lines of $LOG:" >&2\n'
-        + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
-        + "fi\n"
-        + "for _ in $(seq 1 200); do\n"
-        + '  if is_mounted "$DST" && stat "$DST" >/dev/null 2>&1; then break; fi\n'
-        + "  sleep 0.05\n"
-        + "done\n"
-        + 'if ! is_mounted "$DST"; then\n'
-        + '  echo "skycore: rclone did not mount $DST; last lines of $LOG:" >&2\n'
         + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
         + "fi\n"
         + _serialize_releases(mode, options)
