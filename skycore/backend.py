@@ -196,10 +196,10 @@ def provision_cluster(
     log_path: Path,
     reason: str,
 ) -> ClusterHandle:
-    """Record INIT, create or resume the nodes, wait for health, record UP.
-
-    A failure leaves the cluster INIT with the reason recorded (the next launch repairs it).
-    """
+    """Record INIT, create or resume the nodes and wait for health. The cluster stays INIT
+    (reason SYNCING): the caller puts the workdir and file mounts in place and only then
+    records UP (execution.mark_ready). A failure leaves the cluster INIT with the reason
+    recorded (the next launch repairs it)."""
     state.upsert_cluster(name, state.CLUSTER_INIT, provider, num_nodes, resources, reason)
     logs.append(log_path, f"{reason}: {num_nodes} node(s) on provider {provider}")
     try:
@@ -221,8 +221,14 @@ def provision_cluster(
         state.set_cluster_status(name, state.CLUSTER_INIT, e.message)
         state.add_cluster_event(name, e.message)
         raise
-    state.set_cluster_status(name, state.CLUSTER_UP, f"all {num_nodes} node(s) healthy")
+    state.set_cluster_status(name, state.CLUSTER_INIT, SYNCING)
     return handle
+
+
+SYNCING = (
+    "nodes healthy; workdir and file mounts not all in place yet (an interrupted launch "
+    "leaves it so: 'skycore launch' repairs it)"
+)
 
 
 # ---------------------------------------------------------------------------------------------

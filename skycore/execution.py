@@ -313,6 +313,10 @@ def launch(
                     task, config, log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS], background
                 )
             handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
+            # Until the workdir and every mount are in place the cluster is INIT: a launch
+            # interrupted here (Ctrl-C, SIGKILL) never leaves an UP cluster with bare mount
+            # points that exec could write into; the next launch repairs it.
+            state.set_cluster_status(cluster_name, state.CLUSTER_INIT, backend.SYNCING)
             _sync_workdir(handle, task, rep, log_dir)
             with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
                 n_copies, n_storage = backend.sync_file_mounts(
@@ -323,6 +327,7 @@ def launch(
                     prepared=prepared,
                 )
                 st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
+            mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
             job = state.add_job(
                 cluster_name,
                 task.name,
@@ -345,6 +350,13 @@ def launch(
         background.shutdown(wait=True, cancel_futures=True)
         if down and touched:
             _down_stage(cluster_name, config, rep, log_dir)
+
+
+def mark_ready(name: str, num_nodes: int, what: str) -> None:
+    """Record UP: the nodes are healthy and the workdir and ``what`` are in place."""
+    state.set_cluster_status(
+        name, state.CLUSTER_UP, f"all {num_nodes} node(s) healthy; workdir and {what} in place"
+    )
 
 
 def _launch_provision(
@@ -703,6 +715,7 @@ def start(
             except StageError as e:
                 state.set_cluster_status(name, state.CLUSTER_INIT, f"re-mount failed: {e}")
                 raise
+            mark_ready(name, handle.num_nodes, f"{n} mount(s) restored")
             st.note = f"{handle.num_nodes} node(s) UP, {n} mount(s) restored"
         return st
 

@@ -9,6 +9,7 @@ controllers, pytest-xdist workers) can share the file safely.
 
 from __future__ import annotations
 
+import enum
 import json
 import sqlite3
 import time
@@ -167,10 +168,42 @@ def remove_storage(name: str) -> None:
 # Clusters and their events
 # ---------------------------------------------------------------------------------------------
 
-CLUSTER_INIT = "INIT"
-CLUSTER_UP = "UP"
-CLUSTER_STOPPED = "STOPPED"
+
+class ClusterStatus(enum.StrEnum):
+    """A cluster's recorded status. UP means every node answered its health check AND the
+    workdir and file mounts are in place: anything less (provisioning, syncing, an
+    interrupted launch, mounts removed by stop/down) is INIT, which 'skycore launch' repairs."""
+
+    INIT = "INIT"
+    UP = "UP"
+    STOPPED = "STOPPED"
+
+
+CLUSTER_INIT = ClusterStatus.INIT
+CLUSTER_UP = ClusterStatus.UP
+CLUSTER_STOPPED = ClusterStatus.STOPPED
 CLUSTER_TERMINATED = "TERMINATED"  # only ever an event: a terminated cluster has no row
+
+# Which status may follow which (None: no record yet). STOPPED never becomes UP directly:
+# start goes through INIT (resume, health, re-mount) first.
+CLUSTER_TRANSITIONS: dict[ClusterStatus | None, frozenset[ClusterStatus]] = {
+    None: frozenset({ClusterStatus.INIT}),
+    ClusterStatus.INIT: frozenset(ClusterStatus),
+    ClusterStatus.UP: frozenset(ClusterStatus),
+    ClusterStatus.STOPPED: frozenset({ClusterStatus.STOPPED, ClusterStatus.INIT}),
+}
+
+
+class ClusterTransitionError(RuntimeError):
+    """A status change the cluster state machine forbids (a bug, never a user error)."""
+
+
+def _check_transition(name: str, old: str | None, new: ClusterStatus, reason: str) -> None:
+    old_status = ClusterStatus(old) if old is not None else None
+    if ClusterStatus(new) not in CLUSTER_TRANSITIONS[old_status]:
+        raise ClusterTransitionError(
+            f"cluster {name}: {old_status} -> {new} is not an allowed change ({reason})"
+        )
 
 
 @dataclass(frozen=True)
@@ -228,15 +261,22 @@ def _add_event(
 
 
 def upsert_cluster(
-    name: str, status: str, provider: str, num_nodes: int, resources: dict[str, Any], reason: str
+    name: str,
+    status: ClusterStatus,
+    provider: str,
+    num_nodes: int,
+    resources: dict[str, Any],
+    reason: str,
 ) -> None:
     """Create a cluster record (or update what it is launched with) and set its status.
 
-    The status change, if any, is recorded as an event with ``reason``.
+    The status change, if any, is recorded as an event with ``reason``; a change outside
+    CLUSTER_TRANSITIONS raises ClusterTransitionError.
     """
     now = time.time()
     with connect() as conn:
         row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        _check_transition(name, row["status"] if row else None, status, reason)
         if row is None:
             conn.execute(
                 "INSERT INTO clusters (name, status, provider, num_nodes, resources, handle, "
@@ -254,12 +294,15 @@ def upsert_cluster(
             _add_event(conn, name, row["status"], status, reason)
 
 
-def set_cluster_status(name: str, status: str, reason: str) -> None:
-    """Change a cluster's status; the change is recorded as an event with ``reason``."""
+def set_cluster_status(name: str, status: ClusterStatus, reason: str) -> None:
+    """Change a cluster's status: the only way a status changes (with upsert_cluster). The
+    change is recorded as an event with ``reason``; one outside CLUSTER_TRANSITIONS raises
+    ClusterTransitionError."""
     with connect() as conn:
         row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
         if row is None:
             return
+        _check_transition(name, row["status"], status, reason)
         conn.execute(
             "UPDATE clusters SET status = ?, status_reason = ?, updated_at = ? WHERE name = ?",
             (status, reason, time.time(), name),
