@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import click
 import docker.errors
@@ -137,3 +138,166 @@ def preempt_command(cluster: str, rank: int, force: bool) -> None:
         f"Preempted node {hit.rank} of cluster {hit.cluster} ({hit.container}) at "
         f"{time.strftime('%H:%M:%S', time.localtime(hit.at))}."
     )
+
+
+# --- faults through the gate ----------------------------------------------------------------
+
+FAULT_KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny")
+
+
+def inject_fault(store: str, kind: str, **options: Any) -> dict[str, Any]:
+    """Start ``kind`` in ``store``'s gate (see harness.gate_faults); the fault as shown."""
+    from harness import emulators
+
+    try:
+        return emulators.get(store).add_fault(kind, **options)
+    except emulators.EmulatorError as e:
+        raise ChaosError(str(e)) from None
+
+
+class StoreFaults:
+    """Faults of the local cloud's stores as context managers (the ``store_faults``
+    fixture): ``with store_faults.outage("s3", seconds=30, bucket=b): ...``. A fault ends
+    when its block ends (or its seconds are up); every fault started here is cleared by
+    :meth:`clear_all`."""
+
+    def __init__(self) -> None:
+        self._started: list[tuple[str, int]] = []
+
+    def start(self, store: str, kind: str, **options: Any) -> dict[str, Any]:
+        """Start a fault (it lasts its seconds, or until :meth:`stop` / :meth:`clear_all`)."""
+        fault = inject_fault(store, kind, **options)
+        self._started.append((store, int(fault["id"])))
+        return fault
+
+    def stop(self, store: str, fault: dict[str, Any]) -> None:
+        """End one fault now (nothing if it already ended)."""
+        from harness import emulators
+
+        emulators.get(store).clear_faults(fault_id=int(fault["id"]))
+
+    @contextlib.contextmanager
+    def inject(self, store: str, kind: str, **options: Any) -> Iterator[dict[str, Any]]:
+        """The fault lasts for the block (or less, with ``seconds``)."""
+        fault = self.start(store, kind, **options)
+        try:
+            yield fault
+        finally:
+            self.stop(store, fault)
+
+    def outage(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """Requests hang (no answer) for the block."""
+        return self.inject(store, "outage", **options)
+
+    def errors(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """A share ``rate`` of requests gets ``status`` (503) in the API's error format."""
+        return self.inject(store, "errors", **options)
+
+    def latency(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """Every request waits ``ms`` first."""
+        return self.inject(store, "latency", **options)
+
+    def bandwidth(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """Bodies flow at ``mibps`` MiB/s."""
+        return self.inject(store, "bandwidth", **options)
+
+    def reset(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """A share ``rate`` of connections is reset in the middle of a body."""
+        return self.inject(store, "reset", **options)
+
+    def deny(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
+        """403 AccessDenied, as when the credentials were revoked."""
+        return self.inject(store, "deny", **options)
+
+    def log(self, store: str, bucket: str | None = None) -> list[dict[str, Any]]:
+        """The store's fault log (starts and ends)."""
+        from harness import emulators
+
+        return emulators.get(store).fault_log(bucket)
+
+    def clear_all(self) -> None:
+        """End every fault started through this object."""
+        from harness import emulators
+
+        for store, fault_id in reversed(self._started):
+            with contextlib.suppress(emulators.EmulatorError):
+                emulators.get(store).clear_faults(fault_id=fault_id)
+        self._started.clear()
+
+
+def _describe(fault: dict[str, Any]) -> str:
+    parts = [f"#{fault['id']} {fault['kind']}"]
+    for name in ("rate", "status", "ms", "mibps"):
+        value = fault.get(name)
+        default = {"rate": 1.0, "status": 503, "ms": 0.0, "mibps": 0.0}[name]
+        if value is not None and value != default:
+            parts.append(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}")
+    if fault.get("kind") == "errors" and "status=" not in " ".join(parts):
+        parts.append(f"status={fault.get('status')}")
+    parts.append(f"bucket={fault.get('bucket') or '*'}")
+    parts.append(f"method={fault.get('method') or '*'}")
+    ends = fault.get("ends_at_ns")
+    if ends:
+        parts.append(f"until {time.strftime('%H:%M:%S', time.localtime(ends / 1e9))}")
+    else:
+        parts.append("until cleared")
+    return " ".join(parts)
+
+
+@click.command("fault")
+@click.argument("store")
+@click.argument("kind", type=click.Choice([*FAULT_KINDS, "clear", "list"]))
+@click.option("--seconds", type=float, help="How long the fault lasts (default: until clear).")
+@click.option("--rate", type=float, help="Share of requests hit (errors, reset; default 1).")
+@click.option("--status", type=int, help="HTTP status of 'errors' (default 503).")
+@click.option("--ms", type=float, help="Delay of 'latency' in milliseconds.")
+@click.option("--mibps", type=float, help="Throughput of 'bandwidth' in MiB/s.")
+@click.option("--bucket", help="Only requests on this bucket (container).")
+@click.option(
+    "--method",
+    type=click.Choice(["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"], case_sensitive=False),
+    help="Only requests with this method.",
+)
+@click.option("--id", "fault_id", type=int, help="clear: only this fault.")
+def fault_command(
+    store: str,
+    kind: str,
+    seconds: float | None,
+    rate: float | None,
+    status: int | None,
+    ms: float | None,
+    mibps: float | None,
+    bucket: str | None,
+    method: str | None,
+    fault_id: int | None,
+) -> None:
+    """Make STORE misbehave through its gate: outage, errors, latency, bandwidth, reset,
+    deny; or clear / list its faults."""
+    from harness import emulators
+
+    try:
+        emulator = emulators.get(store)
+        if kind == "list":
+            active = emulator.faults()
+            for fault in active:
+                click.echo(_describe(fault))
+            if not active:
+                click.echo(f"No faults on {store}.")
+            return
+        if kind == "clear":
+            ended = emulator.clear_faults(fault_id=fault_id, bucket=bucket)
+            click.echo(f"Cleared {len(ended)} fault(s) on {store}.")
+            return
+        fault = emulator.add_fault(
+            kind,
+            seconds=seconds,
+            rate=rate,
+            status=status,
+            ms=ms,
+            mibps=mibps,
+            bucket=bucket,
+            method=method.upper() if method else None,
+        )
+    except emulators.EmulatorError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{store}: started {_describe(fault)}")

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import cloud
-from harness.chaos import preempt_command
+from harness.chaos import fault_command, preempt_command
 from harness.errors import CloudError
 from skycore.config import ConfigError
 
@@ -70,6 +70,7 @@ def env() -> None:
 
 
 cli.add_command(preempt_command)  # harness preempt CLUSTER [--rank N] [--force]
+cli.add_command(fault_command)  # harness fault STORE KIND [--seconds N] [--bucket B] ...
 
 
 def main() -> None:

@@ -167,6 +167,9 @@ class Gate:
             await self._continue(request)
             return None
         decision = await self._decide(request)
+        if decision.reset and request.body_exists and request.get("body") is None:
+            await self._continue(request)
+            await self._reset_mid_body(request)  # the network fails, whatever the answer
         if not decision.verdict.allowed:
             resp = self._denial(decision)
             resp.force_close()
@@ -355,14 +358,15 @@ class Gate:
 
     async def _proxy(self, request: web.Request) -> web.StreamResponse:
         decision = await self._decide(request)
+        if decision.reset and request.body_exists and request.get("body") is None:
+            await self._continue(request)
+            await self._reset_mid_body(request)  # the network fails, whatever the answer
         if not decision.verdict.allowed:
             resp = self._denial(decision)
             if request.get("body") is None and request.body_exists and request.get("continued"):
                 resp.force_close()
             return resp
         await self._continue(request)
-        if decision.reset and request.body_exists and request.get("body") is None:
-            await self._reset_mid_body(request)
         if decision.access.kind is Kind.CREATE_BUCKET:
             async with self._create_lock:  # decide again now that creation is serial
                 decision.verdict = decide(decision.access, decision.identity, self.state.buckets())

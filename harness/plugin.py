@@ -281,6 +281,19 @@ def upload_events(local_cloud: object):
 
 
 @pytest.fixture
+def store_faults(local_cloud: object) -> Iterator[object]:
+    """Faults of the stores as context managers (harness.chaos.StoreFaults):
+    ``with store_faults.outage(store, seconds=30, bucket=b): ...``; also errors, latency,
+    bandwidth, reset, deny. Scope them to the test's bucket so that tests can share a store.
+    Every fault started is cleared after the test."""
+    from harness.chaos import StoreFaults
+
+    faults = StoreFaults()
+    yield faults
+    faults.clear_all()
+
+
+@pytest.fixture
 def cluster_factory(
     request: pytest.FixtureRequest, skycore_home: Path, tmp_path: Path
 ) -> Iterator[object]:

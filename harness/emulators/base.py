@@ -378,6 +378,36 @@ class RunningEmulator(ABC):
         """The header that opens the gate's admin API (the token in the harness home)."""
         return {"X-Gate-Token": gate_token(self.home)}
 
+    # --- injected faults (harness.gate_faults) -------------------------------------------
+
+    def add_fault(self, kind: str, **options: Any) -> dict[str, Any]:
+        """Start a fault in this store's gate (outage, errors, latency, bandwidth, reset,
+        deny; options seconds, rate, status, ms, mibps, bucket, method; no seconds: until
+        cleared). Returns the fault as the gate shows it (its ``id`` clears it)."""
+        body = {"kind": kind, **{k: v for k, v in options.items() if v is not None}}
+        return dict(self._admin("POST", "faults", body))
+
+    def clear_faults(self, fault_id: int | None = None, bucket: str | None = None) -> list[Any]:
+        """End every fault (or one, or those scoped to ``bucket``); the faults ended."""
+        from urllib.parse import urlencode
+
+        query = urlencode(
+            {k: v for k, v in (("id", fault_id), ("bucket", bucket)) if v is not None}
+        )
+        return list(self._admin("DELETE", f"faults?{query}" if query else "faults"))
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The faults active now."""
+        return list(self._admin("GET", "faults"))
+
+    def fault_log(self, bucket: str | None = None) -> list[dict[str, Any]]:
+        """Every fault start and end (``phase``, ``t_ns``, the fault's fields), oldest first;
+        with ``bucket``: the faults on that bucket and those on every bucket."""
+        from urllib.parse import quote
+
+        route = f"faults/log?bucket={quote(bucket)}" if bucket else "faults/log"
+        return list(self._admin("GET", route))
+
     def set_bucket_access(self, name: str, owner: str = USER, public: bool = False) -> None:
         """Tell the gate who owns bucket ``name`` and whether it is public."""
         if owner not in OWNERS:
