@@ -365,15 +365,16 @@ def sync_file_mounts(
         if mode == "COPY":
             records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, None))
             return f"copy {dst} ({st.name})", st.copy_command(dst, handle.config)
+        spec = st.mount_spec()
+        records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, spec))
         mount_cmd = st.mount_command(dst, handle.config)
-        records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, mount_cmd))
-        if dst in live and before.get(dst) == mount_cmd:
+        if dst in live and before.get(dst) == spec:
             logs.append(log_path, f"mount {dst} ({mode}): already live on every node")
             return None
         return f"mount {dst} ({mode})", mount_cmd
 
     previous = state.get_cluster_mounts(handle.name)
-    before = {m.dst: m.mount_command for m in previous if m.mount_command}
+    before = {m.dst: m.spec for m in previous if m.is_mount}
     waiting = [*urls, *storages]
     try:
         write_credentials(handle, log_path)
@@ -470,11 +471,18 @@ def _is_url(src: str) -> bool:
 
 def remount(handle: ClusterHandle, log_path: Path) -> int:
     """Mount every recorded MOUNT / MOUNT_CACHED entry again (after start); returns count."""
-    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.mount_command]
+    from skycore.storage.storage import Storage
+
+    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.spec is not None]
     if not mounts:
         return 0
     write_credentials(handle, log_path)
-    run_batch(handle, [(f"mount {m.dst}", m.mount_command or "true") for m in mounts], log_path)
+    entries = [
+        (f"mount {m.dst}", Storage.from_mount_spec(m.spec).mount_command(m.dst, handle.config))
+        for m in mounts
+        if m.spec is not None
+    ]
+    run_batch(handle, entries, log_path)
     return len(mounts)
 
 
@@ -538,7 +546,7 @@ def drain_mounts(
     second at most). Raises StageError if a drain fails: unmounting with uploads pending
     would lose them.
     """
-    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.mount_command]
+    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.is_mount]
     if not mounts:
         return 0
     from skycore.storage import mounting

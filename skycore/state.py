@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS mounts (
     mode TEXT NOT NULL,
     persistent INTEGER NOT NULL DEFAULT 1,
     mount_command TEXT,
+    spec TEXT,
     PRIMARY KEY (cluster, dst)
 );
 """
@@ -93,10 +95,77 @@ def connect() -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(_SCHEMA)
+        _migrate(conn)
         yield conn
         conn.commit()
     finally:
         conn.close()
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database written by an older skycore up to date (idempotent, cheap)."""
+    columns = {r["name"] for r in conn.execute("PRAGMA table_info(mounts)")}
+    if "spec" not in columns:
+        conn.execute("ALTER TABLE mounts ADD COLUMN spec TEXT")
+    legacy = conn.execute(
+        "SELECT rowid, cluster, dst, mode, mount_command FROM mounts "
+        "WHERE spec IS NULL AND mount_command IS NOT NULL"
+    ).fetchall()
+    for row in legacy:
+        spec = legacy_mount_spec(row["mount_command"], row["mode"])
+        if spec is None:
+            _add_event(
+                conn,
+                row["cluster"],
+                None,
+                None,
+                f"the mount of {row['dst']} recorded by an older skycore could not be migrated; "
+                "launch the task again to record it",
+            )
+        conn.execute(
+            "UPDATE mounts SET spec = ?, mount_command = NULL WHERE rowid = ?",
+            (json.dumps(spec) if spec is not None else None, row["rowid"]),
+        )
+
+
+_LEGACY_REMOTE = re.compile(r" mount '?([^'\s]+)'? \"\$DST\"")
+_LEGACY_ON_THE_FLY = re.compile(r'^:[^,]+,account=([^,]+),.*":(.*)$')
+
+
+def legacy_mount_spec(command: str, mode: str) -> dict[str, Any] | None:
+    """The mount spec of a mount recorded as bash by skycore before specs (its remote path,
+    mode, --transfers and --read-only), or None when the command is not recognised."""
+    from skycore.storage.registry import store_classes
+
+    match = _LEGACY_REMOTE.search(command)
+    if match is None:
+        return None
+    remote, _, path = match.group(1).partition(":")
+    found: tuple[str, bool, str | None] | None = None
+    for name, cls in store_classes().items():
+        if remote in (cls.remote_name(), cls.remote_name(anonymous=True)):
+            found = (name, remote == cls.remote_name(anonymous=True), None)
+    fly = _LEGACY_ON_THE_FLY.match(match.group(1))
+    if found is None and fly is not None:
+        account_stores = [n for n, c in store_classes().items() if c.url_has_account]
+        if account_stores:
+            found = (account_stores[0], True, fly.group(1))
+            path = fly.group(2)
+    if found is None or not path:
+        return None
+    store, anonymous, account = found
+    bucket, _, prefix = path.partition("/")
+    transfers = re.search(r"--transfers'? '?(\d+)", command)
+    return {
+        "store": store,
+        "bucket": bucket,
+        "prefix": prefix,
+        "account": account,
+        "mode": mode,
+        "anonymous": anonymous,
+        "read_only": "--read-only" in command,
+        "transfers": int(transfers.group(1)) if transfers else 1,
+    }
 
 
 @dataclass(frozen=True)
@@ -501,8 +570,10 @@ def list_jobs(cluster: str | None = None) -> list[JobRecord]:
 class MountRecord:
     """A storage entry of a cluster: where it lives on the nodes and how to mount it again.
 
-    ``mount_command`` is None for COPY entries (nothing to re-mount); ``storage_name`` names
-    the bucket record so ``down`` can delete persistent: false storage.
+    ``spec`` (Storage.mount_spec: store, bucket, prefix, account, mode, access, transfers) is
+    None for COPY entries (nothing to re-mount); the bash is rendered from it by the current
+    code at start and relaunch, never stored. ``storage_name`` names the bucket record so
+    ``down`` can delete persistent: false storage.
     """
 
     cluster: str
@@ -510,7 +581,12 @@ class MountRecord:
     storage_name: str | None
     mode: str
     persistent: bool = True
-    mount_command: str | None = field(default=None, repr=False)
+    spec: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def is_mount(self) -> bool:
+        """True for MOUNT / MOUNT_CACHED entries (mounted again by start)."""
+        return self.spec is not None
 
 
 def set_cluster_mounts(cluster: str, mounts: list[MountRecord]) -> None:
@@ -518,10 +594,17 @@ def set_cluster_mounts(cluster: str, mounts: list[MountRecord]) -> None:
     with connect() as conn:
         conn.execute("DELETE FROM mounts WHERE cluster = ?", (cluster,))
         conn.executemany(
-            "INSERT INTO mounts (cluster, dst, storage_name, mode, persistent, mount_command) "
+            "INSERT INTO mounts (cluster, dst, storage_name, mode, persistent, spec) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (cluster, m.dst, m.storage_name, m.mode, int(m.persistent), m.mount_command)
+                (
+                    cluster,
+                    m.dst,
+                    m.storage_name,
+                    m.mode,
+                    int(m.persistent),
+                    json.dumps(m.spec) if m.spec is not None else None,
+                )
                 for m in mounts
             ],
         )
@@ -551,7 +634,7 @@ def get_cluster_mounts(cluster: str) -> list[MountRecord]:
             storage_name=r["storage_name"],
             mode=r["mode"],
             persistent=bool(r["persistent"]),
-            mount_command=r["mount_command"],
+            spec=json.loads(r["spec"]) if r["spec"] else None,
         )
         for r in rows
     ]

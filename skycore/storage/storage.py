@@ -346,6 +346,46 @@ class Storage:
             return False, False
         return info.anonymous, not info.can_write
 
+    def mount_spec(self) -> dict[str, Any]:
+        """What a mount is, as data (JSON-ready): recorded per cluster so that start and a
+        relaunch render the mount with the current code (``from_mount_spec``)."""
+        anonymous, read_only = self._remote()
+        opts = self.mount_options
+        return {
+            "store": self.store,
+            "bucket": self.name,
+            "prefix": self.prefix,
+            "account": self.account,
+            "mode": self.mode.value,
+            "anonymous": anonymous,
+            "read_only": read_only or opts.read_only,
+            "transfers": opts.transfers,
+        }
+
+    @classmethod
+    def from_mount_spec(cls, spec: dict[str, Any]) -> Storage:
+        """The Storage a recorded ``mount_spec`` describes (access as recorded, no cloud
+        call); its ``mount_command`` renders the mount with today's code."""
+        storage = cls(
+            name=spec["bucket"],
+            store=spec["store"],
+            mode=StorageMode(spec["mode"]),
+            kind="external",
+            prefix=spec.get("prefix", ""),
+            account=spec.get("account"),
+            mount_options=mounting.MountOptions(
+                transfers=int(spec.get("transfers", 1)),
+                read_only=bool(spec.get("read_only", False)),
+            ),
+        )
+        storage._access = AccessInfo(
+            exists=True,
+            can_read=True,
+            can_write=not spec.get("read_only", False),
+            anonymous=bool(spec.get("anonymous", False)),
+        )
+        return storage
+
     def rclone_path(self, config: SkycoreConfig) -> str:
         """``remote:bucket[/prefix]`` as rclone on the node addresses this bucket."""
         anonymous, _ = self._remote()
