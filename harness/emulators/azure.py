@@ -115,7 +115,10 @@ def classify_azure(method: str, path: str, headers: Mapping[str, str]) -> Access
     raw_path, query = split_path(path)
     segs = raw_path.lstrip("/").split("/", 2)
     if len(segs) < 3 or not segs[2]:
-        return Access(Kind.PASS, unquote(segs[1]) if len(segs) > 1 else None)
+        container = unquote(segs[1]) if len(segs) > 1 and segs[1] else None
+        restype = query.get("restype", [""])[0].lower()
+        deletes = method.upper() == "DELETE" and restype == "container" and container is not None
+        return Access(Kind.PASS, container, deletes_bucket=deletes)
     container, blob = unquote(segs[1]), unquote(segs[2])
     comp = query.get("comp", [""])[0].lower()
     method = method.upper()
@@ -180,6 +183,9 @@ class AzureGateProtocol(GateProtocol):
         up: UpstreamResponse,
         data: bytes,
     ) -> bytes:
+        if access.deletes_bucket and access.bucket:
+            ex.state.drop_bucket(access.bucket)
+            return data
         if access.event is None or access.bucket is None or access.key is None:
             return data
         size = 0

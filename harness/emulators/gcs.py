@@ -71,10 +71,15 @@ def classify_gcs(method: str, path: str, headers: Mapping[str, str]) -> Access:
             return Access(Kind.DENY)
         bucket = segs[4]
         upload_type = query.get("uploadType", [""])[0]
+        if method in ("PUT", "POST") and "upload_id" in query:
+            # a chunk of a resumable upload (rclone POSTs them, the Python SDK PUTs them):
+            # the object is written when the last chunk (one with the total size) completes
+            span = (header(headers, "content-range") or "").strip()
+            last = not span.endswith("/*") and not span.startswith("bytes */")
+            name = query.get("name", [None])[0]
+            return Access(Kind.WRITE, bucket, name, event="resumable" if last else None)
         if method == "POST" and upload_type == "resumable":
             return Access(Kind.WRITE, bucket)
-        if method == "PUT" and "upload_id" in query:
-            return Access(Kind.WRITE, bucket, event="resumable")
         if method == "POST":
             return Access(Kind.WRITE, bucket, query.get("name", [None])[0], event="put")
         return Access(Kind.WRITE, bucket)
@@ -259,7 +264,7 @@ class GcsGateProtocol(GateProtocol):
         if access.deletes_bucket:
             state.drop_bucket(access.bucket or "")
             return data
-        if "uploadType=resumable" in ex.path and ex.method == "POST":
+        if access.event is None and "uploadType=resumable" in ex.path and ex.method == "POST":
             location = up.header("Location") or ""
             upload_id = parse_qs(urlsplit(location).query).get("upload_id", [None])[0]
             if upload_id and access.bucket:

@@ -183,6 +183,44 @@ def test_gcs_resumable_upload_is_one_event(
     gcs.delete_bucket(bucket)
 
 
+@pytest.mark.gcp
+def test_gcs_rclone_chunked_upload_is_one_event(
+    emulators: dict[str, RunningEmulator],
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    rclone: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """rclone uploads a big object as resumable chunks (each a POST with upload_id): the
+    object is one write event, recorded when the last chunk completes, with its size."""
+    gcs = emulators["gcs"]
+    bucket = unique_name("rc")
+    gcs.make_bucket(bucket)
+    data = os.urandom(20 * MiB)
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    before = time.time_ns()
+    done = rclone(gcs, "copyto", str(src), f"remote:{bucket}/big.bin", bucket=bucket, timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = time.time_ns()
+    events = gcs.events(bucket)
+    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
+    assert before < events[0].t_ns <= after
+    assert gcs.read_object(bucket, "big.bin") == data
+    gcs.delete_bucket(bucket)
+
+
+@pytest.mark.azure
+def test_deleting_an_azure_container_drops_its_gate_row(
+    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
+) -> None:
+    azure = emulators["azure"]
+    bucket = unique_name("dr")
+    azure.make_bucket(bucket, public=True)
+    assert azure.bucket_owner(bucket) == USER
+    azure.client(USER).delete_container(bucket)  # straight through the SDK, as skycore does
+    assert azure.bucket_owner(bucket) is None
+
+
 @pytest.mark.azure
 def test_azure_block_upload_is_one_event(
     emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
