@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from harness.buckets import SKY_MANAGED
+from harness.plugin import selected_stores
 from skycore import state
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]
@@ -25,6 +27,12 @@ def sky(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*SKYCORE, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+@pytest.fixture
+def one_store(request: pytest.FixtureRequest) -> str:
+    """The first selected store: the cluster state under test does not depend on it."""
+    return selected_stores(request.config)[0]
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
@@ -37,9 +45,9 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 
 def test_sigkill_during_file_mounts_leaves_init_and_relaunch_repairs(
-    store: str, bucket_factory: Any, cluster_factory: Any, tmp_path: Path
+    one_store: str, bucket_factory: Any, cluster_factory: Any, tmp_path: Path
 ) -> None:
-    bucket = bucket_factory(store, SKY_MANAGED)
+    bucket = bucket_factory(one_store, SKY_MANAGED)
     cluster = cluster_factory("interrupt")
     spec = {
         "name": "interrupted",
