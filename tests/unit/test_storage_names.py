@@ -6,7 +6,7 @@ import re
 import string
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from skycore.storage import BucketNameError, StorageSpecError, parse_url, store_names
@@ -161,3 +161,172 @@ def test_unknown_store_is_a_clear_error_listing_the_registered_ones() -> None:
     msg = str(e.value)
     assert "file_mounts./d.store" in msg and "'b2'" in msg
     assert all(name in msg for name in store_names())
+
+
+# --- near-valid names, drawn from the documented rules (issue 13) ------------------------------
+#
+# Each store's rules written once more, as one regex per store straight from the providers'
+# documentation (independently of skycore/storage/<store>.py, which they check). The names
+# under test are built from the same rules: a valid name of the store's shape, then (for about
+# half of them) one edit that sits on a rule's edge: lengths 2/3/63/64, the IP-address form,
+# reserved prefixes and suffixes, adjacent dots, a 63/64-character dot-part, a stray
+# character. So about half of the names are valid and every edge turns up.
+
+_IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+REFERENCE = {
+    # docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
+    "s3": re.compile(
+        rf"(?!xn--|sthree-|amzn-s3-demo-)(?!.*\.\.)(?!{_IPV4}$)"
+        r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+        r"(?<!-s3alias)(?<!--ol-s3)(?<!\.mrap)(?<!--x-s3)(?<!--table-s3)"
+    ),
+    # cloud.google.com/storage/docs/buckets#naming
+    "gcs": re.compile(
+        rf"(?!goog)(?!.*g(?:oo|00)gle)(?!{_IPV4}$)"
+        r"(?:[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]"  # no dot: 3 to 63
+        r"|(?=.{3,222}$)[a-z0-9][a-z0-9_-]{0,62}"  # dotted: up to 222, parts of 1 to 63
+        r"(?:\.[a-z0-9_-]{1,63})*\.[a-z0-9_-]{0,62}[a-z0-9])"
+    ),
+    # learn.microsoft.com/rest/api/storageservices/naming-and-referencing-containers...
+    "azure": re.compile(r"(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*"),
+    # developers.cloudflare.com/r2/buckets/create-buckets/ (bucket-level naming rules)
+    "r2": re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]"),
+}
+RULES = {
+    "s3": s3_name_problem,
+    "gcs": gcs_name_problem,
+    "azure": azure_name_problem,
+    "r2": r2_name_problem,
+}
+
+
+def reference_valid(store: str, name: str) -> bool:
+    return REFERENCE[store].fullmatch(name) is not None
+
+
+# The characters a valid name may use, and how labels join, per store.
+ALPHABET = {
+    "s3": "abcdefghijklmnopqrstuvwxyz0123456789-",
+    "gcs": "abcdefghijklmnopqrstuvwxyz0123456789-_",
+    "azure": "abcdefghijklmnopqrstuvwxyz0123456789",
+    "r2": "abcdefghijklmnopqrstuvwxyz0123456789",
+}
+JOINER = {"s3": ".", "gcs": ".", "azure": "-", "r2": "-"}
+
+COMMON_EDGES = ("len2", "len3", "len63", "len64", "ip", "upper", "lead-dash", "trail-dash")
+EDGES = {
+    "s3": (
+        *COMMON_EDGES,
+        *("xn--", "sthree-", "amzn-s3-demo-", "-s3alias", "--ol-s3", ".mrap", "--x-s3"),
+        *("--table-s3", "dot-dot", "lead-dot", "trail-dot", "underscore"),
+    ),
+    "gcs": (
+        *COMMON_EDGES,
+        *("goog", "google", "g00gle", "dot-dot", "part63", "part64", "len222", "len223"),
+        *("lead-underscore", "xn--"),
+    ),
+    "azure": (*COMMON_EDGES, "dash-dash", "dot", "underscore", "xn--"),
+    "r2": (*COMMON_EDGES, "dot", "underscore", "dash-dash", "xn--"),
+}
+
+
+def _resize(name: str, n: int, pad: str) -> str:
+    """``name`` made exactly ``n`` long, its first and last characters kept."""
+    if len(name) >= n:
+        return name[: n - 1] + name[-1] if n >= 2 else name[:n]
+    middle = (pad * n)[: n - len(name)]
+    return name[:-1] + middle + name[-1]
+
+
+@st.composite
+def near_valid_names(draw: st.DrawFn, store: str, edit: str | None = None) -> tuple[str, str]:
+    """(name, edit): a name of ``store``'s shape and the edge edit applied to it ('none');
+    ``edit`` fixes the edit instead of drawing it."""
+    letters = ALPHABET[store]
+    edge_chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+    label = st.builds(
+        lambda first, middle, last: first + middle + last,
+        st.sampled_from(edge_chars),
+        st.text(letters, max_size=12),
+        st.sampled_from(edge_chars),
+    )
+    labels = draw(st.lists(label, min_size=1, max_size=4))
+    name = JOINER[store].join(labels)[:63]
+    if not name[-1].isalnum():
+        name = name[:-1] + "z"
+    if edit is None:
+        edit = draw(st.just("none") | st.sampled_from(EDGES[store]))
+    pos = draw(st.integers(1, max(1, len(name) - 1)))
+    if edit.startswith("len"):
+        name = _resize(name, int(edit[3:]), "ab" if store != "s3" else "a")
+        if edit in ("len222", "len223"):
+            # over 63 only with dots, parts at most 63
+            name = ".".join(name[i : i + 60] for i in range(0, len(name), 61))
+            name = _resize(name, int(edit[3:]), "c")
+    elif edit == "ip":
+        octets = draw(st.lists(st.integers(0, 300), min_size=4, max_size=4))
+        name = ".".join(map(str, octets))
+    elif edit == "upper":
+        name = name[:pos] + name[pos].upper() + name[pos + 1 :]
+    elif edit in ("lead-dash", "lead-dot", "lead-underscore"):
+        name = {"lead-dash": "-", "lead-dot": ".", "lead-underscore": "_"}[edit] + name
+    elif edit in ("trail-dash", "trail-dot"):
+        name = name + ("-" if edit == "trail-dash" else ".")
+    elif edit in ("xn--", "sthree-", "amzn-s3-demo-", "goog"):
+        name = edit + name
+    elif edit.startswith(("-", ".")):  # reserved suffixes
+        name = name + edit
+    elif edit in ("google", "g00gle", "dash-dash", "dot-dot", "dot", "underscore"):
+        infix = {"dash-dash": "--", "dot-dot": "..", "dot": ".", "underscore": "_"}.get(edit, edit)
+        name = name[:pos] + infix + name[pos:]
+    elif edit in ("part63", "part64"):
+        part = _resize("p" + name.replace(".", "")[:8] + "q", int(edit[4:]), "r")
+        name = name[:pos].rstrip(".") + "." + part + "." + name[pos:].lstrip(".")
+        name = name.strip(".") or part
+    return name, edit
+
+
+@pytest.mark.parametrize(
+    ("store", "edit"),
+    [(store, edit) for store in sorted(RULES) for edit in ("none", *EDGES[store])],
+)
+def test_near_valid_names_follow_the_documented_rules(store: str, edit: str) -> None:
+    """Every edge of every store, each with its own examples (a tenth of the profile's
+    budget: 10 in dev, 50 in ci), checked against the documented rule."""
+
+    @settings(max_examples=max(5, settings.default.max_examples // 10))
+    @given(near_valid_names(store, edit))
+    def check(drawn: tuple[str, str]) -> None:
+        name = drawn[0]
+        if edit.startswith("len"):  # the edge is really drawn
+            assert len(name) == int(edit[3:]), name
+        elif edit == "ip":
+            assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name), name
+        elif edit in ("xn--", "goog", "sthree-", "amzn-s3-demo-"):
+            assert name.startswith(edit), name
+        expected = reference_valid(store, name)
+        event("valid" if expected else "invalid")
+        problem = RULES[store](name)
+        assert (problem is None) == expected, (name, edit, problem)
+
+    check()
+
+
+@pytest.mark.parametrize("store", sorted(RULES))
+def test_near_valid_names_are_often_valid_and_reach_every_edge(store: str) -> None:
+    """The generator is measured, not trusted: with the edit drawn too, a good share of the
+    names is valid (the character soup of the tests above makes 39 of 500) and most edits turn
+    up (every one is forced, and checked to be drawn, in the test above)."""
+    seen: list[tuple[str, str, bool]] = []
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(near_valid_names(store))
+    def sample(drawn: tuple[str, str]) -> None:
+        seen.append((*drawn, reference_valid(store, drawn[0])))
+
+    sample()
+    valid = sum(ok for _, _, ok in seen) / len(seen)
+    assert len(seen) == 300
+    assert 0.4 <= valid <= 0.9, f"{store}: {valid:.0%} of {len(seen)} names valid"
+    edits = {edit for _, edit, _ in seen}
+    assert len(edits) >= 0.8 * (len(EDGES[store]) + 1), f"never drawn: {set(EDGES[store]) - edits}"
