@@ -616,9 +616,7 @@ def job_env(
 def _script(body: str, job_id: int | None, has_workdir: bool) -> str:
     lines = []
     if job_id is not None:
-        # The pid of this shell is its process group: cancel kills the whole group.
-        lines.append(f"mkdir -p {JOBS_DIR}; echo $$ > {JOBS_DIR}/{job_id}.pid")
-        # A cancel that came before the pid file existed left a marker (see cancel_job).
+        # A cancel that came before the job started left a marker (see cancel_job).
         lines.append(f"[ -e {JOBS_DIR}/{job_id}.cancelled ] && exit {CANCELLED_EXIT}")
     if has_workdir:
         lines.append(f"cd {WORKDIR}")
@@ -626,6 +624,62 @@ def _script(body: str, job_id: int | None, has_workdir: bool) -> str:
         lines.append('cd "$HOME"')
     lines.append(body)
     return "\n".join(lines)
+
+
+def _part_paths(job_id: int | None, kind: str, rank: int) -> dict[str, str]:
+    """Where a job part lives in the node's job table (``~/.sky/jobs/<job>/``)."""
+    d = f"{JOBS_DIR}/{job_id if job_id is not None else 'adhoc'}"
+    stem = f"{d}/{kind}-{rank}"
+    return {
+        "dir": d,
+        "script": f"{stem}.sh",
+        "log": f"{stem}.log",
+        "exit": f"{stem}.exit",
+        "pid": f"{stem}.pid",
+        "drain": f"{stem}.drain.log",
+    }
+
+
+def _start_part_command(script: str, paths: dict[str, str], job_id: int | None, drain: str) -> str:
+    """Bash that starts one job part on a node, detached from the caller: its own session
+    (the job's process group, which cancel kills), output to the node's job log, and, once
+    it ends, the node's cached mounts drained (``drain``) BEFORE its exit code is written:
+    a finished part is durable whether or not any terminal still watches it."""
+    pid_files = [paths["pid"]] + ([f"{JOBS_DIR}/{job_id}.pid"] if job_id is not None else [])
+    wrapper = (
+        "echo $$ | tee "
+        + " ".join(pid_files)
+        + " >/dev/null\n"
+        + f"bash {paths['script']} >> {paths['log']} 2>&1\n"
+        + "rc=$?\n"
+        + (f"(\n{drain}\n) >> {paths['drain']} 2>&1 || rc=$(( rc ? rc : 1 ))\n" if drain else "")
+        + f'echo "$rc" > {paths["exit"]}.tmp && mv -f {paths["exit"]}.tmp {paths["exit"]}\n'
+    )
+    return (
+        f"set -e; mkdir -p {paths['dir']}; rm -f {paths['exit']} {paths['log']}\n"
+        + f"cat > {paths['script']} <<'SKYCORE_JOB_SCRIPT_EOF'\n{script}\nSKYCORE_JOB_SCRIPT_EOF\n"
+        + f"cat > {paths['script']}.wrap <<'SKYCORE_JOB_WRAP_EOF'\n{wrapper}SKYCORE_JOB_WRAP_EOF\n"
+        + f"setsid -f bash {paths['script']}.wrap </dev/null >/dev/null 2>&1\n"
+        + f"for _ in $(seq 200); do [ -s {paths['pid']} ] && exit 0; sleep 0.02; done\n"
+        + "echo 'skycore: the job part did not start on this node' >&2; exit 1\n"
+    )
+
+
+def follow_part_command(paths: dict[str, str], job_id: int | None) -> str:
+    """Bash that prints a job part's node log from the start and follows it until the part
+    ends, then exits with the part's exit code (CANCELLED_EXIT if it was cancelled, 137 if
+    it died without one). Safe to run from any terminal, any number of times."""
+    cancelled = f"{JOBS_DIR}/{job_id}.cancelled" if job_id is not None else "/nonexistent"
+    return (
+        f"for _ in $(seq 500); do [ -s {paths['pid']} ] && break; sleep 0.02; done\n"
+        + f"[ -s {paths['pid']} ] || {{ echo 'skycore: no such job part on this node' >&2; "
+        + "exit 2; }\n"
+        + f"p=$(cat {paths['pid']}); touch {paths['log']}\n"
+        + f'tail -n +1 -s 0.1 -F --pid="$p" {paths["log"]} 2>/dev/null || true\n'
+        + f'if [ -f {paths["exit"]} ]; then exit "$(cat {paths["exit"]})"; fi\n'
+        + f"[ -e {cancelled} ] && exit {CANCELLED_EXIT}\n"
+        + "exit 137\n"
+    )
 
 
 def run_on_nodes(
@@ -637,28 +691,91 @@ def run_on_nodes(
     task_id: str,
     job_id: int | None,
     stream: bool,
+    drain_dsts: Sequence[str] = (),
 ) -> list[int]:
     """Run ``body`` on the first task.num_nodes nodes in parallel; exit codes by rank.
 
-    Output goes to ``<kind>-<rank>.log`` and, with ``stream``, to the terminal (prefixed by
-    the node when there is more than one).
+    Each node runs its part detached from this process (the cluster owns the job: a killed
+    or detached terminal changes nothing there) and keeps its output in the node's job
+    table; this process follows that log into ``<kind>-<rank>.log`` and, with ``stream``,
+    the terminal (prefixed by the node when there is more than one). With ``drain_dsts``
+    each node drains those cached mounts before it records the part's exit code.
     """
+    from skycore.storage import mounting
+
     n = task.num_nodes
     has_workdir = task.workdir is not None
     script = _script(body, job_id, has_workdir)
+    drain = mounting.drain_command(list(drain_dsts), DRAIN_TIMEOUT_S) if drain_dsts else ""
 
-    def one(rank: int) -> int:
+    def start(rank: int) -> None:
+        paths = _part_paths(job_id, kind, rank)
+        runner = handle.runners[rank]
+        cmd = _start_part_command(script, paths, job_id, drain)
+        rc, out = runner.run_output(cmd, env=job_env(handle, task, rank, n, task_id), timeout=60)
+        if rc != 0:
+            raise StageError(
+                f"Starting the {kind} of job {job_id} on {runner.node_name} failed (exit {rc}): "
+                f"{out.strip()}",
+                log_path=log_dir / f"{kind}-{rank}.log",
+            )
+
+    def follow(rank: int) -> int:
         runner = handle.runners[rank]
         prefix = f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else ""
         return runner.run(
-            script,
-            env=job_env(handle, task, rank, n, task_id),
+            follow_part_command(_part_paths(job_id, kind, rank), job_id),
             log_path=log_dir / f"{kind}-{rank}.log",
             stream=stream,
             prefix=prefix,
         )
 
-    return parallel(one, list(range(n)))
+    parallel(start, list(range(n)))
+    return parallel(follow, list(range(n)))
+
+
+def follow_job(
+    handle: ClusterHandle,
+    job_id: int,
+    num_nodes: int,
+    kind: str,
+    log_dir: Path,
+    stream: bool,
+) -> list[int]:
+    """Follow an already started job part on every node (another terminal's job, a
+    detached one): rewrite ``<kind>-<rank>.log`` from the node's log; exit codes by rank."""
+
+    def one(rank: int) -> int:
+        local = log_dir / f"{kind}-{rank}.log"
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(b"")
+        prefix = f"({handle.node_label(rank)}, rank={rank}) " if num_nodes > 1 else ""
+        return handle.runners[rank].run(
+            follow_part_command(_part_paths(job_id, kind, rank), job_id),
+            log_path=local,
+            stream=stream,
+            prefix=prefix,
+        )
+
+    return parallel(one, list(range(num_nodes)))
+
+
+def job_exit_codes(
+    handle: ClusterHandle, job_id: int, num_nodes: int, kind: str
+) -> list[int | None]:
+    """The recorded exit code of a job part on each node (None: still running or never
+    started there), read from the nodes' job table. Raises ProvisionError-free: a node that
+    does not answer counts as None."""
+
+    def one(rank: int) -> int | None:
+        paths = _part_paths(job_id, kind, rank)
+        rc, out = handle.runners[rank].run_output(f"cat {paths['exit']} 2>/dev/null", timeout=30)
+        try:
+            return int(out.strip()) if rc == 0 else None
+        except ValueError:
+            return None
+
+    return parallel(one, list(range(num_nodes)))
 
 
 def cancel_job(handle: ClusterHandle, job_id: int) -> None:

@@ -380,11 +380,19 @@ def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
 
 
 def _refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
-    """Jobs whose driving skycore process died without an outcome become FAILED_DRIVER."""
+    """The jobs of ``cluster``; an unfinished one whose terminal is gone is read from the
+    cluster's own job table (its nodes run it whatever happened to the terminal)."""
     jobs = state.list_jobs(cluster)
-    for j in jobs:
-        if j.status not in state.JOB_TERMINAL and not backend.pid_alive(j.driver_pid):
-            state.set_job_status(j.cluster, j.job_id, state.JOB_FAILED_DRIVER)
+    orphans = [j for j in jobs if j.status not in state.JOB_TERMINAL]
+    orphans = [j for j in orphans if not backend.pid_alive(j.driver_pid)]
+    if orphans:
+        config = load_config()
+        for j in orphans:
+            record = state.get_cluster(j.cluster)
+            if record is None:
+                state.set_job_status(j.cluster, j.job_id, state.JOB_FAILED_DRIVER)
+            else:
+                execution.reconcile_job(record, j, config)
     return state.list_jobs(cluster)
 
 
@@ -461,6 +469,21 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
         console.print(job.status)
         return
     log_dir = Path(job.log_dir)
+    if follow and job.status == state.JOB_RUNNING and not backend.pid_alive(job.driver_pid):
+        # No terminal drives it: follow the nodes' own job logs until the run ends.
+        record = state.get_cluster(cluster)
+        assert record is not None
+        config = load_config()
+        handle = backend.get_handle(record, config)
+        try:
+            backend.follow_job(handle, job.job_id, job.num_nodes, "run", log_dir, stream=True)
+        except KeyboardInterrupt:
+            console.print(f"[dim]Stopped following job {job.job_id}; it keeps running.[/dim]")
+            raise
+        execution.reconcile_job(record, job, config)
+        final = state.get_job(cluster, job.job_id)
+        console.print(f"[dim]Job {job.job_id}: {final.status if final else '?'}[/dim]")
+        return
     files = sorted(log_dir.glob("run-*.log")) or sorted(log_dir.glob("setup-*.log"))
     multi = len(files) > 1
     offsets = {f: 0 for f in files}
@@ -483,7 +506,7 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
         if not follow or current is None or current.status in state.JOB_TERMINAL:
             break
         if not backend.pid_alive(current.driver_pid):
-            state.set_job_status(cluster, job.job_id, state.JOB_FAILED_DRIVER)
+            _refresh_jobs(cluster)  # its terminal is gone: the cluster's job table decides
             break
         time.sleep(0.5)
     final = state.get_job(cluster, job.job_id)

@@ -468,15 +468,64 @@ def _run_job_part(
     job: state.JobRecord,
     stream: bool,
 ) -> list[int]:
-    """Setup or run of a job on its nodes; Ctrl-C cancels it there (not left running)."""
+    """Setup or run of a job on its nodes. The nodes own the run: Ctrl-C while it streams
+    detaches (the job goes on; 'skycore logs' reattaches, 'skycore cancel' stops it). Ctrl-C
+    during setup cancels the job: nothing would start its run afterwards."""
+    drain = _cached_mounts(handle.name) if kind == "run" else []
     try:
         return backend.run_on_nodes(
-            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream
+            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream, drain
         )
     except KeyboardInterrupt:
+        if kind == "run":
+            print(
+                f"\nDetached from job {job.job_id} on {handle.name}: it keeps running on the "
+                f"cluster. Reattach with 'skycore logs {handle.name} {job.job_id} --follow'; "
+                f"stop it with 'skycore cancel {handle.name} {job.job_id}'.",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         state.set_job_status(handle.name, job.job_id, state.JOB_CANCELLED)
         backend.cancel_job(handle, job.job_id)
         raise
+
+
+def _cached_mounts(cluster: str) -> list[str]:
+    """Mount points of the cluster's MOUNT_CACHED entries (drained before a run is done)."""
+    return [m.dst for m in state.get_cluster_mounts(cluster) if m.mode == "MOUNT_CACHED"]
+
+
+def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig) -> str:
+    """The status of an unfinished job whose terminal is gone, from the cluster's own job
+    table: SUCCEEDED / FAILED once every node recorded its run's exit code (the nodes drain
+    their cached mounts before they record it), still RUNNING while any runs, FAILED_DRIVER
+    only when the head node itself is gone (or the job never reached its run)."""
+    if job.status in state.JOB_TERMINAL or backend.pid_alive(job.driver_pid):
+        return job.status
+    handle = backend.up_nodes(backend.get_handle(record, config))
+    if handle is None or job.status == state.JOB_PENDING:
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
+    if job.status == state.JOB_SETTING_UP:
+        # The terminal sequenced setup and run: with it gone the run never starts.
+        backend.cancel_job(handle, job.job_id)
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
+    recorded = backend.job_exit_codes(handle, job.job_id, job.num_nodes, "run")
+    codes = [c for c in recorded if c is not None]
+    if len(codes) < len(recorded):
+        return job.status
+    failed = [c for c in codes if c != 0]
+    if not failed:
+        status, code = state.JOB_SUCCEEDED, 0
+    elif backend.CANCELLED_EXIT in failed:
+        status, code = state.JOB_CANCELLED, backend.CANCELLED_EXIT
+    else:
+        status, code = state.JOB_FAILED, failed[0]
+    state.set_job_status(record.name, job.job_id, status, code)
+    current = state.get_job(record.name, job.job_id)
+    return current.status if current is not None else status
 
 
 def _exec(
@@ -507,7 +556,8 @@ def _exec(
             st.note = f"job {job.job_id} {status} before it started"
             return
         codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
-        # A job is done only after its cached mounts are drained.
+        # A job is done only after its cached mounts are drained (the nodes drained them
+        # before recording the exit codes; this confirms it from here).
         drain_log = log_dir / "drain.log"
         try:
             backend.drain_mounts(handle, drain_log, unmount=False, say=rep.progress)

@@ -216,7 +216,12 @@ def test_storage_ls_empty(home: SkycoreConfig, sky: Run) -> None:
     assert r.returncode == 2 and "storage ls" in r.stderr
 
 
-def test_ctrl_c_cancels_the_job_on_the_nodes(cluster: str, sky: Run, home: SkycoreConfig) -> None:
+def test_ctrl_c_detaches_and_cancel_from_another_terminal_stops_it(
+    cluster: str, sky: Run, home: SkycoreConfig
+) -> None:
+    """The cluster owns a running job: Ctrl-C only detaches the terminal (and says how to
+    reattach); 'skycore cancel' from another terminal is what stops it. (This test used to
+    assert that Ctrl-C cancels the job on the nodes.)"""
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
     proc = subprocess.Popen(
         [*SKYCORE, "exec", cluster, "echo job-$((6*7)); sleep 300; echo finished"],
@@ -232,8 +237,39 @@ def test_ctrl_c_cancels_the_job_on_the_nodes(cluster: str, sky: Run, home: Skyco
     finally:
         proc.kill()
     assert proc.returncode == 130, out
-    job = state.get_job(cluster, 2)
-    assert job is not None and job.status == state.JOB_CANCELLED
+    assert f"skycore logs {cluster} 2 --follow" in out, out
     info = provision.get_cluster_info("docker", cluster, home)
     runner = provision.get_command_runners("docker", info, home)[0]
+    assert runner.run_output("pgrep -f 'sleep 300'")[0] == 0  # still running on the node
+    r = sky("queue", cluster)
+    assert r.returncode == 0 and "RUNNING" in r.stdout, r.stdout + r.stderr
+    r = sky("cancel", cluster, "2", "-y")  # another terminal
+    assert r.returncode == 0, r.stderr
+    job = state.get_job(cluster, 2)
+    assert job is not None and job.status == state.JOB_CANCELLED
     assert runner.run_output("pgrep -f 'sleep 300'")[0] == 1  # nothing left running
+
+
+def test_a_killed_client_changes_nothing_on_the_cluster(
+    cluster: str, sky: Run, home: SkycoreConfig
+) -> None:
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    proc = subprocess.Popen(
+        [*SKYCORE, "exec", cluster, "echo start-$((6*7)); sleep 3; echo finished-ok"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_line(proc, "start-42")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    # Any terminal: the job's own log to its end, and its real outcome.
+    r = sky("logs", cluster, "2")
+    assert r.returncode == 0, r.stderr
+    assert "start-42" in r.stdout and "finished-ok" in r.stdout, r.stdout
+    r = sky("queue", cluster, "--json")
+    (job,) = [j for j in __import__("json").loads(r.stdout) if j["job_id"] == 2]
+    assert (job["status"], job["exit_code"]) == ("SUCCEEDED", 0), job

@@ -137,8 +137,9 @@ def test_symlink_loop_in_a_source_is_exit_2_naming_the_field(home: Path, tmp_pat
 
 def _record_cluster(name: str) -> None:
     state.upsert_cluster(
-        name, state.CLUSTER_UP, "docker", 2, {"cloud": "aws", "use_spot": True}, "by a test"
+        name, state.CLUSTER_INIT, "docker", 2, {"cloud": "aws", "use_spot": True}, "launching"
     )
+    state.set_cluster_status(name, state.CLUSTER_UP, "by a test")
 
 
 def test_status_and_queue_json_and_whole_tables(home: Path) -> None:
@@ -164,6 +165,17 @@ def test_status_and_queue_json_and_whole_tables(home: Path) -> None:
     assert "/very/long/" + "l" * 120 in out and "j" * 50 in out and "SUCCEEDED" in out, out
     code, out = run("storage", "ls", "--json")
     assert code == 0 and json.loads(out) == []
+
+
+def test_cluster_status_changes_follow_the_transition_table(home: Path) -> None:
+    with pytest.raises(state.ClusterTransitionError):
+        state.upsert_cluster("fresh", state.CLUSTER_UP, "docker", 1, {}, "never INIT first")
+    state.upsert_cluster("fresh", state.CLUSTER_INIT, "docker", 1, {}, "launch: new cluster")
+    state.set_cluster_status("fresh", state.CLUSTER_STOPPED, "stopped")
+    with pytest.raises(state.ClusterTransitionError):
+        state.set_cluster_status("fresh", state.CLUSTER_UP, "STOPPED never becomes UP directly")
+    events = [(e.from_status, e.to_status) for e in state.cluster_events("fresh")]
+    assert events == [(None, "INIT"), ("INIT", "STOPPED")]
 
 
 def test_jobs_queue_piped_prints_every_column_whole(home: Path) -> None:

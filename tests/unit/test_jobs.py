@@ -307,7 +307,10 @@ def test_preempt_refuses_on_demand_nodes(home: Path) -> None:
     from skycore import state as core_state
 
     resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
-    core_state.upsert_cluster("on-demand-1", "UP", "docker", 1, resources, "launched")
+    core_state.upsert_cluster(
+        "on-demand-1", core_state.CLUSTER_INIT, "docker", 1, resources, "launching"
+    )
+    core_state.set_cluster_status("on-demand-1", core_state.CLUSTER_UP, "launched")
     with pytest.raises(ChaosError, match=r"on-demand nodes .* --use-spot .* --force"):
         preempt("on-demand-1", 0)
 
@@ -317,7 +320,10 @@ def test_preempt_command_reports_errors_in_one_line(home: Path) -> None:
     from skycore import state as core_state
 
     resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
-    core_state.upsert_cluster("on-demand-2", "UP", "docker", 1, resources, "launched")
+    core_state.upsert_cluster(
+        "on-demand-2", core_state.CLUSTER_INIT, "docker", 1, resources, "launching"
+    )
+    core_state.set_cluster_status("on-demand-2", core_state.CLUSTER_UP, "launched")
     result = CliRunner().invoke(preempt_command, ["on-demand-2", "--rank", "0"])
     assert result.exit_code == 1
     assert "Error: Cluster 'on-demand-2' runs on-demand nodes" in result.output
@@ -337,7 +343,10 @@ def test_teardown_that_cannot_see_the_nodes_keeps_the_cluster(home: Path) -> Non
     from skycore.jobs import controller
 
     resources = {"cloud": None, "image_id": None, "use_spot": True, "num_nodes": 1}
-    core_state.upsert_cluster("kept-1-abcdef", "UP", "docker", 1, resources, "launched")
+    core_state.upsert_cluster(
+        "kept-1-abcdef", core_state.CLUSTER_INIT, "docker", 1, resources, "launching"
+    )
+    core_state.set_cluster_status("kept-1-abcdef", core_state.CLUSTER_UP, "launched")
     job = new_job()
     jstate.update(job.job_id, cluster="kept-1-abcdef")
     out = io.StringIO()
