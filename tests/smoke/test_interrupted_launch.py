@@ -104,3 +104,46 @@ def test_sigkill_during_file_mounts_leaves_init_and_relaunch_repairs(
     code, kept = cluster.shell("cat /data.skycore-stray-*/x.txt")
     assert (code, kept.strip()) == (0, "local"), kept
     assert "x.txt" not in bucket.list_keys()
+
+
+def test_killed_client_during_exec_the_job_still_succeeds_and_drains(
+    one_store: str, bucket_factory: Any, cluster_factory: Any, tmp_path: Path
+) -> None:
+    """The cluster owns the job: SIGKILL of the terminal during EXEC changes nothing there.
+    The job ends SUCCEEDED in 'skycore queue', its log is complete, and what it wrote to a
+    MOUNT_CACHED mount is in the bucket (the node drained it before recording the end)."""
+    bucket = bucket_factory(one_store, SKY_MANAGED)
+    cluster = cluster_factory("killclient")
+    spec = {"name": "up", "file_mounts": {"/data": bucket.mount_entry("MOUNT_CACHED")}}
+    outcome = cluster.launch({**spec, "run": "echo up"})
+    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        yaml.safe_dump(
+            {
+                "run": "echo begin-42; for i in 1 2 3 4 5; do echo step-$i > /data/out-$i.txt; "
+                "sleep 0.5; done; echo all-done",
+            }
+        )
+    )
+    output = tmp_path / "exec.out"
+    with output.open("w") as out_file:
+        proc = subprocess.Popen(
+            [*SKYCORE, "exec", cluster.name, str(job)], stdout=out_file, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(lambda: "begin-42" in output.read_text(), 120, "the job to start")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    r = sky("logs", cluster.name, "2")  # follows the nodes' log to the end
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "begin-42" in r.stdout and "all-done" in r.stdout, r.stdout
+    r = sky("queue", cluster.name, "--json")
+    (row,) = [j for j in json.loads(r.stdout) if j["job_id"] == 2]
+    assert (row["status"], row["exit_code"]) == ("SUCCEEDED", 0), row
+    keys = bucket.list_keys()
+    assert all(f"out-{i}.txt" in keys for i in range(1, 6)), keys
+    assert bucket.read("out-5.txt").strip() == b"step-5"
