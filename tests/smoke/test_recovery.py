@@ -267,13 +267,14 @@ def second_saved(managed: ManagedJobs, job: jstate.ManagedJob) -> bool:
 
 
 def queue_row(stdout: str, cluster: str) -> dict[str, str]:
-    """The row of ``cluster`` in 'jobs queue' output, by column name."""
-    lines = [line for line in stdout.splitlines() if "│" in line or "┃" in line]
-    header = [c.strip() for c in re.split("[┃]", lines[0])[1:-1]]
+    """The row of ``cluster`` in the piped 'jobs queue' table (every column whole), by
+    column name."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    header = lines[0].split()
     for line in lines[1:]:
-        cells = [c.strip() for c in line.split("│")[1:-1]]
+        cells = line.split()
         if cluster in cells:
-            return dict(zip(header, cells, strict=True))
+            return dict(zip(header, cells, strict=False))
     raise AssertionError(f"no row for {cluster} in:\n{stdout}")
 
 
@@ -428,11 +429,14 @@ def test_preempt_once_resumes_from_checkpoint(
     assert set(at_preemption.steps) <= set(durable_checkpoints(bucket))
     assert_checkpoints_arrived_in_order(bucket, managed, job)
     assert_no_leaks(job)
-    # The queue shows the recovery count.
+    # The queue shows the recovery count: in the piped table and in --json.
     queue = jobs_cli("queue")
     assert queue.returncode == 0, queue.stderr
     row = queue_row(queue.stdout, job.cluster)
     assert row["STATUS"] == "SUCCEEDED" and row["RECOVERIES"] == "1", queue.stdout
+    listed = json.loads(jobs_cli("queue", "--json").stdout)
+    (mine,) = [j for j in listed if j["job_id"] == job.job_id]
+    assert (mine["status"], mine["recovery_count"]) == ("SUCCEEDED", 1), mine
 
 
 def test_preempt_twice(ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: Path) -> None:
