@@ -77,10 +77,11 @@ class SmokeCluster:
         self.outputs.append(buffer.getvalue())
         return Outcome(result, buffer.getvalue())
 
-    def stop(self) -> None:
-        """``skycore stop``."""
-        console, _ = self._console()
+    def stop(self) -> str:
+        """``skycore stop``; what it printed."""
+        console, buffer = self._console()
         execution.stop(self.name, console=console)
+        return buffer.getvalue()
 
     def start(self) -> None:
         """``skycore start``."""

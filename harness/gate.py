@@ -330,6 +330,8 @@ class Gate:
             self.faults.roll(fault)
         while any(f.kind == "outage" for f in self.faults.matching(bucket, method)):
             await asyncio.sleep(0.05)  # no answer while the outage lasts
+            if request.transport is None or request.transport.is_closing():
+                raise _Reset()  # the client gave up (or its node is gone): drop the request
         delay = max((f.ms for f in faults if f.kind == "latency"), default=0.0)
         if delay:
             for fault in faults:

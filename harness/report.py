@@ -34,12 +34,29 @@ class Timeline:
 
 
 @dataclass
+class FaultScenario:
+    """One fault scenario on one store (tests/smoke/test_faults.py): what it measured.
+    Times are seconds since the scenario started; ``faults`` are spans {kind, start, end}."""
+
+    test_id: str
+    store: str
+    scenario: str
+    outcome: str
+    lost: int
+    order_kept: bool
+    durable_s: float | None
+    faults: list[dict[str, object]] = field(default_factory=list)
+    uploads: list[list[object]] = field(default_factory=list)  # [t, key, size]
+
+
+@dataclass
 class ReportData:
     """Everything the report shows."""
 
     cells: list[CellResult] = field(default_factory=list)
     timelines: list[Timeline] = field(default_factory=list)
     others: list[tuple[str, str, float]] = field(default_factory=list)  # (test id, outcome, s)
+    faults: list[FaultScenario] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -77,6 +94,92 @@ def plot_timelines(timelines: list[Timeline], path: Path) -> Path | None:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+FAULT_COLORS = {
+    "outage": "#888888",
+    "errors": "#e07b39",
+    "latency": "#3b7dd8",
+    "bandwidth": "#6aa84f",
+    "reset": "#c0392b",
+    "deny": "#8e44ad",
+}
+
+
+def plot_fault_timelines(scenarios: list[FaultScenario], path: Path) -> Path | None:
+    """One panel per fault scenario: upload completions (creation index against time) with
+    each fault drawn as a shaded span. None with no data."""
+    if not scenarios:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        len(scenarios), 1, figsize=(8, 2.2 * len(scenarios)), dpi=100, squeeze=False
+    )
+    for ax, sc in zip(axes[:, 0], scenarios, strict=True):
+        order = {key: i for i, key in enumerate(sorted({str(u[1]) for u in sc.uploads}))}
+        xs = [float(str(u[0])) for u in sc.uploads]
+        ys = [order[str(u[1])] for u in sc.uploads]
+        end = max([*xs, 1.0])
+        seen: set[str] = set()
+        for span in sc.faults:
+            kind = str(span.get("kind"))
+            start = float(str(span.get("start", 0.0)))
+            stop = float(str(span.get("end", end)))
+            label = kind if kind not in seen else None
+            seen.add(kind)
+            ax.axvspan(start, stop, color=FAULT_COLORS.get(kind, "#cccccc"), alpha=0.25,
+                       label=label)  # fmt: skip
+        ax.plot(xs, ys, marker="o", markersize=3, linestyle="-", color="black")
+        ax.set_title(f"{sc.store}: {sc.scenario}", fontsize=8)
+        ax.set_xlabel("s after the scenario started", fontsize=7)
+        ax.set_ylabel("creation index", fontsize=7)
+        if seen:
+            ax.legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[str]]:
+    """The "faults" section: per store, each scenario with files lost, order kept and time
+    to durable; then the timelines with the faults shaded."""
+    page: list[str] = []
+    md: list[str] = []
+    if not data.faults:
+        return page, md
+    png = plot_fault_timelines(data.faults, html_path.with_name(html_path.stem + "-faults.png"))
+    page.append("<h2>Faults</h2>")
+    md += ["## Faults", ""]
+    for store in sorted({f.store for f in data.faults}):
+        rows = [f for f in data.faults if f.store == store]
+        page.append(
+            f"<h3>{html.escape(store)}</h3><table id='faults-{html.escape(store)}'><tr>"
+            "<th>scenario</th><th>result</th><th>files lost</th><th>order kept</th>"
+            "<th>time to durable (s)</th></tr>"
+        )
+        md += [f"### {store}", "", "| scenario | result | files lost | order kept | "
+               "time to durable (s) |", "|---|---|---|---|---|"]  # fmt: skip
+        for f in rows:
+            durable = "-" if f.durable_s is None else f"{f.durable_s:.1f}"
+            kept = "yes" if f.order_kept else "no"
+            color = COLOR.get(f.outcome, "#fff")
+            page.append(
+                f"<tr><td style='text-align:left'>{html.escape(f.scenario)}</td>"
+                f"<td style='background:{color}' class='{f.outcome}'>{f.outcome}</td>"
+                f"<td>{f.lost}</td><td>{kept}</td><td>{durable}</td></tr>"
+            )
+            md.append(f"| {f.scenario} | {f.outcome} | {f.lost} | {kept} | {durable} |")
+        page.append("</table>")
+        md.append("")
+    if png:
+        page.append(f"<img id='fault-timeline' src='{png.name}' width='800'>")
+        md += [f"![uploads under faults]({png.name})", ""]
+    return page, md
 
 
 def _grid_rows(data: ReportData, cloud: str) -> list[list[CellResult | None]]:
@@ -128,6 +231,9 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
             md.append(f"| {test_id} | {outcome} | {seconds:.1f} |")
         page.append("</table>")
         md.append("")
+    fault_page, fault_md = _fault_section(data, html_path)
+    page += fault_page
+    md += fault_md
     if png:
         page.append(f"<h2>Upload order</h2><img id='timeline' src='{png.name}' width='800'>")
         md += ["## Upload order", "", f"![upload order timeline]({png.name})", ""]

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import CellResult, ReportData, Timeline, parse_matrix_id, render
+from harness.report import (
+    CellResult,
+    FaultScenario,
+    ReportData,
+    Timeline,
+    parse_matrix_id,
+    render,
+)
 
 TIMELINE_PROPERTY = "upload_timeline"
+FAULTS_PROPERTY = "fault_scenario"
 
 
 def outcome_of(report: pytest.TestReport) -> str | None:
@@ -41,6 +49,21 @@ class ReportCollector:
             if name == TIMELINE_PROPERTY:
                 points = [tuple(p) for p in json.loads(str(value))]
                 self.data.timelines.append(Timeline(report.nodeid, points))  # type: ignore[arg-type]
+            elif name == FAULTS_PROPERTY:
+                row = json.loads(str(value))
+                self.data.faults.append(
+                    FaultScenario(
+                        test_id=report.nodeid,
+                        store=str(row["store"]),
+                        scenario=str(row["scenario"]),
+                        outcome=outcome,
+                        lost=int(row["lost"]),
+                        order_kept=bool(row["order_kept"]),
+                        durable_s=row.get("durable_s"),
+                        faults=list(row.get("faults", [])),
+                        uploads=list(row.get("uploads", [])),
+                    )
+                )
         seconds = report.duration
         matrix = parse_matrix_id(report.nodeid)
         if matrix:

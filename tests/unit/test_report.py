@@ -75,3 +75,28 @@ def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
         check=True,
     )
     assert shot.stat().st_size > 10_000  # a real picture, not an empty page
+
+
+def test_faults_section_per_store_with_shaded_spans(tmp_path: Path):
+    """The "faults" section: per store, each scenario with files lost, order kept and time
+    to durable; the timeline PNG shades each fault's span."""
+    from harness.report import FaultScenario, plot_fault_timelines
+
+    data = sample()
+    DENY_SPAN: dict[str, object] = {"kind": "deny", "start": 0.0, "end": 30.0}
+    uploads: list[list[object]] = [[31.0 + i, f"deny/k{i}.bin", 1024] for i in (3, 4, 0, 1, 2)]
+    data.faults.append(
+        FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [DENY_SPAN], uploads)
+    )
+    data.faults.append(FaultScenario("t2[gcp]", "gcs", "outage 30 s", "passed", 0, True, 31.0))
+    page, md = render(data, tmp_path / "report.html")
+    text = md.read_text()
+    assert "## Faults" in text and "### s3" in text and "### gcs" in text
+    assert "| deny 30 s | xfailed | 0 | no | 35.5 |" in text
+    assert "| outage 30 s | passed | 0 | yes | 31.0 |" in text
+    assert "report-faults.png" in page.read_text()
+    # the span is drawn: the PNG with the fault differs from the same plot without it
+    with_span = plot_fault_timelines(data.faults[:1], tmp_path / "a.png")
+    bare = FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [], uploads)
+    without = plot_fault_timelines([bare], tmp_path / "b.png")
+    assert with_span and without and with_span.read_bytes() != without.read_bytes()
