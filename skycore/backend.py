@@ -13,7 +13,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,12 +263,46 @@ def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
     if not files:
         return
 
+    cmd, data = write_files_command(files)
+
     def one(runner: CommandRunner) -> None:
-        for path, content in files.items():
-            runner.write_file(path, content, 0o600)
+        rc, out = runner.run_output(cmd, stdin=data)
+        if rc != 0:
+            raise StageError(
+                f"Writing the credential files on {runner.node_name} failed (exit {rc}).",
+                log_path=log_path,
+                tail=out.strip()[-2000:],
+            )
 
     parallel(one, handle.runners)
     logs.append(log_path, f"wrote {len(files)} credential file(s) on {handle.num_nodes} node(s)")
+
+
+def write_files_command(files: Mapping[str, str]) -> tuple[str, bytes]:
+    """(bash, stdin) writing every file of ``files`` ({path: content}) on a node in one exec,
+    each mode 0600 and replaced atomically: the contents travel as a tar on stdin (never on
+    a command line), are unpacked into a private folder and renamed into place."""
+    import io
+    import tarfile
+
+    from skycore.storage import mounting
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i, content in enumerate(files.values()):
+            data = content.encode()
+            info = tarfile.TarInfo(str(i))
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    lines = ['set -e; umask 077; t=$(mktemp -d /tmp/skycore-files.XXXXXX); tar -x -C "$t" -f -']
+    for i, path in enumerate(files):
+        q = mounting.sh_path(path)
+        lines.append(
+            f'p={q}; mkdir -p "$(dirname "$p")"; mv -f "$t/{i}" "$p.skytmp"; '
+            f'chmod 600 "$p.skytmp"; mv -f "$p.skytmp" "$p"'
+        )
+    lines.append('rm -rf "$t"')
+    return "\n".join(lines), buf.getvalue()
 
 
 def _prepare_one(
@@ -376,8 +410,12 @@ def sync_file_mounts(
     previous = state.get_cluster_mounts(handle.name)
     before = {m.dst: m.spec for m in previous if m.is_mount}
     waiting = [*urls, *storages]
+    # The credential files and the mount helper travel with the first batch (one exec per
+    # node less); written on their own only if no batch runs.
+    from skycore.storage import mounting
+
+    files: dict[str, str] = mounting.node_files(handle.config)
     try:
-        write_credentials(handle, log_path)
         # A relaunch leaves live mounts alone (same mount command, rclone answering).
         live = live_mounts(handle, [d for d in storages if d in before])
         # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so
@@ -390,7 +428,10 @@ def sync_file_mounts(
             waiting = [d for d in waiting if d not in ready]
             todo = [e for e in (node_entry(d) for d in ready) if e is not None]
             if todo:
-                run_batch(handle, todo, log_path)
+                run_batch(handle, todo, log_path, files=files)
+                files = {}
+        if files:
+            write_credentials(handle, log_path)
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)
@@ -426,18 +467,51 @@ def batch_script(commands: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def run_batch(handle: ClusterHandle, entries: Sequence[tuple[str, str]], log_path: Path) -> None:
-    """Run ``entries`` ((what, bash) pairs) concurrently on every node, one exec per node;
-    StageError naming the entry and node (with its output) if any failed."""
+def merge_mounts(entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``entries`` with every mount script (``mounting.mount_command``) merged into one entry
+    that mounts them all through one run of the node program (python's start-up per mount
+    was most of a node's mounting CPU); other entries unchanged, mounts last."""
+    from skycore.storage import mounting
+
+    others: list[tuple[str, str]] = []
+    mounts: list[tuple[str, list[mounting.MountRequest], mounting.RcloneEnv]] = []
+    for what, cmd in entries:
+        parsed = mounting.mount_requests_of(cmd)
+        if parsed is None or (mounts and parsed[1] != mounts[0][2]):
+            others.append((what, cmd))
+        else:
+            mounts.append((what, *parsed))
+    if len(mounts) < 2:
+        return list(entries)
+    reqs = [r for _, rs, _ in mounts for r in rs]
+    what = "; ".join(w for w, _, _ in mounts)
+    return [*others, (what, mounting.mount_many_command(reqs, mounts[0][2]))]
+
+
+def run_batch(
+    handle: ClusterHandle,
+    entries: Sequence[tuple[str, str]],
+    log_path: Path,
+    files: Mapping[str, str] | None = None,
+) -> None:
+    """Run ``entries`` ((what, bash) pairs) concurrently on every node, one exec per node
+    (mount scripts merged into one: ``merge_mounts``); StageError naming the entry and node
+    (with its output) if any failed. ``files`` ({path: content}, e.g. credentials) are
+    written first, in the same exec, through stdin (``write_files_command``)."""
+    entries = merge_mounts(entries)
+    script = batch_script([cmd for _, cmd in entries])
+    stdin: bytes | None = None
+    if files:
+        write, stdin = write_files_command(files)
+        script = (
+            f"if ! bash -c {shlex.quote(write)}; then "
+            "echo 'skycore: writing the credential files failed'; exit 3; fi\n" + script
+        )
+        logs.append(log_path, f"writing {len(files)} credential file(s) with the batch")
 
     def one(runner: CommandRunner) -> None:
         out: list[str] = []
-        rc = runner.run(
-            batch_script([cmd for _, cmd in entries]),
-            log_path=log_path,
-            stream=True,
-            sink=out.append,
-        )
+        rc = runner.run(script, log_path=log_path, stream=True, sink=out.append, stdin=stdin)
         codes: dict[int, int] = {}
         chunks: dict[int, list[str]] = {}
         current: list[str] = []
@@ -471,18 +545,18 @@ def _is_url(src: str) -> bool:
 
 def remount(handle: ClusterHandle, log_path: Path) -> int:
     """Mount every recorded MOUNT / MOUNT_CACHED entry again (after start); returns count."""
+    from skycore.storage import mounting
     from skycore.storage.storage import Storage
 
     mounts = [m for m in state.get_cluster_mounts(handle.name) if m.spec is not None]
     if not mounts:
         return 0
-    write_credentials(handle, log_path)
     entries = [
         (f"mount {m.dst}", Storage.from_mount_spec(m.spec).mount_command(m.dst, handle.config))
         for m in mounts
         if m.spec is not None
     ]
-    run_batch(handle, entries, log_path)
+    run_batch(handle, entries, log_path, files=mounting.node_files(handle.config))
     return len(mounts)
 
 
@@ -692,6 +766,7 @@ def run_on_nodes(
     job_id: int | None,
     stream: bool,
     drain_dsts: Sequence[str] = (),
+    follow: bool = True,
 ) -> list[int]:
     """Run ``body`` on the first task.num_nodes nodes in parallel; exit codes by rank.
 
@@ -699,7 +774,8 @@ def run_on_nodes(
     or detached terminal changes nothing there) and keeps its output in the node's job
     table; this process follows that log into ``<kind>-<rank>.log`` and, with ``stream``,
     the terminal (prefixed by the node when there is more than one). With ``drain_dsts``
-    each node drains those cached mounts before it records the part's exit code.
+    each node drains those cached mounts before it records the part's exit code. Without
+    ``follow`` the parts are only started (returns []).
     """
     from skycore.storage import mounting
 
@@ -720,7 +796,7 @@ def run_on_nodes(
                 log_path=log_dir / f"{kind}-{rank}.log",
             )
 
-    def follow(rank: int) -> int:
+    def follow_one(rank: int) -> int:
         runner = handle.runners[rank]
         prefix = f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else ""
         return runner.run(
@@ -731,7 +807,9 @@ def run_on_nodes(
         )
 
     parallel(start, list(range(n)))
-    return parallel(follow, list(range(n)))
+    if not follow:
+        return []
+    return parallel(follow_one, list(range(n)))
 
 
 def follow_job(

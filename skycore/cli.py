@@ -137,6 +137,7 @@ def _apply_overrides(task: Any, overrides: dict[str, Any]) -> Any:
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
 @click.option("--no-setup", is_flag=True, help="Skip the setup commands.")
 @click.option("--dryrun", is_flag=True, help="Show what would happen; change nothing.")
+@click.option("-d", "--detach-run", is_flag=True, help="Return once the run started.")
 @handle_errors()
 def launch(
     entrypoint: str,
@@ -146,6 +147,7 @@ def launch(
     yes: bool,
     no_setup: bool,
     dryrun: bool,
+    detach_run: bool,
     **overrides: Any,
 ) -> None:
     """Launch a task YAML on a cluster (created if needed), then run it.
@@ -155,6 +157,11 @@ def launch(
     name = check_cluster_name(
         cluster if cluster is not None else _default_cluster_name(), "-c/--cluster"
     )
+    if down and detach_run:
+        raise UserError(
+            "--down with -d/--detach-run would tear the cluster down under the running job; "
+            "use one of them (with -d, run 'skycore down' once 'skycore queue' shows it ended)."
+        )
     task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
     config = load_config()
     if dryrun:
@@ -169,7 +176,13 @@ def launch(
         if not click.confirm(prompt, default=True):
             raise click.Abort()
     result = execution.launch(
-        task, name, down=down, no_setup=no_setup, console=console, config=config
+        task,
+        name,
+        down=down,
+        no_setup=no_setup,
+        console=console,
+        config=config,
+        detach_run=detach_run,
     )
     _finish(result)
 
@@ -227,15 +240,18 @@ def _finish(result: execution.RunResult) -> None:
 @click.argument("entrypoint")
 @click.option("--env", "envs", multiple=True, help="KEY=VALUE, or KEY to take it from here.")
 @_task_options
+@click.option("-d", "--detach-run", is_flag=True, help="Return once the run started.")
 @handle_errors()
-def exec_cmd(cluster: str, entrypoint: str, envs: tuple[str, ...], **overrides: Any) -> None:
+def exec_cmd(
+    cluster: str, entrypoint: str, envs: tuple[str, ...], detach_run: bool, **overrides: Any
+) -> None:
     """Run a task YAML (or a shell command) on an UP cluster: sync workdir, run.
 
     No provisioning and no setup; the cluster must be UP.
     """
     check_cluster_name(cluster, "CLUSTER")
     task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
-    result = execution.exec_task(task, cluster, console=console)
+    result = execution.exec_task(task, cluster, console=console, detach_run=detach_run)
     _finish(result)
 
 

@@ -274,8 +274,12 @@ def launch(
     config: SkycoreConfig | None = None,
     stream: bool = True,
     task_id: str | None = None,
+    detach_run: bool = False,
 ) -> RunResult:
     """Launch ``task`` on ``cluster_name``: provision (or reuse), sync, set up, run.
+
+    ``detach_run`` (``-d``): return once the run started on the nodes (the cluster owns it;
+    'skycore logs' follows it, 'skycore queue' shows its outcome).
 
     ``task_id`` fixes SKYPILOT_TASK_ID (managed jobs keep one across recoveries); by default
     each job gets a new one.
@@ -317,16 +321,9 @@ def launch(
             # interrupted here (Ctrl-C, SIGKILL) never leaves an UP cluster with bare mount
             # points that exec could write into; the next launch repairs it.
             state.set_cluster_status(cluster_name, state.CLUSTER_INIT, backend.SYNCING)
-            _sync_workdir(handle, task, rep, log_dir)
-            with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
-                n_copies, n_storage = backend.sync_file_mounts(
-                    handle,
-                    task,
-                    log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS],
-                    rep.progress,
-                    prepared=prepared,
-                )
-                st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
+            n_copies, n_storage = _sync_workdir_and_file_mounts(
+                handle, task, rep, log_dir, prepared
+            )
             mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
             job = state.add_job(
                 cluster_name,
@@ -344,7 +341,7 @@ def launch(
                 cancelled = result.job_status == state.JOB_CANCELLED
                 result.exit_code = EXIT_JOB_CANCELLED if cancelled else EXIT_JOB_FAILED
                 return result
-        _exec(handle, task, job, rep, log_dir, stream, result)
+        _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
         return result
     finally:
         background.shutdown(wait=True, cancel_futures=True)
@@ -400,6 +397,47 @@ def _launch_provision(
             backend.remount(handle, log_path)
         st.note = f"{handle.num_nodes} node(s) up: {', '.join(handle.info.ips)}"
         return handle
+
+
+def _sync_workdir_and_file_mounts(
+    handle: ClusterHandle,
+    task: Task,
+    rep: Reporter,
+    log_dir: Path,
+    prepared: dict[str, Future[None]] | None,
+) -> tuple[int, int]:
+    """SYNC_WORKDIR and SYNC_FILE_MOUNTS run side by side on every node (the file mounts in
+    a thread, started first); the stages still report in that order, and this returns (the
+    caller then runs setup) only once both are done. A file mount inside the workdir's
+    destination waits for the workdir instead. Returns (copies, storages)."""
+    fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
+    wd = backend.WORKDIR
+    nested = any(
+        d == wd or d.startswith(wd + "/") for d in (*task.file_mounts, *task.storage_mounts)
+    )
+    if task.workdir is None or nested:
+        _sync_workdir(handle, task, rep, log_dir)
+        with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
+            n_copies, n_storage = backend.sync_file_mounts(
+                handle, task, fm_log, rep.progress, prepared=prepared
+            )
+            st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
+        return n_copies, n_storage
+    held: list[str] = []  # the file mounts' progress, shown once their stage reports
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-mounts") as pool:
+        fm = pool.submit(
+            backend.sync_file_mounts, handle, task, fm_log, held.append, prepared=prepared
+        )
+        _sync_workdir(handle, task, rep, log_dir)  # a failure still waits for the mounts
+        with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
+            for msg in held:
+                rep.progress(msg)
+            n_copies, n_storage = fm.result()
+            st.note = (
+                f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s), "
+                "alongside the workdir sync"
+            )
+    return n_copies, n_storage
 
 
 def _sync_workdir(handle: ClusterHandle, task: Task, rep: Reporter, log_dir: Path) -> None:
@@ -467,14 +505,16 @@ def _run_job_part(
     log_dir: Path,
     job: state.JobRecord,
     stream: bool,
+    follow: bool = True,
 ) -> list[int]:
     """Setup or run of a job on its nodes. The nodes own the run: Ctrl-C while it streams
     detaches (the job goes on; 'skycore logs' reattaches, 'skycore cancel' stops it). Ctrl-C
-    during setup cancels the job: nothing would start its run afterwards."""
+    during setup cancels the job: nothing would start its run afterwards. Without
+    ``follow`` the part is only started (exit codes: [])."""
     drain = _cached_mounts(handle.name) if kind == "run" else []
     try:
         return backend.run_on_nodes(
-            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream, drain
+            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream, drain, follow
         )
     except KeyboardInterrupt:
         if kind == "run":
@@ -536,6 +576,7 @@ def _exec(
     log_dir: Path,
     stream: bool,
     result: RunResult,
+    detach_run: bool = False,
 ) -> None:
     name = handle.name
     with rep.stage(Stage.EXEC, quiet_progress=True) as st:
@@ -554,6 +595,14 @@ def _exec(
                 result.exit_code = EXIT_JOB_CANCELLED
             st.ok = status == state.JOB_SUCCEEDED
             st.note = f"job {job.job_id} {status} before it started"
+            return
+        if detach_run:
+            _run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
+            result.job_status = state.JOB_RUNNING
+            st.note = (
+                f"job {job.job_id} runs on the cluster (detached): 'skycore logs {name} "
+                f"{job.job_id}' follows it"
+            )
             return
         codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         # A job is done only after its cached mounts are drained (the nodes drained them
@@ -651,8 +700,10 @@ def exec_task(
     console: Console | None = None,
     config: SkycoreConfig | None = None,
     stream: bool = True,
+    detach_run: bool = False,
 ) -> RunResult:
-    """Run ``task`` on an UP cluster: SYNC_WORKDIR -> EXEC (no provisioning, no setup)."""
+    """Run ``task`` on an UP cluster: SYNC_WORKDIR -> EXEC (no provisioning, no setup);
+    with ``detach_run``, return once the run started on the nodes."""
     config = config or load_config()
     console = _console(console)
     record, handle = require_up(cluster_name, config)
@@ -673,7 +724,7 @@ def exec_task(
         cluster_name, task.name, task.num_nodes, str(log_dir), os.getpid(), state.JOB_PENDING
     )
     result.job_id = job.job_id
-    _exec(handle, task, job, rep, log_dir, stream, result)
+    _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
     return result
 
 

@@ -273,3 +273,16 @@ def test_a_killed_client_changes_nothing_on_the_cluster(
     r = sky("queue", cluster, "--json")
     (job,) = [j for j in __import__("json").loads(r.stdout) if j["job_id"] == 2]
     assert (job["status"], job["exit_code"]) == ("SUCCEEDED", 0), job
+
+
+def test_detach_run_returns_once_started(cluster: str, sky: Run) -> None:
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    r = sky("exec", "-d", cluster, "sleep 2; echo detached-done")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "RUNNING" in r.stdout and f"skycore logs {cluster} 2" in r.stdout, r.stdout
+    r = sky("logs", cluster, "2")  # follows the cluster's log to the end
+    assert r.returncode == 0 and "detached-done" in r.stdout, r.stdout + r.stderr
+    r = sky("queue", cluster)
+    assert "SUCCEEDED" in r.stdout, r.stdout
+    r = sky("launch", "idle.yaml", "-c", cluster, "-y", "-d", "--down")
+    assert r.returncode == 2 and "--down with -d/--detach-run" in r.stderr
