@@ -9,6 +9,7 @@ those sockets; nothing else on the node needs rclone's command line.
     python3 - mount SOCK FS DST VFS_JSON MOUNT_JSON  mount FS at DST through that daemon
     python3 - up RCLONE CONFIG DIR TRANSFERS FS DST VFS_JSON MOUNT_JSON [FLAG...]
                                                      daemon + mount, until DST answers
+    python3 - up-many SPECS_JSON INDEX...            the same for several mounts at once
     python3 - live BASE DST...                       print "SKYCORE_LIVE <dst>" per live mount
     python3 - drain BASE TIMEOUT DST...              wait until every DST is durable
     python3 - unmount BASE TIMEOUT DST...            drain, then unmount (never with uploads
@@ -197,30 +198,73 @@ def cmd_mount(sock: str, fs: str, dst: str, vfs_opt: str, mount_opt: str) -> int
     return 0
 
 
+def wait_mounted(dst: str, timeout: float = 10) -> bool:
+    """True once ``dst`` is in the mount table and answers a stat."""
+    p = norm(dst)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if p in mountinfo():
+            try:
+                os.stat(p)
+                return True
+            except OSError:
+                pass
+        time.sleep(0.02)
+    warn(f"skycore: rclone did not mount {dst}")
+    return False
+
+
 def cmd_up(
     rclone: str, config: str, d: str, transfers: str, fs: str, dst: str, vfs_opt: str,
     mount_opt: str, *extra: str,
 ) -> int:  # fmt: skip
-    """Start the daemon if needed, mount, and wait until the mount point answers (one
-    process per mount: python's start-up is most of a mount's CPU cost)."""
+    """Start the daemon if needed, mount, and wait until the mount point answers."""
     rc_ = cmd_daemon(rclone, config, d, transfers, *extra)
     if rc_ != 0:
         return rc_
     rc_ = cmd_mount(os.path.join(d, "rc.sock"), fs, dst, vfs_opt, mount_opt)
     if rc_ != 0:
         return rc_
-    p = norm(dst)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if p in mountinfo():
-            try:
-                os.stat(p)
-                return 0
-            except OSError:
-                pass
-        time.sleep(0.02)
-    warn(f"skycore: rclone did not mount {dst}")
-    return 1
+    return 0 if wait_mounted(dst) else 1
+
+
+def cmd_up_many(specs_json: str, *indices: str) -> int:
+    """Mount the requests ``indices`` of ``specs_json`` (a JSON list of {rclone, config, dir,
+    transfers, extra, fs, dst, vfs, mount}): each daemon started once, every mount/mount
+    call issued at once, then wait until every mount point answers (one process for all
+    the mounts of a node: python's start-up was most of a mount's CPU cost)."""
+    import threading
+
+    specs = json.loads(specs_json)
+    todo = [specs[int(i)] for i in indices]
+    daemons: dict[str, dict[str, Any]] = {}
+    for s in todo:
+        daemons.setdefault(s["dir"], s)
+    for d, s in daemons.items():
+        if cmd_daemon(s["rclone"], s["config"], d, s["transfers"], *s["extra"]) != 0:
+            return 1
+    failed: list[dict[str, Any]] = []
+
+    def one(s: dict[str, Any]) -> None:
+        sock = os.path.join(s["dir"], "rc.sock")
+        vfs, mnt = json.dumps(s["vfs"]), json.dumps(s["mount"])
+        if cmd_mount(sock, s["fs"], s["dst"], vfs, mnt) != 0 or not wait_mounted(s["dst"]):
+            failed.append(s)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in todo]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in failed:
+        log = os.path.join(s["dir"], "rclone.log")
+        warn(f"skycore: rclone failed to mount {s['dst']}; last lines of {log}:")
+        try:
+            with open(log, errors="replace") as f:
+                warn("".join(f.readlines()[-20:]))
+        except OSError:
+            pass
+    return 1 if failed else 0
 
 
 def cmd_live(base: str, dsts: list[str]) -> int:
@@ -382,6 +426,8 @@ def main(argv: list[str]) -> int:
         return cmd_mount(*args)
     if cmd == "up":
         return cmd_up(*args)
+    if cmd == "up-many":
+        return cmd_up_many(*args)
     if cmd == "live":
         return cmd_live(args[0], args[1:])
     if cmd == "drain":

@@ -306,6 +306,58 @@ def tagged_remote(remote_path: str, dst: str) -> str:
     return remote_path
 
 
+@dataclass(frozen=True)
+class MountRequest:
+    """One mount a node script makes: ``remote_path`` at ``dst`` in ``mode``."""
+
+    remote_path: str
+    dst: str
+    mode: StorageMode
+    options: MountOptions = field(default_factory=MountOptions)
+
+
+# A mount script names its requests on comment lines, so a node batch can merge the mount
+# scripts of many entries into one (mount_requests_of + mount_many_command): one python
+# process per node then mounts them all (python's start-up was most of a mount's CPU).
+_REQUEST_TAG = "# skycore-mount-request "
+
+
+def _request_json(req: MountRequest, env: RcloneEnv) -> str:
+    o = req.options
+    return json.dumps(
+        {
+            "remote": req.remote_path, "dst": req.dst, "mode": req.mode.value,
+            "transfers": o.transfers, "write_back_s": o.write_back_s,
+            "read_only": o.read_only, "extra_flags": list(o.extra_flags),
+            "env": [env.rclone, env.config_file, env.mounts_base, env.helper],
+        },
+        sort_keys=True,
+    )  # fmt: skip
+
+
+def mount_requests_of(script: str) -> tuple[list[MountRequest], RcloneEnv] | None:
+    """The requests and environment of a script made by ``mount_command`` /
+    ``mount_many_command`` (None for any other script)."""
+    reqs: list[MountRequest] = []
+    envs = set()
+    for line in script.splitlines():
+        if not line.startswith(_REQUEST_TAG):
+            continue
+        d = json.loads(line[len(_REQUEST_TAG) :])
+        envs.add(tuple(d["env"]))
+        opts = MountOptions(
+            transfers=d["transfers"],
+            write_back_s=d["write_back_s"],
+            read_only=d["read_only"],
+            extra_flags=tuple(d["extra_flags"]),
+        )
+        reqs.append(MountRequest(d["remote"], d["dst"], StorageMode(d["mode"]), opts))
+    if not reqs or len(envs) != 1:
+        return None
+    rclone, config_file, mounts_base, helper = envs.pop()
+    return reqs, RcloneEnv(rclone, config_file, mounts_base, helper)
+
+
 def mount_command(
     remote_path: str,
     dst: str,
@@ -314,49 +366,85 @@ def mount_command(
     env: RcloneEnv = NODE_ENV,
 ) -> str:
     """Idempotent bash that mounts ``remote_path`` at ``dst`` through the node's daemon
-    (started if none answers).
+    (started if none answers). See ``mount_many_command``."""
+    return mount_many_command(
+        [MountRequest(remote_path, dst, mode, options or MountOptions())], env
+    )
+
+
+def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_ENV) -> str:
+    """Idempotent bash that mounts every request through the node's daemons (started if none
+    answers), all mount calls issued at once by one run of the node program.
 
     A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; files in
     a mount point that is not mounted (stray local writes) are moved aside to
     ``<dst>.skycore-stray-<time>`` with a warning, never deleted and never blocking the mount;
-    the script returns only once the mount answers.
+    the script returns only once every mount answers (exit 1 if any failed).
     """
-    options = options or MountOptions()
-    transfers, extra = daemon_key(mode, options)
-    dirs = daemon_dirs(transfers, extra, env.mounts_base)
-    vfs, mnt = mount_options(mode, options)
     q = shlex.quote
-    daemon_args = [env.rclone, env.config_file, dirs.base, str(transfers), *extra]
-    return (
-        _PRELUDE
-        + _IS_MOUNTED
-        + _node_fn_file(env)
-        + f"DST={sh_path(dst)}\nBASE={q(env.mounts_base)}\nLOG={q(dirs.log_file)}\n"
-        + 'if is_mounted "$DST"; then\n'
-        + '  if timeout 10 stat "$DST" >/dev/null 2>&1 && '
-        + 'skycore_mounts live "$BASE" "$DST" | grep -q SKYCORE_LIVE; then\n'
-        + '    echo "skycore: $DST is already mounted"; exit 0\n'
-        + "  fi\n"
-        + '  echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
-        + '  fusermount3 -uz "$DST" 2>/dev/null || fusermount -uz "$DST" 2>/dev/null '
-        + '|| umount -l "$DST"\n'
-        + "fi\n"
-        + 'mkdir -p "$DST"\n'
-        + 'if [ -n "$(ls -A "$DST" 2>/dev/null)" ]; then\n'
-        + '  STRAY="$DST.skycore-stray-$(date +%Y%m%d-%H%M%S)-$$"\n'
-        + '  mv "$DST" "$STRAY" && mkdir -p "$DST"\n'
-        + '  echo "skycore: warning: $DST held files that are not in the bucket (written while '
-        + 'it was not mounted); they were moved aside to $STRAY, not deleted" >&2\n'
-        + "fi\n"
-        + f"if ! skycore_mounts up {shlex.join(daemon_args[:4])} "
-        + f'{q(tagged_remote(remote_path, dst))} "$DST" {q(json.dumps(vfs))} {q(json.dumps(mnt))} '
-        + f"{shlex.join(daemon_args[4:])}; then\n"
-        + '  echo "skycore: rclone failed to mount $DST; last lines of $LOG:" >&2\n'
-        + '  tail -n 20 "$LOG" >&2 || true; exit 1\n'
-        + "fi\n"
-        + _serialize_releases(mode, options)
-        + f'echo "skycore: mounted "{q(remote_path)}" at $DST ({mode.value})"; exit 0\n'
+    specs = []
+    for req in requests:
+        transfers, extra = daemon_key(req.mode, req.options)
+        dirs = daemon_dirs(transfers, extra, env.mounts_base)
+        vfs, mnt = mount_options(req.mode, req.options)
+        specs.append(
+            {
+                "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
+                "transfers": str(transfers), "extra": list(extra),
+                "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
+                "vfs": vfs, "mount": mnt,
+            }
+        )  # fmt: skip
+    out = [
+        _PRELUDE,
+        *(_REQUEST_TAG + _request_json(r, env) + "\n" for r in requests),
+        _IS_MOUNTED,
+        _node_fn_file(env),
+        f"BASE={q(env.mounts_base)}\n",
+        # 0: mount it; 3: already live; anything else: failed (explicit returns: set -e is
+        # off inside a function called in a condition)
+        "prep() {\n"
+        '  DST="$1"\n'
+        '  if is_mounted "$DST"; then\n'
+        '    if timeout 10 stat "$DST" >/dev/null 2>&1 && '
+        'skycore_mounts live "$BASE" "$DST" | grep -q SKYCORE_LIVE; then\n'
+        '      echo "skycore: $DST is already mounted"; return 3\n'
+        "    fi\n"
+        '    echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
+        '    fusermount3 -uz "$DST" 2>/dev/null || fusermount -uz "$DST" 2>/dev/null '
+        '|| umount -l "$DST" || return 1\n'
+        "  fi\n"
+        '  mkdir -p "$DST" || return 1\n'
+        '  if [ -n "$(ls -A "$DST" 2>/dev/null)" ]; then\n'
+        '    STRAY="$DST.skycore-stray-$(date +%Y%m%d-%H%M%S)-$$"\n'
+        '    { mv "$DST" "$STRAY" && mkdir -p "$DST"; } || return 1\n'
+        '    echo "skycore: warning: $DST held files that are not in the bucket (written '
+        'while it was not mounted); they were moved aside to $STRAY, not deleted" >&2\n'
+        "  fi\n"
+        "  return 0\n"
+        "}\n",
+        "UP=()\n",
+    ]
+    for i, req in enumerate(requests):
+        out.append(
+            f"rc=0; prep {sh_path(req.dst)} || rc=$?\n"
+            f"case $rc in 0) UP+=({i});; 3) ;; *) exit $rc;; esac\n"
+        )
+    out.append(
+        'if [ "${#UP[@]}" -gt 0 ]; then\n'
+        f'  skycore_mounts up-many {q(json.dumps(specs))} "${{UP[@]}}" || exit 1\n'
+        "fi\n"
     )
+    for i, req in enumerate(requests):
+        out.append(
+            f'if [[ " ${{UP[*]}} " == *" {i} "* ]]; then\n'
+            f"DST={sh_path(req.dst)}\n"
+            + _serialize_releases(req.mode, req.options)
+            + f'echo "skycore: mounted "{q(req.remote_path)}" at $DST ({req.mode.value})"\n'
+            + "fi\n"
+        )
+    out.append("exit 0\n")
+    return "".join(out)
 
 
 def _dst_words(dsts: str | Sequence[str]) -> str:
