@@ -3,12 +3,17 @@
 After every step the recorded cluster state must match what the provider reports
 (``query_instances``): no record <-> no nodes, UP <-> every node running, STOPPED <-> every
 node stopped. Commands that are not allowed in a state must fail with a clear ClusterError
-and change nothing.
+and change nothing. A launch interrupted at a random moment (SIGINT or SIGKILL of the
+terminal) must leave no claim that is not true (UP only with every node running and the
+workdir in place; no nodes without a record), and one relaunch must repair it.
 """
 
 from __future__ import annotations
 
 import io
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -91,6 +96,39 @@ def test_recorded_state_matches_provider(
             (tmp_path / "wd" / f"f{marker}.txt").write_text(uuid.uuid4().hex)
             res = execution.launch(task, self.name, console=quiet(), config=config, stream=False)
             assert res.exit_code == 0
+            self.expected = state.CLUSTER_UP
+
+        @rule(
+            delay=st.floats(0.0, 8.0),
+            sig=st.sampled_from([signal.SIGINT, signal.SIGKILL]),
+        )
+        def interrupted_launch(self, delay: float, sig: signal.Signals) -> None:
+            """A launch interrupted at a random moment (Ctrl-C or SIGKILL of the terminal)
+            never leaves a state that claims more than is true, and one relaunch repairs."""
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "skycore.cli", "launch", str(task_path), "-c", self.name,
+                 "-y"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(sig)
+                proc.wait(timeout=120)
+            record = state.get_cluster(self.name)
+            nodes = self._nodes()
+            if record is None:
+                assert nodes == {}, "nodes exist that no record knows of"
+            elif record.status == state.CLUSTER_UP:
+                # UP only once every node runs and the workdir is in place on each.
+                assert nodes == {rank: NodeStatus.UP for rank in range(NUM_NODES)}
+                for runner in provision.get_command_runners(
+                    "docker", provision.get_cluster_info("docker", self.name, config), config
+                ):
+                    assert runner.run_output("test -d ~/sky_workdir")[0] == 0
+            res = execution.launch(task, self.name, console=quiet(), config=config, stream=False)
+            assert res.exit_code == 0, "one relaunch repairs an interrupted launch"
             self.expected = state.CLUSTER_UP
 
         @precondition(lambda self: self.expected is not None)
