@@ -143,8 +143,16 @@ def ensure_node_image(docker_host: str, say: Callable[[str], None] = print) -> s
         client.close()
 
 
-def build_rootfs(tarball: Path, rclone: Path, say: Callable[[str], None] = print) -> Path:
-    """debootstrap the node rootfs, add rclone, and pack it into ``tarball``."""
+def build_rootfs(
+    tarball: Path,
+    rclone: Path | None,
+    say: Callable[[str], None] = print,
+    suite: str = SUITE,
+    packages: tuple[str, ...] = PACKAGES,
+    post_build: str = POST_BUILD,
+) -> Path:
+    """debootstrap a rootfs of ``suite`` with ``packages``, add rclone (unless None), run
+    ``post_build`` in it and pack it into ``tarball``."""
     if not shutil.which("debootstrap", path="/usr/sbin:/usr/bin:/sbin:/bin"):
         raise CloudError(
             "debootstrap is not installed. Run 'harness up' as root (it installs it) or "
@@ -160,16 +168,17 @@ def build_rootfs(tarball: Path, rclone: Path, say: Callable[[str], None] = print
         cmd = [
             "debootstrap",
             "--variant=minbase",
-            f"--include={','.join(PACKAGES)}",
-            SUITE,
+            f"--include={','.join(packages)}",
+            suite,
             str(rootfs),
             mirror,
         ]
         _run_with_progress(cmd, log_path, say, started)
-        dest = rootfs / NODE_RCLONE.lstrip("/")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(rclone, dest)
-        subprocess.run(["bash", "-c", POST_BUILD], cwd=rootfs, check=True)
+        if rclone is not None:
+            dest = rootfs / NODE_RCLONE.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(rclone, dest)
+        subprocess.run(["bash", "-c", post_build], cwd=rootfs, check=True)
         partial = tarball.with_suffix(".partial")
         subprocess.run(
             ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True
@@ -177,6 +186,54 @@ def build_rootfs(tarball: Path, rclone: Path, say: Callable[[str], None] = print
         partial.replace(tarball)
     say(f"Node rootfs built in {time.monotonic() - started:.0f} s ({tarball}).")
     return tarball
+
+
+# A "user image" as SkyPilot users bring one (--image-id docker:IMAGE): another Debian
+# release, with python3 and rsync but neither rclone nor fuse3; PROVISION installs those.
+USER_IMAGE_SUITE = "trixie"
+USER_IMAGE_PACKAGES = ("python3", "rsync", "ca-certificates")
+USER_IMAGE_POST_BUILD = r"""
+set -e
+rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* usr/share/doc/* usr/share/man/*
+"""
+
+
+def user_image_tag() -> str:
+    """``skycore-userimage:<suite>-<recipe hash>``."""
+    recipe = {
+        "suite": USER_IMAGE_SUITE,
+        "packages": sorted(USER_IMAGE_PACKAGES),
+        "post_build": USER_IMAGE_POST_BUILD,
+    }
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+    return f"skycore-userimage:{USER_IMAGE_SUITE}-{digest}"
+
+
+def ensure_user_image(docker_host: str, say: Callable[[str], None] = print) -> str:
+    """The user image's tag, importing its cached rootfs or building it (debootstrap of
+    USER_IMAGE_SUITE from the machine's mirror, ~60-90 s once)."""
+    tag = user_image_tag()
+    client = docker.DockerClient(base_url=docker_host, version="auto", timeout=300)
+    try:
+        try:
+            client.images.get(tag)
+            return tag
+        except ImageNotFound:
+            pass
+        tarball = harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
+        if not tarball.exists():
+            build_rootfs(
+                tarball,
+                None,
+                say,
+                suite=USER_IMAGE_SUITE,
+                packages=USER_IMAGE_PACKAGES,
+                post_build=USER_IMAGE_POST_BUILD,
+            )
+        _import(docker_host, tarball, tag)
+        return tag
+    finally:
+        client.close()
 
 
 def _run_with_progress(

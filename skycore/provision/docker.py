@@ -25,7 +25,7 @@ import requests
 from docker.models.containers import Container
 
 from skycore.config import SkycoreConfig, load_config
-from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError
+from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError, node_runtime
 from skycore.runner import CommandRunner, DockerCommandRunner
 
 PROVIDER = "docker"
@@ -156,7 +156,23 @@ def _create(cluster_name: str, rank: int, image: str, config: SkycoreConfig) -> 
         detach=True,
     )
     c.start()
+    _install_runtime(c, image, name)
     return c
+
+
+def _install_runtime(c: Container, image: str, name: str) -> None:
+    """Bring skycore's runtime (rclone, fusermount3) into a node whose image lacks it;
+    ProvisionError naming what cannot be installed (the node is removed then)."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        result = c.exec_run(argv, demux=False)
+        return int(result.exit_code or 0), (result.output or b"").decode(errors="replace")
+
+    try:
+        node_runtime.install(image, name, run, c.put_archive)
+    except ProvisionError:
+        c.remove(force=True)
+        raise
 
 
 def _check_image(image: str, config: SkycoreConfig) -> None:
