@@ -186,12 +186,15 @@ def status() -> list[StatusRow]:
     else:
         rows.append(StatusRow("dockerd", False, "-", "run 'harness up'"))
     for store, st in emulators.status_all().items():
+        implementation = st.get("implementation") or emulators.emulator_class(store).implementation
         rows.append(
             StatusRow(
-                f"emulator {store}",
+                f"{store} ({implementation})",
                 bool(st.get("running")),
-                str(st.get("endpoint", "-")),
-                f"pid {st.get('pid', '-')}, log {st.get('log', '-')}",
+                str(st.get("endpoint") or "-"),
+                f"gate pid {st.get('gate_pid') or '-'} (the endpoint; log {st.get('gate_log')}), "
+                f"{implementation} pid {st.get('pid') or '-'} (behind the gate; log "
+                f"{st.get('log')})",
             )
         )
     cfg = config_path()

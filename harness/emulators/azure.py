@@ -231,6 +231,7 @@ class AzureEmulator(RunningEmulator):
 
     store = "azure"
     cli_alias = "azure"
+    implementation = "Azurite"
     public_dataset = "opendatasets"
     startup_timeout = 60.0
     persistent = True

@@ -111,6 +111,8 @@ class RunningEmulator(ABC):
     """A pytest option and marker naming this store by its cloud (``--<alias>``), also the
     test id of its parameters; the store name when None."""
     public_dataset: ClassVar[str]
+    implementation: ClassVar[str] = "emulator"
+    """What serves the store behind the gate (moto, fake-gcs-server, Azurite, ...)."""
     """The seeded public bucket owned by the other account (public-not-by-user)."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
@@ -182,6 +184,7 @@ class RunningEmulator(ABC):
         upstream, gate = self.procs
         return {
             "store": self.store,
+            "implementation": self.implementation,
             "running": self.healthy(),
             "pid": self.record.pid,
             "pid_alive": upstream.alive(),

@@ -306,6 +306,7 @@ class GcsEmulator(RunningEmulator):
 
     store = "gcs"
     cli_alias = "gcp"
+    implementation = "fake-gcs-server"
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
     invalid_credentials_status = 401

@@ -488,6 +488,7 @@ class S3Emulator(RunningEmulator):
 
     store = "s3"
     cli_alias = "aws"
+    implementation = "moto"
     scheme: ClassVar[str] = "s3"
     region: ClassVar[str] = "us-east-1"
     public_dataset = "digitalcorpora"

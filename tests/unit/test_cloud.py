@@ -25,20 +25,33 @@ def test_second_up_is_a_no_op(local_cloud) -> None:
     assert info.image == local_cloud.image and info.docker_host == local_cloud.docker_host
 
 
+def _emulator_rows() -> list[str]:
+    """Status rows of the emulators: the store and what implements it (moto, Azurite...)."""
+    return [
+        f"{store} ({registry.get_emulator_class(store).implementation})"
+        for store in registry.store_names()
+    ]
+
+
 def test_status_lists_every_component(local_cloud) -> None:
+    from harness import emulators
+
     rows = {row.component: row for row in cloud.status()}
-    emulator_rows = [f"emulator {store}" for store in registry.store_names()]
-    for component in ("dockerd", "node image", *emulator_rows):
+    for component in ("dockerd", "node image", *_emulator_rows()):
         assert rows[component].running, rows[component]
     assert rows["node image"].where == local_cloud.image
+    for store, row in zip(registry.store_names(), _emulator_rows(), strict=True):
+        record = emulators.get(store).record  # the gate's and the emulator's own pids
+        assert record.gate_pid != record.pid
+        assert f"gate pid {record.gate_pid} (the endpoint" in rows[row].details
+        assert f"pid {record.pid} (behind the gate" in rows[row].details
 
 
 def test_cli_status_and_env(local_cloud) -> None:
     harness = [sys.executable, "-m", "harness.cli"]
     status = subprocess.run([*harness, "status"], capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, status.stderr
-    emulator_rows = [f"emulator {store}" for store in registry.store_names()]
-    for word in ("dockerd", "node image", *emulator_rows):
+    for word in ("dockerd", "node image", *_emulator_rows()):
         assert word in status.stdout
     env = subprocess.run([*harness, "env"], capture_output=True, text=True, timeout=60)
     assert f"export DOCKER_HOST={local_cloud.docker_host}" in env.stdout
