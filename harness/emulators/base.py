@@ -112,7 +112,7 @@ class RunningEmulator(ABC):
     test id of its parameters; the store name when None."""
     public_dataset: ClassVar[str]
     implementation: ClassVar[str] = "emulator"
-    """What serves the store behind the gate (moto, fake-gcs-server, Azurite, ...)."""
+    """What serves the store behind the gate, named in harness status (e.g. moto)."""
     """The seeded public bucket owned by the other account (public-not-by-user)."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
