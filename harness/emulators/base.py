@@ -111,9 +111,9 @@ class RunningEmulator(ABC):
     """A pytest option and marker naming this store by its cloud (``--<alias>``), also the
     test id of its parameters; the store name when None."""
     public_dataset: ClassVar[str]
+    """The seeded public bucket owned by the other account (public-not-by-user)."""
     implementation: ClassVar[str] = "emulator"
     """What serves the store behind the gate, named in harness status (e.g. moto)."""
-    """The seeded public bucket owned by the other account (public-not-by-user)."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
     """True if the emulator keeps its data across restarts (then so does the gate state)."""
