@@ -5,7 +5,8 @@ store's gate protocol (``GateProtocol.fault_error``).
 Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
 
 - ``outage``: requests hang (no answer) while the fault lasts, then go on.
-- ``errors``: a share ``rate`` of requests is answered ``status`` (503 by default) in the API's
+- ``errors``: a share ``rate`` of requests (exactly: the first, then one in every 1/rate) is
+  answered ``status`` (503 by default) in the API's
   own error format (S3 SlowDown, GCS JSON, Azure ServerBusy).
 - ``latency``: every request waits ``ms`` before it is forwarded.
 - ``bandwidth``: bodies (both ways) flow at ``mibps`` MiB/s in total.
@@ -18,7 +19,6 @@ cleared. Every start and end is kept in the fault log (``GET /__gate__/faults/lo
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,6 +50,7 @@ class Fault:
     ended_ns: int | None = None
     hits: int = 0
     _tokens: float = field(default=0.0, repr=False)
+    _credit: float = field(default=0.0, repr=False)
     _refill: float = field(default=0.0, repr=False)
 
     @property
@@ -109,6 +110,7 @@ def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
             raise FaultSpecError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     fault.method = method
     fault._tokens = fault.mibps * (1 << 20) * 0.05
+    fault._credit = 1.0 - fault.rate  # the first request is hit
     fault._refill = time.monotonic()
     return fault
 
@@ -130,12 +132,11 @@ def _number(
 class FaultTable:
     """The faults of one gate and their log. Thread-safe."""
 
-    def __init__(self, seed: int | None = None) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: dict[int, Fault] = {}
         self._log: list[dict[str, Any]] = []
         self._next = 1
-        self._random = random.Random(seed)
 
     def add(self, data: Any) -> Fault:
         """Start a fault from its JSON description (FaultSpecError if it is malformed)."""
@@ -202,10 +203,14 @@ class FaultTable:
         return [f for f in self.active() if f.matches(bucket, method)]
 
     def roll(self, fault: Fault) -> bool:
-        """True if a rate-limited fault hits this request (counted)."""
+        """True if a rate-limited fault hits this request (counted). The share is exact and
+        reproducible: the first request a fault sees is hit, then one in every 1/rate (rate
+        0.3: requests 1, 4, 8, 11, ...), so a test knows its fault happened."""
         with self._lock:
-            hit = fault.rate >= 1.0 or self._random.random() < fault.rate
+            fault._credit += fault.rate
+            hit = fault._credit >= 1.0 - 1e-9
             if hit:
+                fault._credit -= 1.0
                 fault.hits += 1
             return hit
 

@@ -20,6 +20,7 @@ from harness.emulators.base import (
     EmulatorError,
     RunningEmulator,
     WriteEvent,
+    gate_code_mtime,
     gate_version,
     harness_home,
     state_file,
@@ -74,8 +75,10 @@ def _start_one(home: Path, store: str) -> RunningEmulator:
         old.stop()  # started by an older harness in the host network namespace: reseal it
         return cls.launch(home, prefer=(old.record.port, old.record.gate_port))
     if old is not None and _healthy_or_busy(old):
-        if old.record.gate_version != gate_version(cls):
-            old.restart_gate()
+        if old.record.gate_version != gate_version(cls) and (
+            gate_code_mtime(cls) >= old.record.gate_mtime
+        ):
+            old.restart_gate()  # the gate's code changed since it started
         return old
     if old is not None and old.procs[0].alive() and old.upstream_answers():
         old.restart_gate()  # only the gate died: keep the emulator and its buckets

@@ -86,6 +86,8 @@ class EmulatorRecord:
     gate_state: str
     started_at: float
     gate_version: str = ""
+    gate_mtime: float = 0.0
+    """The newest modification time of the running gate's code (see gate_code_mtime)."""
     sealed: bool = False
     """The emulator runs in a private network namespace (only its gate reaches it)."""
 
@@ -302,6 +304,7 @@ class RunningEmulator(ABC):
             gate_state=str(gate_state),
             started_at=time.time(),
             gate_version=gate_version(cls),
+            gate_mtime=gate_code_mtime(cls),
             sealed=True,
         )
         _write_json(state_file(home, cls.store), asdict(record))
@@ -340,6 +343,7 @@ class RunningEmulator(ABC):
             raise EmulatorError(str(e)) from None
         r.gate_pid, r.gate_start_time = gate.pid, gate.start_time
         r.gate_version = gate_version(type(self))
+        r.gate_mtime = gate_code_mtime(type(self))
         _write_json(state_file(self.home, self.store), asdict(r))
 
     @classmethod
@@ -516,18 +520,31 @@ GATE_FILES = (
 )
 
 
+def _gate_files(emulator: type[RunningEmulator]) -> list[Path]:
+    root = Path(harness.__file__).parent
+    files = [root / name for name in GATE_FILES]
+    for cls in emulator.__mro__:
+        if cls.__module__.split(".")[0] in sys.stdlib_module_names:
+            continue
+        module = sys.modules.get(cls.__module__)
+        if module is not None and getattr(module, "__file__", None):
+            files.append(Path(str(module.__file__)))
+    return files
+
+
+def gate_code_mtime(emulator: type[RunningEmulator]) -> float:
+    """The newest modification time of the gate's code for ``emulator``: a caller whose code
+    is older than the running gate's (a long-running process that loaded the harness before
+    an edit) never restarts it, so two versions cannot restart each other's gate in turn."""
+    return max((p.stat().st_mtime for p in _gate_files(emulator) if p.exists()), default=0.0)
+
+
 def gate_version(emulator: type[RunningEmulator]) -> str:
     """A hash of the gate's code for ``emulator`` (the shared gate modules and the modules of
     the emulator's classes, where its protocol lives): a running gate with another version
     is restarted."""
     digest = hashlib.sha256()
-    root = Path(harness.__file__).parent
-    files = [root / name for name in GATE_FILES]
-    for cls in emulator.__mro__:
-        module = sys.modules.get(cls.__module__)
-        if module is not None and getattr(module, "__file__", None):
-            files.append(Path(str(module.__file__)))
-    for path in files:
+    for path in _gate_files(emulator):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -1,0 +1,430 @@
+"""A misbehaving store, made so on demand through its gate (``store_faults``): what skycore's
+MOUNT_CACHED mounts and managed jobs do when the store hangs, fails, slows down, resets
+connections or refuses the credentials. Every fault is scoped to the test's own bucket, so
+these tests share a store with everything else running at the same time.
+
+The order of uploads is read from the gate's write events (completion times in ns); each
+scenario records what it measured (files lost, order kept, time to durable, the faults'
+spans and the uploads) for the matrix report's "faults" section.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+from harness import emulators
+from harness.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
+from harness.report_collector import FAULTS_PROPERTY
+
+MIB = 1 << 20
+N_FILES = 8
+pytestmark = [pytest.mark.requires_capability("records_events"), pytest.mark.slow]
+
+
+class OrderLost(AssertionError):
+    """Files reached the store in another order than they were created."""
+
+
+WRITER = """python3 - <<'PY'
+import os, time
+for i in range({n}):
+    with open(f"/ckpt/{prefix}/k{{i}}.bin", "wb") as f:
+        f.write(os.urandom({size}))
+    time.sleep(0.05)
+print("wrote", {n})
+PY"""
+
+TIMED_WRITE = """python3 - <<'PY'
+import os, time, hashlib
+data = os.urandom({size})
+started = time.monotonic()
+with open("{path}", "wb") as f:
+    for i in range(0, len(data), 1 << 20):
+        f.write(data[i:i + (1 << 20)])
+took = time.monotonic() - started
+print("WROTE", took, hashlib.sha256(data).hexdigest())
+PY"""
+
+
+def keys(prefix: str, n: int = N_FILES) -> list[str]:
+    return [f"{prefix}/k{i}.bin" for i in range(n)]
+
+
+def cached_cluster(store: str, bucket_factory: Any, cluster_factory: Any) -> tuple[Any, Any]:
+    """A cluster with the test's bucket mounted MOUNT_CACHED (ordered) at /ckpt."""
+    bucket = bucket_factory(store, SKY_MANAGED)
+    cluster = cluster_factory("faults")
+    spec = {
+        "name": "faults",
+        "file_mounts": {"/ckpt": bucket.mount_entry("MOUNT_CACHED")},
+        "run": "true",
+    }
+    outcome = cluster.launch(spec)
+    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    return bucket, cluster
+
+
+def shell(cluster: Any, cmd: str, timeout: float = 300) -> str:
+    code, out = cluster.shell(cmd, timeout=timeout)
+    assert code == 0, out
+    return str(out)
+
+
+def write_files(cluster: Any, prefix: str) -> None:
+    """Create /ckpt/PREFIX/k0..k7 (1 MiB each), one after the other, on the node (the
+    directory exists already: see :func:`make_dir`)."""
+    shell(cluster, WRITER.format(n=N_FILES, prefix=prefix, size=MIB))
+
+
+def make_dir(cluster: Any, path: str) -> None:
+    """Make a directory on the mount before a fault: a mkdir lists the directory in the
+    store, which an outage would hold (files created in it later only go to the cache)."""
+    shell(cluster, f"mkdir -p {path} && ls {path}")
+
+
+def uploads(bucket: TestBucket, prefix: str) -> list[Any]:
+    """The gate's write events of the prefix, oldest first (no deletes)."""
+    return [e for e in bucket.events() if e.key.startswith(prefix + "/") and e.op != "delete"]
+
+
+def wait_durable(bucket: TestBucket, wanted: list[str], timeout: float) -> float:
+    """Wait until every key in ``wanted`` was written to the store; the wall time then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {e.key for e in bucket.events() if e.op != "delete"}
+        if set(wanted) <= seen:
+            return time.time()
+        if time.monotonic() > deadline:
+            missing = sorted(set(wanted) - seen)
+            raise AssertionError(f"not durable after {timeout:.0f} s: {missing}")
+        time.sleep(0.25)
+
+
+def report(
+    record_property: Any,
+    store: str,
+    scenario: str,
+    bucket: TestBucket,
+    prefix: str,
+    expected: list[str],
+    started: float,
+    durable_at: float | None,
+) -> tuple[list[str], list[str]]:
+    """Record the scenario for the matrix report; (keys lost, keys in upload order)."""
+    events = uploads(bucket, prefix)
+    order = list(dict.fromkeys(e.key for e in events))
+    listed = set(bucket.list_keys())
+    lost = [k for k in expected if k not in listed]
+    spans: dict[int, dict[str, Any]] = {}
+    for entry in emulators.get(bucket.store).fault_log(bucket.name):
+        if entry["bucket"] != bucket.name or entry["t_ns"] / 1e9 < started - 1:
+            continue
+        span = spans.setdefault(entry["id"], {"kind": entry["kind"]})
+        span[entry["phase"]] = entry["t_ns"] / 1e9 - started
+    record_property(
+        FAULTS_PROPERTY,
+        json.dumps(
+            {
+                "store": store,
+                "scenario": scenario,
+                "lost": len(lost),
+                "order_kept": order == expected,
+                "durable_s": None if durable_at is None else round(durable_at - started, 2),
+                "faults": list(spans.values()),
+                "uploads": [[e.t_ns / 1e9 - started, e.key, e.size] for e in events],
+            }
+        ),
+    )
+    return lost, order
+
+
+def fault_hits(bucket: TestBucket, fault_id: int) -> int:
+    """How many requests a fault has hit so far (ended or still active)."""
+    emulator = emulators.get(bucket.store)
+    rows = [e for e in emulator.fault_log(bucket.name) if e["id"] == fault_id]
+    rows += [f for f in emulator.faults() if f["id"] == fault_id]
+    return max((int(r["hits"]) for r in rows), default=0)
+
+
+@pytest.fixture
+def managed(skycore_home: Any, tmp_path: Any) -> Any:
+    """Managed jobs of one test (tests/smoke/test_recovery.py's), cleaned up afterwards."""
+    from tests.smoke.test_recovery import ManagedJobs
+
+    jobs = ManagedJobs(tmp_path)
+    yield jobs
+    jobs.cleanup()
+
+
+def check_order(order: list[str], expected: list[str]) -> None:
+    if order != expected:
+        raise OrderLost(f"uploads arrived as {[k.rsplit('/', 1)[-1] for k in order]}")
+
+
+# --- 1. an outage during write-back, then stop ---------------------------------------------
+
+
+def test_outage_then_stop_waits_and_keeps_everything(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """The store hangs for 30 s while cached files wait to upload; ``skycore stop`` waits for
+    them (it says it drains), nothing is lost and the order is kept."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    prefix, expected = "outage", keys("outage")
+    make_dir(cluster, f"/ckpt/{prefix}")
+    started = time.time()
+    fault = store_faults.start(store, "outage", seconds=30, bucket=bucket.name)
+    shell(
+        cluster, f"mkdir -p /ckpt/{prefix} && " + WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
+    )
+    assert not uploads(bucket, prefix)  # nothing got through the outage
+    output = cluster.stop()
+    stopped = time.time()
+    ends = fault["ends_at_ns"] / 1e9
+    assert stopped >= ends, f"stop returned {ends - stopped:.1f} s before the outage ended"
+    assert "drain" in output.lower(), output
+    durable = wait_durable(bucket, expected, 5)  # stop returned: all of it is already there
+    lost, order = report(
+        record_property, store, "outage 30 s, then stop", bucket, prefix, expected, started, durable
+    )
+    assert lost == []
+    assert all(e.t_ns / 1e9 >= ends for e in uploads(bucket, prefix))
+    check_order(order, expected)
+
+
+# --- 2. a 503 storm during write-back --------------------------------------------------------
+
+
+def test_error_storm_loses_nothing_and_keeps_order(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """Half of all requests get 503 (in the API's own format) for 20 s during write-back:
+    rclone retries each upload in place, so nothing is lost and the order is kept."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    prefix, expected = "storm", keys("storm")
+    make_dir(cluster, f"/ckpt/{prefix}")
+    started = time.time()
+    fault = store_faults.start(
+        store, "errors", status=503, rate=0.5, seconds=20, bucket=bucket.name
+    )
+    shell(
+        cluster, f"mkdir -p /ckpt/{prefix} && " + WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
+    )
+    durable = wait_durable(bucket, expected, 180)
+    hits = fault_hits(bucket, fault["id"])
+    lost, order = report(
+        record_property,
+        store,
+        "503 storm (rate 0.5, 20 s)",
+        bucket,
+        prefix,
+        expected,
+        started,
+        durable,
+    )
+    assert lost == []
+    assert hits > 0, "no request got a 503: the scenario did not happen"
+    check_order(order, expected)
+
+
+# --- 3. a slow store during a checkpoint ----------------------------------------------------
+
+
+def timed_write(cluster: Any, path: str, size: int) -> tuple[float, str]:
+    out = shell(cluster, TIMED_WRITE.format(size=size, path=path))
+    match = re.search(r"WROTE (\S+) (\w+)", out)
+    assert match, out
+    return float(match.group(1)), match.group(2)
+
+
+def test_slow_store_does_not_slow_the_writer(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """300 ms latency and 5 MiB/s: a 64 MiB checkpoint is written into the cache as fast as
+    without the fault (within 20%), and becomes durable later, whole."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    size = 64 * MIB
+    make_dir(cluster, "/ckpt/slow")
+    clean_s, _ = timed_write(cluster, "/ckpt/slow/clean.bin", size)
+    wait_durable(bucket, ["slow/clean.bin"], 120)
+    started = time.time()
+    with (
+        store_faults.latency(store, ms=300, bucket=bucket.name),
+        store_faults.bandwidth(store, mibps=5, bucket=bucket.name),
+    ):
+        slow_s, digest = timed_write(cluster, "/ckpt/slow/ckpt.bin", size)
+        durable = wait_durable(bucket, ["slow/ckpt.bin"], 300)
+    lost, _ = report(
+        record_property,
+        store,
+        "slow store (300 ms, 5 MiB/s)",
+        bucket,
+        "slow",
+        ["slow/clean.bin", "slow/ckpt.bin"],
+        started,
+        durable,
+    )
+    assert lost == []
+    assert size / slow_s >= 0.8 * (size / clean_s), (clean_s, slow_s)
+    assert durable - started >= size / (5 * MIB) * 0.9  # it really went through the slow store
+    assert hashlib.sha256(bucket.read("slow/ckpt.bin")).hexdigest() == digest
+
+
+# --- 4. connection resets during a big upload -------------------------------------------------
+
+
+def test_resets_during_a_big_upload_deliver_it_whole(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """30% of requests have their connection reset mid-body during a 64 MiB upload: the
+    object arrives whole (sha256)."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    make_dir(cluster, "/ckpt/reset")
+    started = time.time()
+    with store_faults.reset(store, rate=0.3, bucket=bucket.name) as fault:
+        _, digest = timed_write(cluster, "/ckpt/reset/big.bin", 64 * MIB)
+        durable = wait_durable(bucket, ["reset/big.bin"], 300)
+    resets = fault_hits(bucket, fault["id"])
+    lost, _ = report(
+        record_property,
+        store,
+        "resets (rate 0.3) during 64 MiB",
+        bucket,
+        "reset",
+        ["reset/big.bin"],
+        started,
+        durable,
+    )
+    assert lost == []
+    assert resets > 0, "no connection was reset: the scenario did not happen"
+    assert hashlib.sha256(bucket.read("reset/big.bin")).hexdigest() == digest
+
+
+# --- 6. credentials refused for a while --------------------------------------------------------
+
+
+def test_deny_loses_nothing_and_keeps_order(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """403 AccessDenied for 30 s (revoked credentials) while a job writes its files: nothing
+    is lost, and (measured on every store) files created during the denial still arrive in
+    creation order once it ends: each failed upload is retried, oldest first."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    prefix, expected = "deny", keys("deny")
+    make_dir(cluster, f"/ckpt/{prefix}")
+    started = time.time()
+    store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
+    write_files(cluster, prefix)
+    durable = wait_durable(bucket, expected, 240)
+    lost, order = report(
+        record_property, store, "deny 30 s", bucket, prefix, expected, started, durable
+    )
+    assert lost == []
+    for key in expected:  # and each file whole
+        assert len(bucket.read(key)) == MIB
+    check_order(order, expected)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OrderLost,
+    reason="measured: files that failed with 403 are retried only after a back-off, so files "
+    "created just after the denial ended are uploaded before them (nothing is lost); see "
+    "README's known limits",
+)
+def test_deny_then_more_writes_order_is_not_kept(
+    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
+) -> None:
+    """403 for 30 s while k0..k3 are written; k4..k7 are written right after it ends.
+    Nothing is lost; the order is measured (strict xfail: OrderLost)."""
+    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    prefix = "denymid"
+    expected = keys(prefix)
+    make_dir(cluster, f"/ckpt/{prefix}")
+    started = time.time()
+    fault = store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
+    half = N_FILES // 2
+    shell(cluster, WRITER.format(n=half, prefix=prefix, size=MIB).replace("range(", "range(0, "))
+    time.sleep(max(0.0, fault["ends_at_ns"] / 1e9 - time.time()) + 0.5)
+    later = WRITER.format(n=N_FILES, prefix=prefix, size=MIB).replace("range(", f"range({half}, ")
+    shell(cluster, later)
+    durable = wait_durable(bucket, expected, 240)
+    lost, order = report(
+        record_property,
+        store,
+        "deny 30 s, then more files",
+        bucket,
+        prefix,
+        expected,
+        started,
+        durable,
+    )
+    assert lost == []
+    for key in expected:
+        assert len(bucket.read(key)) == MIB
+    check_order(order, expected)
+
+
+# --- 5. preempted while the store is out ----------------------------------------------------
+
+
+def test_spot_job_preempted_during_an_outage_recovers(
+    store: str,
+    bucket_factory: Any,
+    managed: Any,
+    store_faults: Any,
+    record_property: Any,
+) -> None:
+    """A managed spot job's node is preempted while its store hangs: the job recovers once
+    the outage ends and resumes from the newest checkpoint that was complete in the store
+    (read from the gate's write events: nothing can complete during the outage)."""
+    from tests.smoke.test_recovery import (
+        checkpoint_matches,
+        complete_checkpoints,
+        preempt_and_check_detection,
+        wait_for,
+    )
+
+    bucket: TestBucket = bucket_factory(store, PRIVATE_BY_USER)
+    job = managed.launch(managed.spec(bucket))
+    managed.wait_log(job, r"^saved checkpoint 10 ")
+    wait_for("a checkpoint in the bucket", lambda: complete_checkpoints(bucket.list_keys()), 60)
+    started = time.time()
+    fault = store_faults.start(store, "outage", bucket=bucket.name)
+    hit = preempt_and_check_detection(managed, job, expected_recoveries=1)
+    time.sleep(10)  # the controller relaunches into the outage: mounting hangs meanwhile
+    store_faults.stop(store, fault)
+    recovered_from = time.time()
+    # What was durable when the node was removed: requests already past the gate when the
+    # outage began may complete in it; nothing from the node can complete after its removal.
+    durable = [e.key for e in bucket.events() if e.op != "delete" and e.t_ns / 1e9 <= hit.at]
+    ended = [e for e in emulators.get(store).fault_log(bucket.name) if e["id"] == fault["id"]]
+    outage_end_ns = max(e["t_ns"] for e in ended)
+    late = [e.key for e in bucket.events() if hit.at * 1e9 < e.t_ns < outage_end_ns]
+    assert late == [], f"written during the outage after the node was gone: {late}"
+    steps = [s for s in complete_checkpoints(sorted(set(durable))) if checkpoint_matches(bucket, s)]
+    done = managed.wait_done(job, timeout=240)
+    resumes = managed.resumes(job)
+    report(
+        record_property,
+        store,
+        "spot preempted during an outage",
+        bucket,
+        "ckpt",
+        [],
+        started,
+        time.time(),
+    )
+    from skycore.jobs.state import JobStatus
+
+    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
+    assert len(resumes) == 2, resumes
+    step, resumed_at = resumes[1]
+    assert resumed_at >= recovered_from - 1, "it resumed before the outage ended"
+    assert steps and step == steps[-1], f"resumed from {step}, complete before: {steps}"
