@@ -175,9 +175,10 @@ def test_transfers_per_mount() -> None:
     )
     config = SkycoreConfig(aws=AwsConfig(endpoint_url="http://127.0.0.1:1"))
     st = t.storage_mounts["/a"]
-    assert st.mount_options.transfers == 4 and "--transfers 4" in st.mount_command("/a", config)
+    # The mount goes to the node's rclone daemon for its --transfers setting (one per value).
+    assert st.mount_options.transfers == 4 and '"transfers": 4' in st.mount_command("/a", config)
     default = Task.from_dict({"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED"}}})
-    assert "--transfers 1" in default.storage_mounts["/a"].mount_command("/a", config)
+    assert '"transfers": 1' in default.storage_mounts["/a"].mount_command("/a", config)
     assert Task.from_dict(t.to_yaml_dict()) == t
 
 
