@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -50,6 +51,7 @@ from harness import registry  # noqa: E402
 from harness.emulators import start_all  # noqa: E402
 from skycore.config import SkycoreConfig  # noqa: E402
 from skycore.storage import Storage, get_store_class, make_store, mounting  # noqa: E402
+from skycore.storage.mounting import MountOptions  # noqa: E402
 
 CHUNK = 8 * 1024 * 1024
 TARGET_SDK_STORE = "s3"
@@ -129,6 +131,7 @@ def bench_store(
     block: bytes,
     base: Path,
     env: mounting.RcloneEnv,
+    flags: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     results = [bench_sdk(name, em, config, size, block, base)]
     for mode in ("MOUNT", "MOUNT_CACHED"):
@@ -137,6 +140,8 @@ def bench_store(
         dst = base / f"{name}-{mode.lower()}"
         try:
             storage = Storage.from_spec(name=None, source=url, store=None, mode=mode)
+            if flags and mode == "MOUNT_CACHED":
+                storage.mount_options = MountOptions(extra_flags=flags)
             storage.check(config)
             r = bash(storage.mount_command(str(dst), config, env=env))
             if r.returncode != 0:
@@ -180,10 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--stores", default=",".join(registry.store_names()))
     parser.add_argument("--repeat", type=int, default=1, help="runs per store (median)")
+    parser.add_argument(
+        "--rclone-flags",
+        default="",
+        help="extra rclone flags for the MOUNT_CACHED daemon (experiments), e.g. "
+        "'--s3-chunk-size 16M'",
+    )
     add_check_option(parser)
     args = parser.parse_args(argv)
     size = args.size_mib * 2**20
     stores = tuple(s for s in args.stores.split(",") if s)
+    flags = tuple(shlex.split(args.rclone_flags))
     ems = start_all(stores=stores)
     config = SkycoreConfig(
         **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
@@ -225,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):
             for name in stores:
                 try:
-                    rows.extend(bench_store(name, ems[name], config, size, block, base, env))
+                    rows.extend(bench_store(name, ems[name], config, size, block, base, env, flags))
                 except Exception as e:  # a failed measurement is reported, never hidden
                     failures.append(f"{name}: {e}")
     finally:
@@ -283,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loadavg_before": load_before,
                 "loadavg_after": load_after,
                 "repeat": args.repeat,
+                "rclone_flags": list(flags),
                 "results": rows,
                 "vs_sdk": vs_sdk,
                 "targets": {t.name: t.as_json() for t in targets},

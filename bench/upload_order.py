@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ def bash(cmd: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
 
 def one_run(
     store: str, em: Any, config: SkycoreConfig, env: mounting.RcloneEnv, n: int, size: int,
-    transfers: int, base: Path,
+    transfers: int, base: Path, flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:  # fmt: skip
     """Mount a fresh bucket, write ``n`` files of ``size`` bytes, drain; the figures."""
     bucket = f"order-{uuid.uuid4().hex[:10]}"
@@ -69,7 +70,7 @@ def one_run(
     dst = base / f"{store}-{bucket}"
     try:
         storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-        storage.mount_options = MountOptions(transfers=transfers)
+        storage.mount_options = MountOptions(transfers=transfers, extra_flags=flags)
         storage.check(config)
         r = bash(storage.mount_command(str(dst), config, env=env))
         if r.returncode != 0:
@@ -119,11 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", default=",".join(registry.store_names()))
     parser.add_argument("--sets", default="big,small")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
+    parser.add_argument(
+        "--rclone-flags",
+        default="",
+        help="extra rclone flags for both daemons (experiments), e.g. '--s3-disable-checksum'",
+    )
     add_check_option(parser)
     args = parser.parse_args(argv)
+    flags = tuple(shlex.split(args.rclone_flags))
     stores = tuple(s for s in args.stores.split(",") if s)
     sets = [s for s in args.sets.split(",") if s]
     ems = start_all(stores=stores)
+    load_before = os.getloadavg()
     config = SkycoreConfig(
         **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
     )
@@ -148,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.repeat):
                     for transfers in (1, PARALLEL):
                         try:
-                            res = one_run(store, ems[store], config, env, n, size, transfers, base)
+                            res = one_run(
+                                store, ems[store], config, env, n, size, transfers, base, flags
+                            )
                         except Exception as e:  # a failed run is reported, never hidden
                             failures.append(f"{store} {set_name} transfers={transfers}: {e}")
                             continue
@@ -215,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                 "rclone": version,
                 "time": time.time(),
                 "parallel_transfers": PARALLEL,
+                "rclone_flags": list(flags),
+                "loadavg_before": load_before,
+                "loadavg_after": os.getloadavg(),
                 "results": rows,
                 "targets": {t.name: t.as_json() for t in targets},
                 "failures": failures,
