@@ -401,14 +401,11 @@ def sync_file_mounts(
             return f"copy {dst} ({st.name})", st.copy_command(dst, handle.config)
         spec = st.mount_spec()
         records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, spec))
-        mount_cmd = st.mount_command(dst, handle.config)
-        if dst in live and before.get(dst) == spec:
-            logs.append(log_path, f"mount {dst} ({mode}): already live on every node")
-            return None
-        return f"mount {dst} ({mode})", mount_cmd
+        # A mount still live from an earlier launch is left alone by the mount script itself
+        # (one live probe per node for the whole batch; no separate probe exec).
+        return f"mount {dst} ({mode})", st.mount_command(dst, handle.config)
 
     previous = state.get_cluster_mounts(handle.name)
-    before = {m.dst: m.spec for m in previous if m.is_mount}
     waiting = [*urls, *storages]
     # The credential files and the mount helper travel with the first batch (one exec per
     # node less); written on their own only if no batch runs.
@@ -416,8 +413,6 @@ def sync_file_mounts(
 
     files: dict[str, str] = mounting.node_files(handle.config)
     try:
-        # A relaunch leaves live mounts alone (same mount command, rclone answering).
-        live = live_mounts(handle, [d for d in storages if d in before])
         # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so
         # a slow upload holds back only its own entries.
         while waiting:

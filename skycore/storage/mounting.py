@@ -407,7 +407,7 @@ def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_E
         '  DST="$1"\n'
         '  if is_mounted "$DST"; then\n'
         '    if timeout 10 stat "$DST" >/dev/null 2>&1 && '
-        'skycore_mounts live "$BASE" "$DST" | grep -q SKYCORE_LIVE; then\n'
+        'grep -qxF "SKYCORE_LIVE $DST" <<<"$LIVE"; then\n'
         '      echo "skycore: $DST is already mounted"; return 3\n'
         "    fi\n"
         '    echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
@@ -424,6 +424,13 @@ def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_E
         "  return 0\n"
         "}\n",
         "UP=()\n",
+        # One live-mount probe for every mount point already mounted (a relaunch).
+        "MOUNTED=()\n",
+        *(f'D={sh_path(r.dst)}; if is_mounted "$D"; then MOUNTED+=("$D"); fi\n' for r in requests),
+        'LIVE=""\n',
+        'if [ "${#MOUNTED[@]}" -gt 0 ]; then\n'
+        '  LIVE=$(skycore_mounts live "$BASE" "${MOUNTED[@]}" || true)\n'
+        "fi\n",
     ]
     for i, req in enumerate(requests):
         out.append(
