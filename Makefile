@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 RUN_ID ?= dy
 
-.PHONY: venv up down status demo test lint unit smoke clean
+.PHONY: venv up down status demo test lint unit integration smoke clean
 
 venv: $(VENV)/.installed
 
@@ -30,17 +30,22 @@ status: venv
 demo: up
 	$(BIN)/skycore launch tests/fixtures/comp_test.yaml -c comp-test --env RUN_ID=$(RUN_ID) -y --down
 
-## The whole test suite: lint, unit tests, smoke tests on every registered store.
+## The whole test suite: lint, unit tests (no cloud), integration tests (real emulators,
+## dockerd, FUSE), smoke tests on every registered store.
 test: up
-	$(MAKE) --no-print-directory lint unit smoke
+	$(MAKE) --no-print-directory lint unit integration smoke
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy skycore harness
 
+## Unit tests need no dockerd, emulator or FUSE.
 unit: venv
 	$(BIN)/pytest tests/unit -n $(PYTEST_WORKERS)
+
+integration: venv
+	$(BIN)/pytest tests/integration -n $(PYTEST_WORKERS)
 
 ## No --store: every registered store (built-ins and installed backend packages) runs.
 smoke: venv

@@ -9,7 +9,7 @@ can take longer than 200 ms for reasons that have nothing to do with the code un
 Two Hypothesis profiles: ``dev`` (the default, what ``make test`` runs: Hypothesis' 100
 examples per property, the state machine's budget sized for the suite's time) and ``ci`` (a
 deeper run: 500 examples per property and a larger state-machine budget, see
-tests/unit/test_state_machine.py). Choose one with ``HYPOTHESIS_PROFILE=ci`` or pytest's
+tests/integration/test_state_machine.py). Choose one with ``HYPOTHESIS_PROFILE=ci`` or pytest's
 ``--hypothesis-profile ci``.
 """
 
