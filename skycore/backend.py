@@ -555,16 +555,7 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     return len(mounts)
 
 
-def live_mounts(handle: ClusterHandle, dsts: Sequence[str]) -> set[str]:
-    """Which of ``dsts`` are mounted with their rclone daemon answering, on every node (one
-    exec per node; the probe is skycore/node/mounts.py)."""
-    if not dsts:
-        return set()
-    from skycore.storage import mounting
-
-    cmd = mounting.live_command(dsts)
-
-    def one(runner: CommandRunner) -> set[str]:
+def one(runner: CommandRunner) -> set[str]:
         rc, out = runner.run_output(cmd, timeout=60)
         if rc != 0:
             return set()
