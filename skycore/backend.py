@@ -555,16 +555,6 @@ def remount(handle: ClusterHandle, log_path: Path) -> int:
     return len(mounts)
 
 
-def one(runner: CommandRunner) -> set[str]:
-        rc, out = runner.run_output(cmd, timeout=60)
-        if rc != 0:
-            return set()
-        return {ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("SKYCORE_LIVE ")}
-
-    per_node = parallel(one, handle.runners)
-    return set.intersection(*per_node) if per_node else set()
-
-
 def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:
     """Bash draining every cached mount in ``dsts`` with one poller (the drain rule of
     skycore/node/mounts.py); exit 0 when all are durable."""
