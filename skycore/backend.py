@@ -814,18 +814,30 @@ def follow_job(
     return parallel(one, list(range(num_nodes)))
 
 
+NEVER_STARTED = -1
+"""job_exit_codes: the part was never started on that node (its terminal died first)."""
+
+
 def job_exit_codes(
     handle: ClusterHandle, job_id: int, num_nodes: int, kind: str
 ) -> list[int | None]:
-    """The recorded exit code of a job part on each node (None: still running or never
-    started there), read from the nodes' job table. Raises ProvisionError-free: a node that
-    does not answer counts as None."""
+    """The recorded exit code of a job part on each node, read from the nodes' job table:
+    None while it runs (or the node does not answer), NEVER_STARTED if it never started."""
 
     def one(rank: int) -> int | None:
         paths = _part_paths(job_id, kind, rank)
-        rc, out = handle.runners[rank].run_output(f"cat {paths['exit']} 2>/dev/null", timeout=30)
+        rc, out = handle.runners[rank].run_output(
+            f"cat {paths['exit']} 2>/dev/null || {{ [ -s {paths['pid']} ] && echo RUNNING; }} "
+            "|| echo NEVER",
+            timeout=30,
+        )
+        word = out.strip()
+        if rc != 0 or word == "RUNNING":
+            return None
+        if word == "NEVER":
+            return NEVER_STARTED
         try:
-            return int(out.strip()) if rc == 0 else None
+            return int(word)
         except ValueError:
             return None
 

@@ -553,6 +553,11 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
         state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
         return state.JOB_FAILED_DRIVER
     recorded = backend.job_exit_codes(handle, job.job_id, job.num_nodes, "run")
+    if backend.NEVER_STARTED in recorded:
+        # Its terminal died while starting it: some nodes never got their part.
+        backend.cancel_job(handle, job.job_id)
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
     codes = [c for c in recorded if c is not None]
     if len(codes) < len(recorded):
         return job.status
