@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -352,7 +352,10 @@ class RunningEmulator(ABC):
         path = state_file(home, cls.store)
         try:
             data = json.loads(path.read_text())
-            return cls(home, EmulatorRecord(**data))
+            # Fields of another harness version are ignored (a record it cannot read would
+            # make this process start a second emulator beside the recorded one).
+            known = {f.name for f in fields(EmulatorRecord)}
+            return cls(home, EmulatorRecord(**{k: v for k, v in data.items() if k in known}))
         except (FileNotFoundError, ValueError, TypeError):
             return None
 
