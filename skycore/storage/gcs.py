@@ -13,6 +13,7 @@ from typing import Any
 import google.oauth2.credentials
 from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials
+from google.auth.exceptions import RefreshError
 from google.cloud import storage as gcs
 from google.resumable_media.common import InvalidResponse
 from google.resumable_media.requests import ResumableUpload
@@ -53,6 +54,12 @@ def gcs_name_problem(name: str) -> str | None:
     if "google" in name or "g00gle" in name:
         return "must not contain 'google' or close misspellings of it"
     return None
+
+
+# The user's credentials refused: 401 from the service, or google-auth failing to refresh a
+# bearer token the service rejected. Reads then fall back to anonymous access.
+_REJECTED: tuple[type[Exception], ...] = (gexc.Unauthorized, RefreshError)
+_DENIED: tuple[type[Exception], ...] = (gexc.Forbidden, *_REJECTED)
 
 
 def gcs_rclone_endpoint(api_endpoint: str) -> str:
@@ -134,6 +141,12 @@ class GcsStore(AbstractStore):
             return False
         except gexc.Forbidden:
             return True
+        except _REJECTED:
+            raise StorageError(
+                f"Could not check {self.url}: the service rejected the credentials of the "
+                f"{self.config_section} section of the skycore config (401). Check its "
+                "access_token, or remove it to use application default credentials."
+            ) from None
         except gexc.GoogleAPIError as e:
             raise self._fail("check", e) from None
 
@@ -147,7 +160,7 @@ class GcsStore(AbstractStore):
                 f"The GCS bucket name '{self.name}' is already taken by another account. "
                 "Choose another name."
             ) from None
-        except gexc.Forbidden:
+        except _DENIED:
             raise StorageAccessError(
                 f"The GCS bucket name '{self.name}' is already taken by another account. "
                 "Choose another name."
@@ -159,7 +172,7 @@ class GcsStore(AbstractStore):
         try:
             try:
                 return [b.name for b in self.client.list_blobs(self.name, prefix=prefix or None)]
-            except gexc.Forbidden:
+            except _DENIED:
                 blobs = self.anon_client.list_blobs(self.name, prefix=prefix or None)
                 return [b.name for b in blobs]
         except gexc.GoogleAPIError as e:
@@ -177,7 +190,7 @@ class GcsStore(AbstractStore):
         try:
             self.run_parallel(batch, keys, 50)
             bucket.delete()
-        except gexc.Forbidden:
+        except _DENIED:
             raise StorageAccessError(
                 f"You may not delete {self.url}: it belongs to another account."
             ) from None
@@ -212,12 +225,12 @@ class GcsStore(AbstractStore):
                 list(self.client.list_blobs(self.name, max_results=1))
             except gexc.NotFound:
                 return AccessInfo(exists=False, detail="does not exist")
-            except gexc.Forbidden:
+            except _DENIED:
                 try:
                     list(self.anon_client.list_blobs(self.name, max_results=1))
                 except gexc.NotFound:
                     return AccessInfo(exists=False, detail="does not exist")
-                except (gexc.Forbidden, gexc.Unauthorized):
+                except _DENIED:
                     return AccessInfo(exists=True, detail="private to another account")
                 return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
             writable = self._can_write()
@@ -236,14 +249,14 @@ class GcsStore(AbstractStore):
         for client in (self.client, self.anon_client):
             try:
                 return bool(client.bucket(self.name).blob(key).exists())
-            except gexc.Forbidden:
+            except _DENIED:
                 continue
         return False
 
     def upload_file(self, path: Path, key: str) -> None:
         try:
             self.client.bucket(self.name).blob(key).upload_from_filename(str(path))
-        except gexc.Forbidden:
+        except _DENIED:
             raise StorageAccessError(
                 f"You may not write to {self.url}: it belongs to another account."
             ) from None

@@ -371,32 +371,56 @@ def test_no_setup_skips_setup_and_every_log_file_exists(
         assert (result.log_dir / name).exists(), name
 
 
-def test_node_without_fuse_never_becomes_up(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
-) -> None:
+def _image_without(config: SkycoreConfig, repo: str, paths: str) -> str:
+    """A local image made from the node image with ``paths`` removed; returns its tag."""
     client = dprov.client(config)
-    repo, tag = "skycore-test-nofuse", uuid.uuid4().hex[:8]
-    # An image whose fusermount is gone: the runtime answers but FUSE cannot work.
+    tag = uuid.uuid4().hex[:8]
     base = client.containers.create(config.docker.image, ["sleep", "60"])
     try:
         base.start()
-        assert base.exec_run("rm -f /usr/bin/fusermount3 /usr/bin/fusermount").exit_code == 0
+        assert base.exec_run(["sh", "-c", f"rm -f {paths}"]).exit_code == 0
         base.commit(repository=repo, tag=tag)
     finally:
         base.remove(force=True)
+    return f"{repo}:{tag}"
+
+
+def test_node_runtime_is_installed_or_refused_at_provision(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    """An image without fusermount gets it (and rclone) from the host at PROVISION and the
+    cluster comes UP; an image without python3 (which the node programs need and the host
+    cannot give) is refused at once at PROVISION, naming it: INIT with the reason, no job.
+    (This test used to assert that a node without fusermount fails its health check.)"""
+    client = dprov.client(config)
+    no_fuse = _image_without(config, "skycore-test-nofuse", "/usr/bin/fusermount3 "
+                             "/usr/bin/fusermount /usr/local/bin/rclone")  # fmt: skip
+    no_python = _image_without(config, "skycore-test-nopython", "/usr/bin/python3*")
     try:
-        task = make_task(run="true", resources={"image_id": f"docker:{repo}:{tag}"})
+        task = make_task(
+            run="command -v fusermount3 rclone", resources={"image_id": f"docker:{no_fuse}"}
+        )
+        result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+        assert result.exit_code == 0
+        run_log = (result.log_dir / "run-0.log").read_text()
+        assert "/usr/local/bin/fusermount3" in run_log and "/usr/local/bin/rclone" in run_log
+        provision.terminate_instances("docker", cluster, config)
+        state.remove_cluster(cluster, "test: next image")
+
+        task = make_task(run="true", resources={"image_id": f"docker:{no_python}"})
         started = time.monotonic()
-        with pytest.raises(StageError, match="health check"):
+        with pytest.raises(StageError, match="python3"):
             execution.launch(task, cluster, console=quiet(), config=config, stream=False)
         assert time.monotonic() - started < 20  # a definitive failure is not waited out
         rec = state.get_cluster(cluster)
         assert rec is not None and rec.status == state.CLUSTER_INIT
-        assert "health check" in rec.status_reason
+        assert "lacks python3" in rec.status_reason
         assert state.list_jobs(cluster) == []
+        assert provision.query_instances("docker", cluster, config) == {}  # node removed
     finally:
         provision.terminate_instances("docker", cluster, config)
-        client.images.remove(f"{repo}:{tag}", force=True)
+        for tag in (no_fuse, no_python):
+            client.images.remove(tag, force=True)
 
 
 def test_launch_keeps_a_given_task_id(

@@ -91,7 +91,7 @@ def test_access_of_readable_buckets(
         assert info.can_write is (owner == "user")
         assert plan.read_only is (owner != "user") and not plan.create
         mount = st.mount_command("/data", config)
-        assert ("--read-only" in mount) is (owner != "user")
+        assert ('"read_only": true' in mount) is (owner != "user")
         assert st.kind == "external"
     finally:
         em.delete_bucket(name)
