@@ -125,7 +125,16 @@ def debian_mirror() -> str:
 def ensure_node_image(docker_host: str, say: Callable[[str], None] = print) -> str:
     """Return the node image tag, importing the cached rootfs or building it if needed."""
     rclone = rclone_binary()
-    tag = image_tag(rclone)
+    return _ensure_image(
+        docker_host, image_tag(rclone), lambda tarball: build_rootfs(tarball, rclone, say), say
+    )
+
+
+def _ensure_image(
+    docker_host: str, tag: str, build: Callable[[Path], Path], say: Callable[[str], None]
+) -> str:
+    """``tag`` on the engine: present, imported from its cached rootfs tarball, or built
+    with ``build`` (tarball path -> tarball) and imported."""
     client = docker.DockerClient(base_url=docker_host, version="auto", timeout=300)
     try:
         try:
@@ -135,7 +144,7 @@ def ensure_node_image(docker_host: str, say: Callable[[str], None] = print) -> s
             pass
         tarball = harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
         if not tarball.exists():
-            build_rootfs(tarball, rclone, say)
+            build(tarball)
         say(f"Importing {tarball.name} as {tag}...")
         _import(docker_host, tarball, tag)
         return tag
@@ -212,28 +221,18 @@ def user_image_tag() -> str:
 def ensure_user_image(docker_host: str, say: Callable[[str], None] = print) -> str:
     """The user image's tag, importing its cached rootfs or building it (debootstrap of
     USER_IMAGE_SUITE from the machine's mirror, ~60-90 s once)."""
-    tag = user_image_tag()
-    client = docker.DockerClient(base_url=docker_host, version="auto", timeout=300)
-    try:
-        try:
-            client.images.get(tag)
-            return tag
-        except ImageNotFound:
-            pass
-        tarball = harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
-        if not tarball.exists():
-            build_rootfs(
-                tarball,
-                None,
-                say,
-                suite=USER_IMAGE_SUITE,
-                packages=USER_IMAGE_PACKAGES,
-                post_build=USER_IMAGE_POST_BUILD,
-            )
-        _import(docker_host, tarball, tag)
-        return tag
-    finally:
-        client.close()
+
+    def build(tarball: Path) -> Path:
+        return build_rootfs(
+            tarball,
+            None,
+            say,
+            suite=USER_IMAGE_SUITE,
+            packages=USER_IMAGE_PACKAGES,
+            post_build=USER_IMAGE_POST_BUILD,
+        )
+
+    return _ensure_image(docker_host, user_image_tag(), build, say)
 
 
 def _run_with_progress(
