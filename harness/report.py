@@ -43,7 +43,8 @@ class FaultScenario:
     scenario: str
     outcome: str
     lost: int
-    order_kept: bool
+    order_kept: bool | None
+    """None: the scenario does not check the order."""
     durable_s: float | None
     faults: list[dict[str, object]] = field(default_factory=list)
     uploads: list[list[object]] = field(default_factory=list)  # [t, key, size]
@@ -166,7 +167,7 @@ def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[s
                "time to durable (s) |", "|---|---|---|---|---|"]  # fmt: skip
         for f in rows:
             durable = "-" if f.durable_s is None else f"{f.durable_s:.1f}"
-            kept = "yes" if f.order_kept else "no"
+            kept = {True: "yes", False: "no", None: "-"}[f.order_kept]
             color = COLOR.get(f.outcome, "#fff")
             page.append(
                 f"<tr><td style='text-align:left'>{html.escape(f.scenario)}</td>"

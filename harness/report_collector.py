@@ -58,7 +58,7 @@ class ReportCollector:
                         scenario=str(row["scenario"]),
                         outcome=outcome,
                         lost=int(row["lost"]),
-                        order_kept=bool(row["order_kept"]),
+                        order_kept=row["order_kept"],
                         durable_s=row.get("durable_s"),
                         faults=list(row.get("faults", [])),
                         uploads=list(row.get("uploads", [])),

@@ -134,7 +134,7 @@ def report(
                 "store": store,
                 "scenario": scenario,
                 "lost": len(lost),
-                "order_kept": order == expected,
+                "order_kept": (order == expected) if expected else None,
                 "durable_s": None if durable_at is None else round(durable_at - started, 2),
                 "faults": list(spans.values()),
                 "uploads": [[e.t_ns / 1e9 - started, e.key, e.size] for e in events],
@@ -428,3 +428,35 @@ def test_spot_job_preempted_during_an_outage_recovers(
     step, resumed_at = resumes[1]
     assert resumed_at >= recovered_from - 1, "it resumed before the outage ended"
     assert steps and step == steps[-1], f"resumed from {step}, complete before: {steps}"
+
+
+# --- the gate is the only door, from a node too ----------------------------------------------
+
+
+PROBE = """python3 -c '
+import socket, sys
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+except OSError as e:
+    print("refused", e)
+else:
+    print("CONNECTED")
+' {port}"""
+
+
+def test_emulator_ports_are_unreachable_from_a_node(store: str, cluster_factory: Any) -> None:
+    """A node (--network host) cannot connect to the emulator behind the gate; it reaches
+    the gate's port. The gates' admin token is nowhere on the node."""
+    emulator = emulators.get(store)
+    cluster = cluster_factory("seal")
+    outcome = cluster.launch({"name": "seal", "run": "true"})
+    assert outcome.exit_code == 0, outcome.output
+    inside = shell(cluster, PROBE.format(port=emulator.record.port))
+    assert "refused" in inside and "CONNECTED" not in inside, inside
+    gate = shell(cluster, PROBE.format(port=emulator.record.gate_port))
+    assert "CONNECTED" in gate, gate
+    token = (emulator.home / "gate-token").read_text().strip()
+    found = shell(cluster, f"grep -rl {token} /root /etc /var/lib/skycore 2>/dev/null; true")
+    assert found.strip() == "", found
