@@ -1,8 +1,8 @@
 """A storage backend is its two modules: no other file of skycore/ or harness/ names it.
 
 ``grep -rwn NAME skycore harness`` (case-sensitive, whole words, every text file, comments
-and docstrings included; compiled caches skipped) may only hit skycore/storage/NAME.py and
-harness/emulators/NAME.py.
+and docstrings included; compiled caches skipped) may only hit the module of its store class
+and the module of its emulator class, as the two registries load them.
 """
 
 from __future__ import annotations
@@ -32,9 +32,17 @@ def _hits(name: str, tree: str) -> list[str]:
     return result.stdout.splitlines()
 
 
+def _source(cls: type) -> str:
+    """The repository path of the module defining ``cls``."""
+    return cls.__module__.replace(".", "/") + ".py"
+
+
 @pytest.mark.parametrize("tree", ["skycore", "harness"])
 @pytest.mark.parametrize("name", BACKENDS)
 def test_only_the_backends_own_modules_name_it(name: str, tree: str) -> None:
-    own = {f"skycore/storage/{name}.py", f"harness/emulators/{name}.py"}
+    from harness.registry import get_emulator_class
+    from skycore.storage import get_store_class
+
+    own = {_source(get_store_class(name)), _source(get_emulator_class(name))}
     strays = [line for line in _hits(name, tree) if line.split(":", 1)[0] not in own]
     assert not strays, f"'{name}' is named outside its own modules:\n" + "\n".join(strays)
