@@ -20,7 +20,7 @@ from harness import registry
 from harness.accounts import USER
 from harness.emulators import RunningEmulator, start_all
 
-RCLONE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
+RCLONE = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "rclone"
 
 
 def _selected(config: pytest.Config) -> tuple[str, ...]:
