@@ -24,6 +24,7 @@ from harness.report_collector import FAULTS_PROPERTY
 
 MIB = 1 << 20
 N_FILES = 8
+WRITES = 3  # timed writes per condition in the slow-store scenario (best of them counts)
 pytestmark = [pytest.mark.requires_capability("records_events"), pytest.mark.slow]
 
 
@@ -246,34 +247,41 @@ def timed_write(cluster: Any, path: str, size: int) -> tuple[float, str]:
 def test_slow_store_does_not_slow_the_writer(
     store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
 ) -> None:
-    """300 ms latency and 5 MiB/s: a 64 MiB checkpoint is written into the cache as fast as
-    without the fault (within 20%), and becomes durable later, whole."""
+    """300 ms latency and 5 MiB/s: a checkpoint is written into the cache as fast as without
+    the fault (within 20%), and becomes durable later, whole. Each speed is the best of
+    WRITES writes (a sub-second timing on a shared machine is noisy; the best of a few is
+    what the writer can do)."""
     bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
-    size = 64 * MIB
+    size = 32 * MIB
     make_dir(cluster, "/ckpt/slow")
-    clean_s, _ = timed_write(cluster, "/ckpt/slow/clean.bin", size)
-    wait_durable(bucket, ["slow/clean.bin"], 120)
+    clean = [f"slow/clean-{i}.bin" for i in range(WRITES)]
+    clean_s = min(timed_write(cluster, f"/ckpt/{key}", size)[0] for key in clean)
+    wait_durable(bucket, clean, 120)
     started = time.time()
+    slow = [f"slow/ckpt-{i}.bin" for i in range(WRITES)]
     with (
         store_faults.latency(store, ms=300, bucket=bucket.name),
         store_faults.bandwidth(store, mibps=5, bucket=bucket.name),
     ):
-        slow_s, digest = timed_write(cluster, "/ckpt/slow/ckpt.bin", size)
-        durable = wait_durable(bucket, ["slow/ckpt.bin"], 300)
+        writes = [timed_write(cluster, f"/ckpt/{key}", size) for key in slow]
+        durable = wait_durable(bucket, slow, 300)
+    slow_s = min(took for took, _ in writes)
     lost, _ = report(
         record_property,
         store,
         "slow store (300 ms, 5 MiB/s)",
         bucket,
         "slow",
-        ["slow/clean.bin", "slow/ckpt.bin"],
+        clean + slow,
         started,
         durable,
     )
     assert lost == []
     assert size / slow_s >= 0.8 * (size / clean_s), (clean_s, slow_s)
-    assert durable - started >= size / (5 * MIB) * 0.9  # it really went through the slow store
-    assert hashlib.sha256(bucket.read("slow/ckpt.bin")).hexdigest() == digest
+    # It really went through the slow store, and every checkpoint arrived whole.
+    assert durable - started >= WRITES * size / (5 * MIB) * 0.9
+    for key, (_, digest) in zip(slow, writes, strict=True):
+        assert hashlib.sha256(bucket.read(key)).hexdigest() == digest
 
 
 # --- 4. connection resets during a big upload -------------------------------------------------
