@@ -248,9 +248,9 @@ def test_slow_store_does_not_slow_the_writer(
     store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
 ) -> None:
     """300 ms latency and 5 MiB/s: a checkpoint is written into the cache as fast as without
-    the fault (within 20%), and becomes durable later, whole. Each speed is the best of
-    WRITES writes (a sub-second timing on a shared machine is noisy; the best of a few is
-    what the writer can do)."""
+    the fault (within 20%, or 0.25 s for such short writes), and becomes durable later,
+    whole. Each speed is the best of WRITES writes (a sub-second timing on a shared machine
+    is noisy; the best of a few is what the writer can do)."""
     bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
     size = 32 * MIB
     make_dir(cluster, "/ckpt/slow")
@@ -277,7 +277,11 @@ def test_slow_store_does_not_slow_the_writer(
         durable,
     )
     assert lost == []
-    assert size / slow_s >= 0.8 * (size / clean_s), (clean_s, slow_s)
+    # Within 20% of the fault-free speed, or 0.25 s, whichever is larger: these writes take
+    # tenths of a second, where another worker's load alone moves a timing by tens of ms,
+    # while a writer held by the store would take the upload's time (seconds at 5 MiB/s).
+    assert slow_s <= max(clean_s / 0.8, clean_s + 0.25), (clean_s, slow_s)
+    assert slow_s < size / (5 * MIB) / 4, (clean_s, slow_s)
     # It really went through the slow store, and every checkpoint arrived whole.
     assert durable - started >= WRITES * size / (5 * MIB) * 0.9
     for key, (_, digest) in zip(slow, writes, strict=True):
