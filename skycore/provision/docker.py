@@ -102,11 +102,18 @@ def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
 
 
 def _containers(cluster_name: str, config: SkycoreConfig | None) -> dict[int, Container]:
-    found = client(config).containers.list(
-        all=True, filters={"label": f"{LABEL_CLUSTER}={cluster_name}"}
+    """The cluster's containers by rank. A container removed between the listing and its
+    inspection (a preemption under way) is gone, not an engine failure."""
+    api = client(config)
+    listed = api.containers.list(
+        all=True, sparse=True, filters={"label": f"{LABEL_CLUSTER}={cluster_name}"}
     )
     by_rank: dict[int, Container] = {}
-    for c in found:
+    for summary in listed:
+        try:
+            c = api.containers.get(summary.id)
+        except docker.errors.NotFound:
+            continue
         by_rank[int(c.labels[LABEL_RANK])] = c
     return by_rank
 

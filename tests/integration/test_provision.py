@@ -82,6 +82,32 @@ def test_run_instances_only_brings_up_missing_nodes(
     assert third.nodes[0].status is NodeStatus.UP
 
 
+def test_a_node_removed_while_being_listed_is_gone_not_an_engine_error(
+    cluster: str, docker_config: SkycoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preemption can remove a container between the engine's listing and its inspection
+    (seen in the smoke suite: a managed job's survivor drain failed with a 404). That node is
+    gone; the others are still reported."""
+    from docker.models.containers import ContainerCollection
+
+    info = provision.run_instances("docker", cluster, 2, None, docker_config)
+    victim = info.nodes[1].instance_id
+    real_get = ContainerCollection.get
+    removed: list[str] = []
+
+    def get_after_the_preemption(self: ContainerCollection, container_id: str) -> object:
+        if container_id == victim and not removed:
+            real_get(self, victim).remove(force=True)  # the preemption lands right here
+            removed.append(victim)
+        return real_get(self, container_id)
+
+    monkeypatch.setattr(ContainerCollection, "get", get_after_the_preemption)
+    got = provision.get_cluster_info("docker", cluster, docker_config)
+    assert removed == [victim]
+    assert [n.rank for n in got.nodes] == [0]
+    assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
+
+
 def test_stop_start_terminate(cluster: str, docker_config: SkycoreConfig) -> None:
     info = provision.run_instances("docker", cluster, 2, None, docker_config)
     runner = provision.get_command_runners("docker", info, docker_config)[1]
