@@ -99,6 +99,11 @@ def pytest_configure(config: pytest.Config) -> None:
         f"(one of {', '.join(CAPABILITIES)})",
     )
     config.addinivalue_line("markers", "slow: slow end-to-end test")
+    config.addinivalue_line(
+        "markers",
+        "scenario(fn): the test's body fn(store, kit) runs side by side with the module's "
+        "other scenarios of its store (harness.side_by_side; the side_by_side fixture)",
+    )
     config.addinivalue_line("markers", "cloud: needs dockerd and the node image")
 
 
@@ -235,12 +240,16 @@ def store_params(config: pytest.Config) -> list[Any]:
     ]
 
 
-def all_store_params() -> list[Any]:
-    """One pytest.param per registered store (deselected later unless selected)."""
-    return [
-        pytest.param(store, marks=getattr(pytest.mark, marker), id=marker)
-        for store, marker in _markers().items()
-    ]
+def all_store_params(group: str | None = None) -> list[Any]:
+    """One pytest.param per registered store (deselected later unless selected); with
+    ``group``, each store's tests form the xdist group ``GROUP-<marker>`` (one worker)."""
+    params = []
+    for store, marker in _markers().items():
+        marks = [getattr(pytest.mark, marker)]
+        if group:
+            marks.append(pytest.mark.xdist_group(f"{group}-{marker}"))
+        params.append(pytest.param(store, marks=marks, id=marker))
+    return params
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -314,6 +323,37 @@ def cluster_factory(
             print(f"\n--keep-on-failure: {cluster.describe_access()}")
     else:
         _each(lambda cluster: cluster.down(), made)
+
+
+@pytest.fixture(scope="module")
+def side_by_side(
+    request: pytest.FixtureRequest,
+    store: str,
+    local_cloud: object,
+    session_skycore_home: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[object]:
+    """The module's scenarios of ``store`` (tests marked ``scenario(fn)``), started together
+    the first time a test asks, in one skycore home; each test calls ``join(request)``.
+    Parametrize ``store`` with ``all_store_params(group=...)`` so that a store's scenarios
+    share one worker. Waits for every scenario at the end of the module's store."""
+    from harness.side_by_side import SideBySide, home_env, selected_scenarios
+    from skycore.config import load_config, save_config
+
+    workdir = tmp_path_factory.mktemp(f"side-by-side-{store}")
+    home = workdir / "skycore-home"
+    home.mkdir()
+    shutil.copy2(session_skycore_home / "config.yaml", home / "config.yaml")
+    with home_env(home):
+        config = load_config()
+        config.logs_dir = str(workdir / "sky_logs")
+        save_config(config)
+        pack = SideBySide(store, workdir, bool(request.config.getoption("--keep-on-failure")))
+        try:
+            pack.start(selected_scenarios(request.session, request.module, store))
+            yield pack
+        finally:
+            pack.close()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """A misbehaving store, made so on demand through its gate (``store_faults``): what skycore's
 MOUNT_CACHED mounts and managed jobs do when the store hangs, fails, slows down, resets
-connections or refuses the credentials. Every fault is scoped to the test's own bucket, so
-these tests share a store with everything else running at the same time.
+connections or refuses the credentials. Every fault is scoped to the scenario's own bucket,
+so a store's scenarios run side by side (harness.side_by_side: they start together, in one
+worker, and mostly wait for their faults at the same time) while other tests share the store.
 
 The order of uploads is read from the gate's write events (completion times in ns); each
 scenario records what it measured (files lost, order kept, time to durable, the faults'
@@ -20,12 +21,18 @@ import pytest
 
 from harness import emulators
 from harness.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
+from harness.plugin import all_store_params
 from harness.report_collector import FAULTS_PROPERTY
+from harness.side_by_side import ScenarioKit, scenario
 
 MIB = 1 << 20
 N_FILES = 8
 WRITES = 3  # timed writes per condition in the slow-store scenario (best of them counts)
-pytestmark = [pytest.mark.requires_capability("records_events"), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.requires_capability("records_events"),
+    pytest.mark.slow,
+    pytest.mark.parametrize("store", all_store_params(group="faults"), scope="module"),
+]
 
 
 class OrderLost(AssertionError):
@@ -57,10 +64,10 @@ def keys(prefix: str, n: int = N_FILES) -> list[str]:
     return [f"{prefix}/k{i}.bin" for i in range(n)]
 
 
-def cached_cluster(store: str, bucket_factory: Any, cluster_factory: Any) -> tuple[Any, Any]:
-    """A cluster with the test's bucket mounted MOUNT_CACHED (ordered) at /ckpt."""
-    bucket = bucket_factory(store, SKY_MANAGED)
-    cluster = cluster_factory("faults")
+def cached_cluster(store: str, kit: ScenarioKit) -> tuple[Any, Any]:
+    """A cluster with the scenario's bucket mounted MOUNT_CACHED (ordered) at /ckpt."""
+    bucket = kit.bucket_factory(store, SKY_MANAGED)
+    cluster = kit.cluster_factory("faults")
     spec = {
         "name": "faults",
         "file_mounts": {"/ckpt": bucket.mount_entry("MOUNT_CACHED")},
@@ -153,16 +160,6 @@ def fault_hits(bucket: TestBucket, fault_id: int) -> int:
     return max((int(r["hits"]) for r in rows), default=0)
 
 
-@pytest.fixture
-def managed(skycore_home: Any, tmp_path: Any) -> Any:
-    """Managed jobs of one test (tests/smoke/test_recovery.py's), cleaned up afterwards."""
-    from tests.smoke.test_recovery import ManagedJobs
-
-    jobs = ManagedJobs(tmp_path)
-    yield jobs
-    jobs.cleanup()
-
-
 def check_order(order: list[str], expected: list[str]) -> None:
     if order != expected:
         raise OrderLost(f"uploads arrived as {[k.rsplit('/', 1)[-1] for k in order]}")
@@ -171,16 +168,14 @@ def check_order(order: list[str], expected: list[str]) -> None:
 # --- 1. an outage during write-back, then stop ---------------------------------------------
 
 
-def test_outage_then_stop_waits_and_keeps_everything(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def outage_then_stop(store: str, kit: ScenarioKit) -> None:
     """The store hangs for 30 s while cached files wait to upload; ``skycore stop`` waits for
     them (it says it drains), nothing is lost and the order is kept."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "outage", keys("outage")
     make_dir(cluster, f"/ckpt/{prefix}")
     started = time.time()
-    fault = store_faults.start(store, "outage", seconds=30, bucket=bucket.name)
+    fault = kit.store_faults.start(store, "outage", seconds=30, bucket=bucket.name)
     shell(
         cluster, f"mkdir -p /ckpt/{prefix} && " + WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
     )
@@ -192,7 +187,14 @@ def test_outage_then_stop_waits_and_keeps_everything(
     assert "drain" in output.lower(), output
     durable = wait_durable(bucket, expected, 5)  # stop returned: all of it is already there
     lost, order = report(
-        record_property, store, "outage 30 s, then stop", bucket, prefix, expected, started, durable
+        kit.record_property,
+        store,
+        "outage 30 s, then stop",
+        bucket,
+        prefix,
+        expected,
+        started,
+        durable,
     )
     assert lost == []
     assert all(e.t_ns / 1e9 >= ends for e in uploads(bucket, prefix))
@@ -202,16 +204,14 @@ def test_outage_then_stop_waits_and_keeps_everything(
 # --- 2. a 503 storm during write-back --------------------------------------------------------
 
 
-def test_error_storm_loses_nothing_and_keeps_order(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def error_storm(store: str, kit: ScenarioKit) -> None:
     """Half of all requests get 503 (in the API's own format) for 20 s during write-back:
     rclone retries each upload in place, so nothing is lost and the order is kept."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "storm", keys("storm")
     make_dir(cluster, f"/ckpt/{prefix}")
     started = time.time()
-    fault = store_faults.start(
+    fault = kit.store_faults.start(
         store, "errors", status=503, rate=0.5, seconds=20, bucket=bucket.name
     )
     shell(
@@ -220,7 +220,7 @@ def test_error_storm_loses_nothing_and_keeps_order(
     durable = wait_durable(bucket, expected, 180)
     hits = fault_hits(bucket, fault["id"])
     lost, order = report(
-        record_property,
+        kit.record_property,
         store,
         "503 storm (rate 0.5, 20 s)",
         bucket,
@@ -244,14 +244,12 @@ def timed_write(cluster: Any, path: str, size: int) -> tuple[float, str]:
     return float(match.group(1)), match.group(2)
 
 
-def test_slow_store_does_not_slow_the_writer(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def slow_store(store: str, kit: ScenarioKit) -> None:
     """300 ms latency and 5 MiB/s: a checkpoint is written into the cache as fast as without
     the fault (within 20%, or 0.25 s for such short writes), and becomes durable later,
     whole. Each speed is the best of WRITES writes (a sub-second timing on a shared machine
     is noisy; the best of a few is what the writer can do)."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     size = 32 * MIB
     make_dir(cluster, "/ckpt/slow")
     clean = [f"slow/clean-{i}.bin" for i in range(WRITES)]
@@ -260,14 +258,14 @@ def test_slow_store_does_not_slow_the_writer(
     started = time.time()
     slow = [f"slow/ckpt-{i}.bin" for i in range(WRITES)]
     with (
-        store_faults.latency(store, ms=300, bucket=bucket.name),
-        store_faults.bandwidth(store, mibps=5, bucket=bucket.name),
+        kit.store_faults.latency(store, ms=300, bucket=bucket.name),
+        kit.store_faults.bandwidth(store, mibps=5, bucket=bucket.name),
     ):
         writes = [timed_write(cluster, f"/ckpt/{key}", size) for key in slow]
         durable = wait_durable(bucket, slow, 300)
     slow_s = min(took for took, _ in writes)
     lost, _ = report(
-        record_property,
+        kit.record_property,
         store,
         "slow store (300 ms, 5 MiB/s)",
         bucket,
@@ -291,20 +289,18 @@ def test_slow_store_does_not_slow_the_writer(
 # --- 4. connection resets during a big upload -------------------------------------------------
 
 
-def test_resets_during_a_big_upload_deliver_it_whole(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def resets_during_a_big_upload(store: str, kit: ScenarioKit) -> None:
     """30% of requests have their connection reset mid-body during a 64 MiB upload: the
     object arrives whole (sha256)."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     make_dir(cluster, "/ckpt/reset")
     started = time.time()
-    with store_faults.reset(store, rate=0.3, bucket=bucket.name) as fault:
+    with kit.store_faults.reset(store, rate=0.3, bucket=bucket.name) as fault:
         _, digest = timed_write(cluster, "/ckpt/reset/big.bin", 64 * MIB)
         durable = wait_durable(bucket, ["reset/big.bin"], 300)
     resets = fault_hits(bucket, fault["id"])
     lost, _ = report(
-        record_property,
+        kit.record_property,
         store,
         "resets (rate 0.3) during 64 MiB",
         bucket,
@@ -321,21 +317,19 @@ def test_resets_during_a_big_upload_deliver_it_whole(
 # --- 6. credentials refused for a while --------------------------------------------------------
 
 
-def test_deny_loses_nothing_and_keeps_order(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def deny_during_writes(store: str, kit: ScenarioKit) -> None:
     """403 AccessDenied for 30 s (revoked credentials) while a job writes its files: nothing
     is lost, and (measured on every store) files created during the denial still arrive in
     creation order once it ends: each failed upload is retried, oldest first."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "deny", keys("deny")
     make_dir(cluster, f"/ckpt/{prefix}")
     started = time.time()
-    store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
+    kit.store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
     write_files(cluster, prefix)
     durable = wait_durable(bucket, expected, 240)
     lost, order = report(
-        record_property, store, "deny 30 s", bucket, prefix, expected, started, durable
+        kit.record_property, store, "deny 30 s", bucket, prefix, expected, started, durable
     )
     assert lost == []
     for key in expected:  # and each file whole
@@ -343,24 +337,15 @@ def test_deny_loses_nothing_and_keeps_order(
     check_order(order, expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OrderLost,
-    reason="measured: files that failed with 403 are retried only after a back-off, so files "
-    "created just after the denial ended are uploaded before them (nothing is lost); see "
-    "README's known limits",
-)
-def test_deny_then_more_writes_order_is_not_kept(
-    store: str, bucket_factory: Any, cluster_factory: Any, store_faults: Any, record_property: Any
-) -> None:
+def deny_then_more_writes(store: str, kit: ScenarioKit) -> None:
     """403 for 30 s while k0..k3 are written; k4..k7 are written right after it ends.
     Nothing is lost; the order is measured (strict xfail: OrderLost)."""
-    bucket, cluster = cached_cluster(store, bucket_factory, cluster_factory)
+    bucket, cluster = cached_cluster(store, kit)
     prefix = "denymid"
     expected = keys(prefix)
     make_dir(cluster, f"/ckpt/{prefix}")
     started = time.time()
-    fault = store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
+    fault = kit.store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
     half = N_FILES // 2
     shell(cluster, WRITER.format(n=half, prefix=prefix, size=MIB).replace("range(", "range(0, "))
     time.sleep(max(0.0, fault["ends_at_ns"] / 1e9 - time.time()) + 0.5)
@@ -368,7 +353,7 @@ def test_deny_then_more_writes_order_is_not_kept(
     shell(cluster, later)
     durable = wait_durable(bucket, expected, 240)
     lost, order = report(
-        record_property,
+        kit.record_property,
         store,
         "deny 30 s, then more files",
         bucket,
@@ -386,32 +371,29 @@ def test_deny_then_more_writes_order_is_not_kept(
 # --- 5. preempted while the store is out ----------------------------------------------------
 
 
-def test_spot_job_preempted_during_an_outage_recovers(
-    store: str,
-    bucket_factory: Any,
-    managed: Any,
-    store_faults: Any,
-    record_property: Any,
-) -> None:
+def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
     """A managed spot job's node is preempted while its store hangs: the job recovers once
     the outage ends and resumes from the newest checkpoint that was complete in the store
     (read from the gate's write events: nothing can complete during the outage)."""
     from tests.smoke.test_recovery import (
+        ManagedJobs,
         checkpoint_matches,
         complete_checkpoints,
         preempt_and_check_detection,
         wait_for,
     )
 
-    bucket: TestBucket = bucket_factory(store, PRIVATE_BY_USER)
+    managed = ManagedJobs(kit.tmp_path)
+    kit.on_cleanup(managed.cleanup)
+    bucket: TestBucket = kit.bucket_factory(store, PRIVATE_BY_USER)
     job = managed.launch(managed.spec(bucket))
     managed.wait_log(job, r"^saved checkpoint 10 ")
     wait_for("a checkpoint in the bucket", lambda: complete_checkpoints(bucket.list_keys()), 60)
     started = time.time()
-    fault = store_faults.start(store, "outage", bucket=bucket.name)
+    fault = kit.store_faults.start(store, "outage", bucket=bucket.name)
     hit = preempt_and_check_detection(managed, job, expected_recoveries=1)
     time.sleep(10)  # the controller relaunches into the outage: mounting hangs meanwhile
-    store_faults.stop(store, fault)
+    kit.store_faults.stop(store, fault)
     recovered_from = time.time()
     # What was durable when the node was removed: requests already past the gate when the
     # outage began may complete in it; nothing from the node can complete after its removal.
@@ -424,7 +406,7 @@ def test_spot_job_preempted_during_an_outage_recovers(
     done = managed.wait_done(job, timeout=240)
     resumes = managed.resumes(job)
     report(
-        record_property,
+        kit.record_property,
         store,
         "spot preempted during an outage",
         bucket,
@@ -458,11 +440,11 @@ else:
 ' {port}"""
 
 
-def test_emulator_ports_are_unreachable_from_a_node(store: str, cluster_factory: Any) -> None:
+def emulator_ports_from_a_node(store: str, kit: ScenarioKit) -> None:
     """A node (--network host) cannot connect to the emulator behind the gate; it reaches
     the gate's port. The gates' admin token is nowhere on the node."""
     emulator = emulators.get(store)
-    cluster = cluster_factory("seal")
+    cluster = kit.cluster_factory("seal")
     outcome = cluster.launch({"name": "seal", "run": "true"})
     assert outcome.exit_code == 0, outcome.output
     inside = shell(cluster, PROBE.format(port=emulator.record.port))
@@ -472,3 +454,77 @@ def test_emulator_ports_are_unreachable_from_a_node(store: str, cluster_factory:
     token = (emulator.home / "gate-token").read_text().strip()
     found = shell(cluster, f"grep -rl {token} /root /etc /var/lib/skycore 2>/dev/null; true")
     assert found.strip() == "", found
+
+
+# --- the tests: each joins its scenario, run side by side with the store's others ----------
+
+
+@scenario(outage_then_stop)
+def test_outage_then_stop_waits_and_keeps_everything(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """A 30 s outage during write-back, then stop: stop waits, nothing lost, order kept."""
+    side_by_side.join(request)
+
+
+@scenario(error_storm)
+def test_error_storm_loses_nothing_and_keeps_order(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """A 503 storm (rate 0.5, 20 s) during write-back: nothing lost, order kept."""
+    side_by_side.join(request)
+
+
+@scenario(slow_store)
+def test_slow_store_does_not_slow_the_writer(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """A slow store (300 ms, 5 MiB/s) does not slow the writer; the data becomes durable."""
+    side_by_side.join(request)
+
+
+@scenario(resets_during_a_big_upload)
+def test_resets_during_a_big_upload_deliver_it_whole(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """Resets (rate 0.3) during a 64 MiB upload: the object arrives whole."""
+    side_by_side.join(request)
+
+
+@scenario(deny_during_writes)
+def test_deny_loses_nothing_and_keeps_order(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """403 for 30 s while files are written: nothing lost, order kept."""
+    side_by_side.join(request)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OrderLost,
+    reason="measured: files that failed with 403 are retried only after a back-off, so files "
+    "created just after the denial ended are uploaded before them (nothing is lost); see "
+    "README's known limits",
+)
+@scenario(deny_then_more_writes)
+def test_deny_then_more_writes_order_is_not_kept(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """403 for 30 s, then more files: nothing lost; order measured (strict xfail)."""
+    side_by_side.join(request)
+
+
+@scenario(spot_preempted_during_outage)
+def test_spot_job_preempted_during_an_outage_recovers(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """A spot job preempted during an outage recovers from the newest checkpoint."""
+    side_by_side.join(request)
+
+
+@scenario(emulator_ports_from_a_node)
+def test_emulator_ports_are_unreachable_from_a_node(
+    side_by_side: Any, request: pytest.FixtureRequest
+) -> None:
+    """A node reaches the gate, never the emulator behind it, nor the token."""
+    side_by_side.join(request)
