@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 WORKDIR = "~/sky_workdir"
 JOBS_DIR = "~/.sky/jobs"
 CANCELLED_EXIT = 143  # a job script that finds its cancel marker exits like SIGTERM
+# Lines the follow command prints after a part's own output (read back by the terminal).
+DRAIN_FAILED_MARK = "skycore: draining the cached mounts on this node failed"
+START_FAILED_MARK = "skycore: the job part did not start on this node"
 DRAIN_TIMEOUT_S = 600
 HEALTH_TIMEOUT_S = 30.0
 
@@ -702,23 +705,31 @@ def _start_part_command(script: str, paths: dict[str, str], job_id: int | None, 
         + " >/dev/null\n"
         + f"bash {paths['script']} >> {paths['log']} 2>&1\n"
         + "rc=$?\n"
-        + (f"(\n{drain}\n) >> {paths['drain']} 2>&1 || rc=$(( rc ? rc : 1 ))\n" if drain else "")
+        + (
+            f"(\n{drain}\n) >> {paths['drain']} 2>&1 || "
+            f"{{ rc=$(( rc ? rc : 1 )); : > {paths['exit']}.drain-failed; }}\n"
+            if drain
+            else ""
+        )
         + f'echo "$rc" > {paths["exit"]}.tmp && mv -f {paths["exit"]}.tmp {paths["exit"]}\n'
     )
     return (
-        f"set -e; mkdir -p {paths['dir']}; rm -f {paths['exit']} {paths['log']}\n"
+        f"set -e; mkdir -p {paths['dir']}; "
+        f"rm -f {paths['exit']} {paths['exit']}.drain-failed {paths['log']}\n"
         + f"cat > {paths['script']} <<'SKYCORE_JOB_SCRIPT_EOF'\n{script}\nSKYCORE_JOB_SCRIPT_EOF\n"
         + f"cat > {paths['script']}.wrap <<'SKYCORE_JOB_WRAP_EOF'\n{wrapper}SKYCORE_JOB_WRAP_EOF\n"
         + f"setsid -f bash {paths['script']}.wrap </dev/null >/dev/null 2>&1\n"
         + f"for _ in $(seq 200); do [ -s {paths['pid']} ] && exit 0; sleep 0.02; done\n"
-        + "echo 'skycore: the job part did not start on this node' >&2; exit 1\n"
+        + f"echo '{START_FAILED_MARK}' >&2; exit 1\n"
     )
 
 
 def follow_part_command(paths: dict[str, str], job_id: int | None) -> str:
     """Bash that prints a job part's node log from the start and follows it until the part
     ends, then exits with the part's exit code (CANCELLED_EXIT if it was cancelled, 137 if
-    it died without one). Safe to run from any terminal, any number of times."""
+    it died without one). Safe to run from any terminal, any number of times. If the node's
+    drain after the part failed, a DRAIN_FAILED_MARK line and the drain log's tail follow
+    the part's output (:func:`drain_failure`)."""
     cancelled = f"{JOBS_DIR}/{job_id}.cancelled" if job_id is not None else "/nonexistent"
     return (
         f"for _ in $(seq 500); do [ -s {paths['pid']} ] && break; sleep 0.02; done\n"
@@ -726,7 +737,13 @@ def follow_part_command(paths: dict[str, str], job_id: int | None) -> str:
         + "exit 2; }\n"
         + f"p=$(cat {paths['pid']}); touch {paths['log']}\n"
         + f'tail -n +1 -s 0.1 -F --pid="$p" {paths["log"]} 2>/dev/null || true\n'
-        + f'if [ -f {paths["exit"]} ]; then exit "$(cat {paths["exit"]})"; fi\n'
+        + f"if [ -f {paths['exit']} ]; then\n"
+        + f"  if [ -f {paths['exit']}.drain-failed ]; then\n"
+        + f"    echo '{DRAIN_FAILED_MARK} (its log on the node: {paths['drain']}):'\n"
+        + f"    tail -n 20 {paths['drain']} 2>/dev/null | sed 's/^/  | /'\n"
+        + "  fi\n"
+        + f'  exit "$(cat {paths["exit"]})"\n'
+        + "fi\n"
         + f"[ -e {cancelled} ] && exit {CANCELLED_EXIT}\n"
         + "exit 137\n"
     )
@@ -772,20 +789,52 @@ def run_on_nodes(
                 log_path=log_dir / f"{kind}-{rank}.log",
             )
 
-    def follow_one(rank: int) -> int:
+    def start_and_follow(rank: int) -> int:
+        # One exec per node: start the part detached, then follow it (a docker exec costs
+        # CPU on the engine; four nodes' execs share two cores).
+        paths = _part_paths(job_id, kind, rank)
         runner = handle.runners[rank]
-        prefix = f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else ""
-        return runner.run(
-            follow_part_command(_part_paths(job_id, kind, rank), job_id),
-            log_path=log_dir / f"{kind}-{rank}.log",
-            stream=stream,
-            prefix=prefix,
+        log_path = log_dir / f"{kind}-{rank}.log"
+        cmd = (
+            f"(\n{_start_part_command(script, paths, job_id, drain)}\n) || "
+            f"{{ echo '{START_FAILED_MARK} (exit '$?')'; exit 2; }}\n"
+            + follow_part_command(paths, job_id)
         )
+        rc = runner.run(
+            cmd,
+            env=job_env(handle, task, rank, n, task_id),
+            log_path=log_path,
+            stream=stream,
+            prefix=f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else "",
+        )
+        if rc == 2:
+            tail = logs.tail(log_path, 5).strip()
+            if tail.splitlines()[-1:] and tail.splitlines()[-1].startswith(START_FAILED_MARK):
+                raise StageError(
+                    f"Starting the {kind} of job {job_id} on {runner.node_name} failed: "
+                    f"{' '.join(tail.split())}",
+                    log_path=log_path,
+                )
+        return rc
 
-    parallel(start, list(range(n)))
     if not follow:
+        parallel(start, list(range(n)))
         return []
-    return parallel(follow_one, list(range(n)))
+    return parallel(start_and_follow, list(range(n)))
+
+
+def drain_failure(log_dir: Path, kind: str, rank: int) -> list[str] | None:
+    """The node drain log's tail if the drain after part ``kind`` on node ``rank`` failed
+    (as follow_part_command printed it into ``<kind>-<rank>.log``); None if it did not."""
+    path = log_dir / f"{kind}-{rank}.log"
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    marks = [i for i, line in enumerate(lines) if DRAIN_FAILED_MARK in line]
+    if not marks:
+        return None
+    return [line.removeprefix("  | ") for line in lines[marks[-1] + 1 :]]
 
 
 def follow_job(

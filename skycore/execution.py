@@ -610,17 +610,9 @@ def _exec(
             )
             return
         codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
-        # A job is done only after its cached mounts are drained (the nodes drained them
-        # before recording the exit codes; this confirms it from here).
-        drain_log = log_dir / "drain.log"
-        try:
-            backend.drain_mounts(handle, drain_log, unmount=False, say=rep.progress)
-        except KeyboardInterrupt:
-            _job_drain_failed(name, job.job_id, drain_log, "the drain was interrupted (Ctrl-C)")
-            raise
-        except Exception as e:
-            _job_drain_failed(name, job.job_id, drain_log, str(e))
-            raise
+        # A job is done only after its cached mounts are drained: each node drained them
+        # before it recorded its exit code, and says so here if that drain failed.
+        _check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if failed:
             status, code = state.JOB_FAILED, codes[failed[0]]
@@ -642,6 +634,38 @@ def _exec(
     if failed and status == state.JOB_FAILED:
         run_log = log_dir / f"run-{failed[0]}.log"
         rep.show_failure(logs.tail(run_log, 20), run_log)
+
+
+def _check_node_drains(
+    handle: ClusterHandle,
+    cluster: str,
+    job_id: int,
+    log_dir: Path,
+    num_nodes: int,
+    rep: Reporter,
+) -> None:
+    """Raise StageError (the job ends FAILED, saying why) if a node's drain after the run
+    failed; its drain log's tail goes to ``drain.log`` and the reporter."""
+    drain_log = log_dir / "drain.log"
+    failed = {}
+    for rank in range(num_nodes):
+        tail = backend.drain_failure(log_dir, "run", rank)
+        if tail is not None:
+            failed[rank] = tail
+    if not failed:
+        return
+    for rank, tail in failed.items():
+        node = handle.runners[rank].node_name
+        for line in tail:
+            logs.append(drain_log, f"[{node}] {line}")
+            rep.progress(f"[{node}] {line}")
+    nodes = ", ".join(handle.runners[r].node_name for r in failed)
+    why = (
+        f"Draining the cached mounts on {nodes} failed after the run; nothing was unmounted, "
+        "so no write is lost. Retry the command; if the store is unreachable, fix that first."
+    )
+    _job_drain_failed(cluster, job_id, drain_log, why)
+    raise StageError(why, log_path=drain_log, tail=logs.tail(drain_log, 10))
 
 
 def _job_drain_failed(cluster: str, job_id: int, drain_log: Path, why: str) -> None:

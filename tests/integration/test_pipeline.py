@@ -477,6 +477,30 @@ def test_cancel_before_the_pid_file_exists_still_stops_the_job(
     assert handle.runners[0].run_output("test -e ~/ran")[0] == 1
 
 
+def test_a_part_that_cannot_start_is_a_stage_error_naming_the_node(
+    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+) -> None:
+    """Start and follow share one exec per node; a part that cannot start there is still a
+    StageError that names the node and the reason (not an exit code of the user's)."""
+    from skycore import backend
+    from skycore.backend import StageError
+
+    assert execution.launch(make_task(run="true"), cluster, console=quiet()).exit_code == 0
+    record = state.get_cluster(cluster)
+    assert record is not None
+    handle = backend.get_handle(record, config)
+    # The job's folder in the node's job table is taken by a file: nothing can start there.
+    assert handle.runners[0].run_output("mkdir -p ~/.sky/jobs && : > ~/.sky/jobs/88")[0] == 0
+    task = make_task(run="echo never")
+    logs_dir = Path(config.logs_dir or ".")
+    with pytest.raises(StageError) as raised:
+        backend.run_on_nodes(handle, task, task.run or "", "run", logs_dir, "t", 88, False)
+    message = raised.value.message
+    assert f"Starting the run of job 88 on {handle.runners[0].node_name} failed" in message
+    assert "File exists" in message or "Not a directory" in message, message
+    handle.runners[0].run_output("rm -f ~/.sky/jobs/88")
+
+
 def test_drain_progress_is_throttled_to_one_line_a_second() -> None:
     from skycore.backend import _Throttled
 
