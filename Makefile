@@ -48,10 +48,8 @@ integration: venv
 	$(BIN)/pytest tests/integration -n $(PYTEST_WORKERS)
 
 ## No --store: every registered store (built-ins and installed backend packages) runs.
-## The outside-backend-package test runs on its own afterwards (see README, known limits).
 smoke: venv
-	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup --matrix-report bench/results/matrix-report.html --deselect tests/smoke/test_backend_package.py
-	$(BIN)/pytest tests/smoke/test_backend_package.py
+	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup --matrix-report bench/results/matrix-report.html
 
 ## One store by name or alias: make smoke-r2, make smoke-s3, make smoke-aws, ...
 smoke-%: venv

@@ -107,6 +107,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cloud: needs dockerd and the node image")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In an xdist worker with ``--dist loadgroup``: refuse the run if the xdist_group marks
+    had no effect (pytest-xdist groups tests by renaming their nodeids; under pytest 9 that
+    silently does nothing, and tests meant to share a worker, a module fixture or an
+    emulator would run split across workers)."""
+    config = session.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    grouped = [item for item in session.items if item.get_closest_marker("xdist_group")]
+    if grouped and not any("@" in item.nodeid for item in grouped):
+        raise pytest.UsageError(
+            f"--dist loadgroup ignores the xdist_group marks with pytest {pytest.__version__} "
+            "and this pytest-xdist (nodeids cannot be renamed), so grouped tests would be "
+            "split across workers. Install the versions pyproject.toml pins (make venv)."
+        )
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Collect outcomes for --matrix-report (runs in the controller under xdist)."""
     collector = _REPORT.get("collector")
@@ -240,14 +258,16 @@ def store_params(config: pytest.Config) -> list[Any]:
     ]
 
 
-def all_store_params(group: str | None = None) -> list[Any]:
-    """One pytest.param per registered store (deselected later unless selected); with
-    ``group``, each store's tests form the xdist group ``GROUP-<marker>`` (one worker)."""
+def all_store_params(group: str | None = None, groups: int = 0) -> list[Any]:
+    """One pytest.param per registered store (deselected later unless selected). With
+    ``group``, each store's tests form the xdist group ``GROUP-<marker>`` (one worker); with
+    ``groups`` N as well, the stores are dealt into N groups ``GROUP-<k>`` instead."""
     params = []
-    for store, marker in _markers().items():
+    for i, (store, marker) in enumerate(_markers().items()):
         marks = [getattr(pytest.mark, marker)]
         if group:
-            marks.append(pytest.mark.xdist_group(f"{group}-{marker}"))
+            name = f"{group}-{i % groups}" if groups else f"{group}-{marker}"
+            marks.append(pytest.mark.xdist_group(name))
         params.append(pytest.param(store, marks=marks, id=marker))
     return params
 
@@ -325,35 +345,40 @@ def cluster_factory(
         _each(lambda cluster: cluster.down(), made)
 
 
-@pytest.fixture(scope="module")
-def side_by_side(
+@pytest.fixture(scope="session")
+def side_by_side_session(
     request: pytest.FixtureRequest,
-    store: str,
     local_cloud: object,
     session_skycore_home: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[object]:
-    """The module's scenarios of ``store`` (tests marked ``scenario(fn)``), started together
-    the first time a test asks, in one skycore home; each test calls ``join(request)``.
-    Parametrize ``store`` with ``all_store_params(group=...)`` so that a store's scenarios
-    share one worker. Waits for every scenario at the end of the module's store."""
-    from harness.side_by_side import SideBySide, home_env, selected_scenarios
-    from skycore.config import load_config, save_config
+    """This worker's side-by-side packs (harness.side_by_side.SideBySideSession)."""
+    from harness.side_by_side import SideBySideSession
 
-    workdir = tmp_path_factory.mktemp(f"side-by-side-{store}")
-    home = workdir / "skycore-home"
-    home.mkdir()
-    shutil.copy2(session_skycore_home / "config.yaml", home / "config.yaml")
-    with home_env(home):
-        config = load_config()
-        config.logs_dir = str(workdir / "sky_logs")
-        save_config(config)
-        pack = SideBySide(store, workdir, bool(request.config.getoption("--keep-on-failure")))
-        try:
-            pack.start(selected_scenarios(request.session, request.module, store))
-            yield pack
-        finally:
-            pack.close()
+    manager = SideBySideSession(
+        tmp_path_factory.mktemp("side-by-side"),
+        session_skycore_home / "config.yaml",
+        bool(request.config.getoption("--keep-on-failure")),
+    )
+    try:
+        yield manager
+    finally:
+        manager.close_all()
+
+
+@pytest.fixture(scope="module")
+def side_by_side(
+    request: pytest.FixtureRequest, store: str, side_by_side_session: Any
+) -> Iterator[object]:
+    """The module's scenarios of ``store`` (tests marked ``scenario(fn)``), started together
+    the first time a test asks, with those of the stores in the same xdist group; each test
+    calls ``join(request)``. Parametrize ``store`` with ``all_store_params(group=...)`` so
+    that a store's scenarios share one worker. Waits for the store's scenarios at the end."""
+    pack = side_by_side_session.pack(request.session, request.module, store)
+    try:
+        yield pack
+    finally:
+        side_by_side_session.close(store)
 
 
 @pytest.fixture

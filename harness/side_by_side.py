@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ import pytest
 
 SCENARIO_MARKER = "scenario"
 JOIN_TIMEOUT_S = 900.0
+GROUP_STAGGER_S = 20.0  # between the starts of the packs of one xdist group
 
 Scenario = Callable[[str, "ScenarioKit"], None]
 
@@ -116,6 +118,7 @@ class SideBySide:
         self.keep_on_failure = keep_on_failure
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[str, Future[ScenarioKit]] = {}
+        self._kits: dict[str, ScenarioKit] = {}
         self._lock = threading.Lock()
 
     def start(self, scenarios: list[Scenario]) -> None:
@@ -135,10 +138,12 @@ class SideBySide:
         workdir = self.workdir / fn.__name__
         workdir.mkdir(parents=True, exist_ok=True)
         kit = ScenarioKit(self.store, workdir, self.keep_on_failure)
+        self._kits[fn.__name__] = kit
         started = time.monotonic()
         try:
             fn(self.store, kit)
         except BaseException:
+            kit.record_property("scenario_wall_s", round(time.monotonic() - started, 1))
             # The scenario's own failure is what the test reports; a cleanup failure after
             # it must not hide it.
             with contextlib.suppress(Exception):
@@ -157,12 +162,16 @@ class SideBySide:
         self.start([fn])
         future = self._futures[fn.__name__]
         try:
-            kit = future.result(timeout=JOIN_TIMEOUT_S)
+            future.result(timeout=JOIN_TIMEOUT_S)
         except TimeoutError:
             raise AssertionError(
                 f"scenario {fn.__name__} on {self.store} did not end in {JOIN_TIMEOUT_S:.0f} s"
             ) from None
-        request.node.user_properties.extend(kit.properties)
+        finally:
+            # What the scenario recorded reaches the report, failed or not.
+            kit = self._kits.get(fn.__name__)
+            if kit is not None:
+                request.node.user_properties.extend(kit.properties)
 
     def close(self) -> None:
         """Wait for every scenario to end (each cleans up after itself)."""
@@ -199,6 +208,112 @@ def selected_scenarios(session: pytest.Session, module: Any, store: str) -> list
         if all(cls.supports(c) for c in needs):
             found.append(fn)
     return found
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", ""))
+
+
+def stores_grouped_with(session: pytest.Session, module: Any, store: str) -> list[str]:
+    """``store`` and the other stores whose scenario tests in ``module`` share its xdist
+    group (so they run in this worker, right after it), in collection order."""
+    groups: dict[str, str | None] = {}
+    for item in session.items:
+        if getattr(item, "module", None) is not module or scenario_of(item) is None:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "store" in params:
+            groups.setdefault(params["store"], _group_of(item))
+    mine = groups.get(store)
+    if mine is None:
+        return [store]
+    return [s for s, g in groups.items() if g == mine]
+
+
+class SideBySideSession:
+    """The packs of this worker (one per store), all in one skycore home (SKYCORE_HOME is
+    process-wide, and scenarios of several stores may run at once): the first pack asked
+    for also starts the packs of the stores grouped with it (their tests come next in this
+    worker), so their waiting overlaps too. The home is set while any pack is open."""
+
+    def __init__(
+        self,
+        root: Path,
+        config_file: Path,
+        keep_on_failure: bool,
+        stagger_s: float = GROUP_STAGGER_S,
+    ) -> None:
+        self.root = root
+        self.config_file = config_file
+        self.keep_on_failure = keep_on_failure
+        self.stagger_s = stagger_s
+        self.packs: dict[str, SideBySide] = {}
+        self._timers: dict[str, threading.Timer] = {}
+        self._home: contextlib.ExitStack | None = None
+
+    def _enter_home(self) -> None:
+        if self._home is not None:
+            return
+        from skycore.config import load_config, save_config
+
+        home = self.root / "skycore-home"
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.config_file, home / "config.yaml")
+        stack = contextlib.ExitStack()
+        stack.enter_context(home_env(home))
+        config = load_config()
+        config.logs_dir = str(self.root / "sky_logs")
+        save_config(config)
+        self._home = stack
+
+    def pack(self, session: pytest.Session, module: Any, store: str) -> SideBySide:
+        """``store``'s pack, started (with its group's) if it is not running yet."""
+        if store not in self.packs:
+            self._enter_home()
+            delay = 0.0
+            for name in [store, *stores_grouped_with(session, module, store)]:
+                if name in self.packs:
+                    continue
+                pack = SideBySide(name, self.root / name, self.keep_on_failure)
+                self.packs[name] = pack
+                scenarios = selected_scenarios(session, module, name)
+                if delay == 0:
+                    pack.start(scenarios)
+                else:
+                    # The next store's scenarios start once this one's launches are done
+                    # (their clusters all start at once: on two cores, timings that the
+                    # scenarios compare suffer when every store launches together).
+                    timer = threading.Timer(delay, pack.start, args=(scenarios,))
+                    timer.daemon = True
+                    timer.start()
+                    self._timers[name] = timer
+                delay += self.stagger_s
+        return self.packs[store]
+
+    def close(self, store: str) -> None:
+        """Wait for ``store``'s scenarios; leave the home once no pack is open."""
+        pack = self.packs.pop(store, None)
+        timer = self._timers.pop(store, None)
+        if timer is not None:
+            timer.cancel()
+        try:
+            if pack is not None:
+                pack.close()
+        finally:
+            if not self.packs and self._home is not None:
+                self._home.close()
+                self._home = None
+
+    def close_all(self) -> None:
+        """Wait for every pack still open (a worker that ends early); scenarios not started
+        yet never start."""
+        for timer in self._timers.values():
+            timer.cancel()
+        for store in list(self.packs):
+            self.close(store)
 
 
 @contextlib.contextmanager

@@ -104,8 +104,12 @@ def complete_checkpoints(keys: list[str]) -> list[int]:
 class ManagedJobs:
     """Launch managed jobs of the training program and look at them; cleans up after."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, own_jobs_only: bool = False) -> None:
         self.tmp_path = tmp_path
+        # In a home shared with other tests' jobs (side-by-side scenarios), cleanup touches
+        # only the jobs launched here; otherwise every job of the test's own home.
+        self.own_jobs_only = own_jobs_only
+        self.launched: set[int] = set()
 
     def spec(
         self,
@@ -144,6 +148,7 @@ class ManagedJobs:
         assert m, result.stdout
         job = jstate.get(int(m.group(1)))
         assert job is not None and job.use_spot
+        self.launched.add(job.job_id)
         return job
 
     def log(self, job: jstate.ManagedJob) -> str:
@@ -199,6 +204,8 @@ class ManagedJobs:
     def cleanup(self) -> None:
         """Cancel what still runs, wait for the controllers, remove any leftover nodes."""
         jobs = jstate.list_jobs()
+        if self.own_jobs_only:
+            jobs = [job for job in jobs if job.job_id in self.launched]
         for job in jobs:
             jstate.request_cancel(job.job_id)
         for job in jobs:
