@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import contextlib
 import errno
 import os
 import shutil
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from harness.emulators import RunningEmulator
 from skycore import node
 from skycore.config import SkycoreConfig
+from skycore.node import mounts as node_mounts
 from skycore.storage import Storage, StorageMode, make_store, mounting
 from skycore.storage.azure import AzureConfig
 from skycore.storage.gcs import GcpConfig
@@ -217,6 +219,10 @@ def host_env(config: SkycoreConfig) -> Iterator[RcloneEnv]:
         mnt = line.split()[1]
         if mnt.startswith(str(base)):
             subprocess.run(["fusermount3", "-uz", mnt], check=False)
+    # The test's rclone daemons (one per --transfers setting) end with it.
+    for sock in base.glob("m/rcd-*/rc.sock"):
+        with contextlib.suppress(Exception):
+            node_mounts.rc(str(sock), "core/quit", timeout=5)
     shutil.rmtree(base, ignore_errors=True)
 
 
