@@ -258,16 +258,14 @@ def store_params(config: pytest.Config) -> list[Any]:
     ]
 
 
-def all_store_params(group: str | None = None, groups: int = 0) -> list[Any]:
-    """One pytest.param per registered store (deselected later unless selected). With
-    ``group``, each store's tests form the xdist group ``GROUP-<marker>`` (one worker); with
-    ``groups`` N as well, the stores are dealt into N groups ``GROUP-<k>`` instead."""
+def all_store_params(group: str | None = None) -> list[Any]:
+    """One pytest.param per registered store (deselected later unless selected); with
+    ``group``, each store's tests form the xdist group ``GROUP-<marker>`` (one worker)."""
     params = []
-    for i, (store, marker) in enumerate(_markers().items()):
+    for store, marker in _markers().items():
         marks = [getattr(pytest.mark, marker)]
         if group:
-            name = f"{group}-{i % groups}" if groups else f"{group}-{marker}"
-            marks.append(pytest.mark.xdist_group(name))
+            marks.append(pytest.mark.xdist_group(f"{group}-{marker}"))
         params.append(pytest.param(store, marks=marks, id=marker))
     return params
 
@@ -371,9 +369,9 @@ def side_by_side(
     request: pytest.FixtureRequest, store: str, side_by_side_session: Any
 ) -> Iterator[object]:
     """The module's scenarios of ``store`` (tests marked ``scenario(fn)``), started together
-    the first time a test asks, with those of the stores in the same xdist group; each test
-    calls ``join(request)``. Parametrize ``store`` with ``all_store_params(group=...)`` so
-    that a store's scenarios share one worker. Waits for the store's scenarios at the end."""
+    the first time a test asks; each test calls ``join(request)``. Parametrize ``store``
+    with ``all_store_params(group=...)`` so that a store's scenarios share one worker.
+    Waits for the store's scenarios at the end."""
     pack = side_by_side_session.pack(request.session, request.module, store)
     try:
         yield pack

@@ -29,7 +29,6 @@ import pytest
 
 SCENARIO_MARKER = "scenario"
 JOIN_TIMEOUT_S = 900.0
-GROUP_STAGGER_S = 20.0  # between the starts of the packs of one xdist group
 
 Scenario = Callable[[str, "ScenarioKit"], None]
 
@@ -210,48 +209,15 @@ def selected_scenarios(session: pytest.Session, module: Any, store: str) -> list
     return found
 
 
-def _group_of(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", ""))
-
-
-def stores_grouped_with(session: pytest.Session, module: Any, store: str) -> list[str]:
-    """``store`` and the other stores whose scenario tests in ``module`` share its xdist
-    group (so they run in this worker, right after it), in collection order."""
-    groups: dict[str, str | None] = {}
-    for item in session.items:
-        if getattr(item, "module", None) is not module or scenario_of(item) is None:
-            continue
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if "store" in params:
-            groups.setdefault(params["store"], _group_of(item))
-    mine = groups.get(store)
-    if mine is None:
-        return [store]
-    return [s for s, g in groups.items() if g == mine]
-
-
 class SideBySideSession:
     """The packs of this worker (one per store), all in one skycore home (SKYCORE_HOME is
-    process-wide, and scenarios of several stores may run at once): the first pack asked
-    for also starts the packs of the stores grouped with it (their tests come next in this
-    worker), so their waiting overlaps too. The home is set while any pack is open."""
+    process-wide): the home is set while any pack is open."""
 
-    def __init__(
-        self,
-        root: Path,
-        config_file: Path,
-        keep_on_failure: bool,
-        stagger_s: float = GROUP_STAGGER_S,
-    ) -> None:
+    def __init__(self, root: Path, config_file: Path, keep_on_failure: bool) -> None:
         self.root = root
         self.config_file = config_file
         self.keep_on_failure = keep_on_failure
-        self.stagger_s = stagger_s
         self.packs: dict[str, SideBySide] = {}
-        self._timers: dict[str, threading.Timer] = {}
         self._home: contextlib.ExitStack | None = None
 
     def _enter_home(self) -> None:
@@ -270,35 +236,17 @@ class SideBySideSession:
         self._home = stack
 
     def pack(self, session: pytest.Session, module: Any, store: str) -> SideBySide:
-        """``store``'s pack, started (with its group's) if it is not running yet."""
+        """``store``'s pack, its selected scenarios started if it is not running yet."""
         if store not in self.packs:
             self._enter_home()
-            delay = 0.0
-            for name in [store, *stores_grouped_with(session, module, store)]:
-                if name in self.packs:
-                    continue
-                pack = SideBySide(name, self.root / name, self.keep_on_failure)
-                self.packs[name] = pack
-                scenarios = selected_scenarios(session, module, name)
-                if delay == 0:
-                    pack.start(scenarios)
-                else:
-                    # The next store's scenarios start once this one's launches are done
-                    # (their clusters all start at once: on two cores, timings that the
-                    # scenarios compare suffer when every store launches together).
-                    timer = threading.Timer(delay, pack.start, args=(scenarios,))
-                    timer.daemon = True
-                    timer.start()
-                    self._timers[name] = timer
-                delay += self.stagger_s
+            pack = SideBySide(store, self.root / store, self.keep_on_failure)
+            self.packs[store] = pack
+            pack.start(selected_scenarios(session, module, store))
         return self.packs[store]
 
     def close(self, store: str) -> None:
         """Wait for ``store``'s scenarios; leave the home once no pack is open."""
         pack = self.packs.pop(store, None)
-        timer = self._timers.pop(store, None)
-        if timer is not None:
-            timer.cancel()
         try:
             if pack is not None:
                 pack.close()
@@ -308,10 +256,7 @@ class SideBySideSession:
                 self._home = None
 
     def close_all(self) -> None:
-        """Wait for every pack still open (a worker that ends early); scenarios not started
-        yet never start."""
-        for timer in self._timers.values():
-            timer.cancel()
+        """Wait for every pack still open (a worker that ends early)."""
         for store in list(self.packs):
             self.close(store)
 
