@@ -157,6 +157,9 @@ def _node_problems(handle: ClusterHandle, expected_nodes: int) -> tuple[list[str
     def check(runner: CommandRunner) -> tuple[str | None, bool]:
         rc, out = runner.run_output(node.program("health.sh"), timeout=30)
         if rc == 0 and "skycore-node-ok" in out:
+            for line in out.splitlines():  # the home comes with it: no exec of its own later
+                if line.startswith("skycore-home "):
+                    runner.remember_home(line.split(" ", 1)[1].strip())
             return None, False
         lines = [ln for ln in out.strip().splitlines() if ln != "skycore-health-start"]
         last = lines[-1] if lines else "no output"
@@ -466,24 +469,34 @@ def batch_script(commands: Sequence[str]) -> str:
 
 
 def merge_mounts(entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``entries`` with every mount script (``mounting.mount_command``) merged into one entry
-    that mounts them all through one run of the node program (python's start-up per mount
-    was most of a node's mounting CPU); other entries unchanged, mounts last."""
+    """``entries`` with every mount script (``mounting.mount_command``) and storage copy
+    script (``mounting.copy_command``) merged into one entry that mounts and copies them all
+    through one run of the node program and the node's rclone daemon (python's and rclone's
+    start-ups per entry were most of a node's mounting CPU); other entries unchanged, the
+    merged one last."""
     from skycore.storage import mounting
 
     others: list[tuple[str, str]] = []
-    mounts: list[tuple[str, list[mounting.MountRequest], mounting.RcloneEnv]] = []
+    whats: list[str] = []
+    reqs: list[mounting.MountRequest] = []
+    copies: list[mounting.CopyRequest] = []
+    env: mounting.RcloneEnv | None = None
     for what, cmd in entries:
-        parsed = mounting.mount_requests_of(cmd)
-        if parsed is None or (mounts and parsed[1] != mounts[0][2]):
+        parsed_mounts = mounting.mount_requests_of(cmd)
+        parsed_copies = mounting.copy_requests_of(cmd) if parsed_mounts is None else None
+        parsed = parsed_mounts or parsed_copies
+        if parsed is None or (env is not None and parsed[1] != env):
             others.append((what, cmd))
-        else:
-            mounts.append((what, *parsed))
-    if len(mounts) < 2:
+            continue
+        env = parsed[1]
+        whats.append(what)
+        if parsed_mounts is not None:
+            reqs += parsed_mounts[0]
+        elif parsed_copies is not None:
+            copies += parsed_copies[0]
+    if len(whats) < 2 or env is None:
         return list(entries)
-    reqs = [r for _, rs, _ in mounts for r in rs]
-    what = "; ".join(w for w, _, _ in mounts)
-    return [*others, (what, mounting.mount_many_command(reqs, mounts[0][2]))]
+    return [*others, ("; ".join(whats), mounting.mount_many_command(reqs, env, copies))]
 
 
 def run_batch(
@@ -736,7 +749,13 @@ def follow_part_command(paths: dict[str, str], job_id: int | None) -> str:
         + f"[ -s {paths['pid']} ] || {{ echo 'skycore: no such job part on this node' >&2; "
         + "exit 2; }\n"
         + f"p=$(cat {paths['pid']}); touch {paths['log']}\n"
-        + f'tail -n +1 -s 0.1 -F --pid="$p" {paths["log"]} 2>/dev/null || true\n'
+        # tail --pid can stop (under load) before printing what the part wrote last: count
+        # what it printed and print the rest of the log once it is done.
+        + "cnt=$(mktemp)\n"
+        + f'{{ tail -n +1 -s 0.1 -F --pid="$p" {paths["log"]} 2>/dev/null | tee /dev/fd/3 '
+        + '| wc -c > "$cnt"; } 3>&1 || true\n'
+        + 'n=$(cat "$cnt" 2>/dev/null || echo 0); rm -f "$cnt"\n'
+        + f"tail -c +$((${{n:-0}} + 1)) {paths['log']} 2>/dev/null || true\n"
         + f"if [ -f {paths['exit']} ]; then\n"
         + f"  if [ -f {paths['exit']}.drain-failed ]; then\n"
         + f"    echo '{DRAIN_FAILED_MARK} (its log on the node: {paths['drain']}):'\n"
@@ -861,6 +880,32 @@ def follow_job(
         )
 
     return parallel(one, list(range(num_nodes)))
+
+
+def refresh_job_logs(
+    handle: ClusterHandle, job_id: int, kind: str, log_dir: Path, exit_codes: Sequence[int]
+) -> None:
+    """Replace the local copies ``<kind>-<rank>.log`` of an ended job part with the nodes'
+    complete logs: a terminal that died while following the part left them short.
+    ``exit_codes`` are the part's recorded codes by rank; a copy is swapped in whole, and
+    only if its node answered with that code (a node that no longer answers keeps the old
+    copy)."""
+
+    def one(rank: int) -> None:
+        local = log_dir / f"{kind}-{rank}.log"
+        fetched = local.with_name(f"{local.name}.fetching")
+        fetched.parent.mkdir(parents=True, exist_ok=True)
+        fetched.write_bytes(b"")
+        code = handle.runners[rank].run(
+            follow_part_command(_part_paths(job_id, kind, rank), job_id),
+            log_path=fetched,
+        )
+        if code == exit_codes[rank]:
+            fetched.replace(local)
+        else:
+            fetched.unlink(missing_ok=True)
+
+    parallel(one, list(range(len(exit_codes))))
 
 
 NEVER_STARTED = -1

@@ -27,6 +27,7 @@ from rich.markup import escape
 from skycore import backend, logs, provision, state
 from skycore.backend import ClusterError, ClusterHandle, StageError
 from skycore.config import SkycoreConfig, load_config, skycore_home
+from skycore.node import mounts as node_mounts
 from skycore.provision import ProvisionError
 from skycore.task import Task
 
@@ -568,6 +569,8 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
         status, code = state.JOB_CANCELLED, backend.CANCELLED_EXIT
     else:
         status, code = state.JOB_FAILED, failed[0]
+    # The terminal died while following the run: its copy of the run's log is short.
+    backend.refresh_job_logs(handle, job.job_id, "run", Path(job.log_dir), codes)
     state.set_job_status(record.name, job.job_id, status, code)
     current = state.get_job(record.name, job.job_id)
     return current.status if current is not None else status
@@ -664,6 +667,13 @@ def _check_node_drains(
         f"Draining the cached mounts on {nodes} failed after the run; nothing was unmounted, "
         "so no write is lost. Retry the command; if the store is unreachable, fix that first."
     )
+    if any(node_mounts.RCLONE_GONE in line for tail in failed.values() for line in tail):
+        why = (
+            f"Draining the cached mounts on {nodes} failed after the run: the rclone daemon "
+            "serving them is gone. The files it had not uploaded are kept in its cache on the "
+            f"node, so no write is lost: 'skycore launch' of the task on {cluster} again "
+            "re-mounts the dead mounts, and the new daemon uploads them."
+        )
     _job_drain_failed(cluster, job_id, drain_log, why)
     raise StageError(why, log_path=drain_log, tail=logs.tail(drain_log, 10))
 

@@ -193,6 +193,11 @@ class CommandRunner:
 
     _home: str | None = None
 
+    def remember_home(self, path: str) -> None:
+        """Cache the home directory another command already read (the health check)."""
+        if path.startswith("/"):
+            self._home = path
+
     def home(self) -> str:
         """The node user's home directory (cached)."""
         if self._home is None:
@@ -226,9 +231,12 @@ class CommandRunner:
         srcp = Path(src).expanduser()
         dst_abs = self.abs_path(dst)
         parent = dst_abs if srcp.is_dir() else os.path.dirname(dst_abs) or "/"
-        rc, out = self.run_output(f"mkdir -p {shlex.quote(parent)}")
-        if rc != 0:
-            return RsyncResult(rc, 0, out)
+        # rsync creates the destination folder itself when the folder holding it exists (the
+        # home for the workdir): one exec per node less. Deeper paths are made first.
+        if not (srcp.is_dir() and os.path.dirname(parent.rstrip("/")) == self.home()):
+            rc, out = self.run_output(f"mkdir -p {shlex.quote(parent)}")
+            if rc != 0:
+                return RsyncResult(rc, 0, out)
         args = ignore_args(srcp) if use_ignore_files else []
         source = str(srcp) + ("/" if srcp.is_dir() else "")
         target = dst_abs.rstrip("/") + ("/" if srcp.is_dir() else "")

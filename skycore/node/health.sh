@@ -7,4 +7,5 @@ exec 3<>/dev/fuse
 command -v fusermount3 >/dev/null || command -v fusermount >/dev/null
 cap=$(awk '/^CapEff/ {print $2}' /proc/self/status)
 (( (16#$cap >> 21) & 1 ))
+echo "skycore-home $HOME"
 echo skycore-node-ok

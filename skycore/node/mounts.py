@@ -6,10 +6,15 @@ setting, since that option is global to a daemon). Each daemon has a folder
 those sockets; nothing else on the node needs rclone's command line.
 
     python3 - daemon RCLONE CONFIG DIR TRANSFERS [FLAG...]  start DIR's daemon unless it answers
-    python3 - mount SOCK FS DST VFS_JSON MOUNT_JSON  mount FS at DST through that daemon
+    python3 - mount SOCK FS DST VFS_JSON MOUNT_JSON [CONFIG_JSON]
+                                                     mount FS at DST through that daemon
     python3 - up RCLONE CONFIG DIR TRANSFERS FS DST VFS_JSON MOUNT_JSON [FLAG...]
                                                      daemon + mount, until DST answers
-    python3 - up-many SPECS_JSON INDEX...            the same for several mounts at once
+    python3 - up-many SPECS_JSON [--copies COPIES_JSON] INDEX...
+                                                     the same for several mounts at once, and
+                                                     the COPY snapshots through a daemon of
+                                                     their own that quits after them
+    python3 - copy-many COPIES_JSON                  only the COPY snapshots
     python3 - live BASE DST...                       print "SKYCORE_LIVE <dst>" per live mount
     python3 - drain BASE TIMEOUT DST...              wait until every DST is durable
     python3 - unmount BASE TIMEOUT DST...            drain, then unmount (never with uploads
@@ -29,11 +34,13 @@ queue being empty for STABLE_POLLS polls in a row.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +52,7 @@ CONFIRM_POLLS = 2  # clean polls in a row when the FUSE connection's queue is vi
 STABLE_POLLS = 5  # clean polls in a row when it is not
 BUSY_FUSE_POLLS = 40  # after this many polls with FUSE requests in flight, ignore them
 RC_TIMEOUT_S = 15.0
+RCLONE_GONE = "is not answering"  # what drain says of a mount whose daemon is gone
 
 
 class RcError(Exception):
@@ -147,13 +155,19 @@ def served(base: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
 def cmd_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) -> int:
     """Start the daemon of folder ``d`` unless one answers there (under a lock, so mounts
     started side by side share one daemon)."""
+    return 1 if start_daemon(rclone, config, d, transfers, *extra) is None else 0
+
+
+def start_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) -> bool | None:
+    """``cmd_daemon``: True when this call started the daemon, False when one answered
+    already, None when it did not start."""
     sock, log = os.path.join(d, "rc.sock"), os.path.join(d, "rclone.log")
     os.makedirs(os.path.join(d, "cache"), mode=0o700, exist_ok=True)
     os.chmod(d, 0o700)
     with open(os.path.join(d, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if answers(sock):
-            return 0
+            return False
         if os.path.exists(sock):
             os.unlink(sock)
         with open(log, "ab") as out:
@@ -171,7 +185,7 @@ def cmd_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) ->
         while time.monotonic() < deadline:
             if answers(sock):
                 say(f"skycore: rclone daemon {d} started (pid {proc.pid})")
-                return 0
+                return True
             if proc.poll() is not None:
                 break
             time.sleep(0.02)
@@ -179,17 +193,22 @@ def cmd_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) ->
         warn(f"skycore: rclone daemon {d} did not start (exit {proc.returncode}); last lines:")
         with open(log, errors="replace") as f:
             warn("".join(f.readlines()[-20:]))
-        return 1
+        return None
 
 
-def cmd_mount(sock: str, fs: str, dst: str, vfs_opt: str, mount_opt: str) -> int:
-    """Mount ``fs`` at ``dst`` through the daemon on ``sock``."""
-    params = {
+def cmd_mount(
+    sock: str, fs: str, dst: str, vfs_opt: str, mount_opt: str, rc_config: str = "{}"
+) -> int:
+    """Mount ``fs`` at ``dst`` through the daemon on ``sock``; ``rc_config`` (JSON) is rclone
+    global options for this mount alone (``_config``)."""
+    params: dict[str, Any] = {
         "fs": fs,
         "mountPoint": norm(dst),
         "vfsOpt": json.loads(vfs_opt),
         "mountOpt": json.loads(mount_opt),
     }
+    if json.loads(rc_config):
+        params["_config"] = json.loads(rc_config)
     try:
         rc(sock, "mount/mount", params, timeout=120)
     except (OSError, RcError) as e:
@@ -228,30 +247,44 @@ def cmd_up(
     return 0 if wait_mounted(dst) else 1
 
 
-def cmd_up_many(specs_json: str, *indices: str) -> int:
-    """Mount the requests ``indices`` of ``specs_json`` (a JSON list of {rclone, config, dir,
-    transfers, extra, fs, dst, vfs, mount}): each daemon started once, every mount/mount
-    call issued at once, then wait until every mount point answers (one process for all
-    the mounts of a node: python's start-up was most of a mount's CPU cost)."""
+def cmd_up_many(specs_json: str, *args: str) -> int:
+    """Mount the requests ``INDEX...`` of ``specs_json`` (a JSON list of {rclone, config, dir,
+    transfers, extra, fs, dst, vfs, mount}) and make the COPY snapshots of ``--copies
+    COPIES_JSON`` (see ``copy_many``): each daemon started once, every mount/mount call and
+    copy issued at once, then wait until every mount point answers (one process for all
+    the mounts and copies of a node: python's and rclone's start-ups were most of a node's
+    mounting CPU)."""
     import threading
 
+    copies: list[dict[str, Any]] = []
+    indices = list(args)
+    if indices[:1] == ["--copies"]:
+        copies = json.loads(indices[1])
+        indices = indices[2:]
     specs = json.loads(specs_json)
     todo = [specs[int(i)] for i in indices]
     daemons: dict[str, dict[str, Any]] = {}
-    for s in todo:
+    for s in [*todo, *copies]:
         daemons.setdefault(s["dir"], s)
     for d, s in daemons.items():
-        if cmd_daemon(s["rclone"], s["config"], d, s["transfers"], *s["extra"]) != 0:
+        if start_daemon(s["rclone"], s["config"], d, s["transfers"], *s["extra"]) is None:
             return 1
     failed: list[dict[str, Any]] = []
+    copy_failed: list[dict[str, Any]] = []
 
     def one(s: dict[str, Any]) -> None:
         sock = os.path.join(s["dir"], "rc.sock")
         vfs, mnt = json.dumps(s["vfs"]), json.dumps(s["mount"])
-        if cmd_mount(sock, s["fs"], s["dst"], vfs, mnt) != 0 or not wait_mounted(s["dst"]):
+        config = json.dumps(s.get("rc_config") or {})
+        if cmd_mount(sock, s["fs"], s["dst"], vfs, mnt, config) != 0 or not wait_mounted(s["dst"]):
             failed.append(s)
 
+    def copy(c: dict[str, Any]) -> None:
+        if not copy_one(os.path.join(c["dir"], "rc.sock"), c["sources"], c["dst"]):
+            copy_failed.append(c)
+
     threads = [threading.Thread(target=one, args=(s,)) for s in todo]
+    threads += [threading.Thread(target=copy, args=(c,)) for c in copies]
     for t in threads:
         t.start()
     for t in threads:
@@ -264,7 +297,106 @@ def cmd_up_many(specs_json: str, *indices: str) -> int:
                 warn("".join(f.readlines()[-20:]))
         except OSError:
             pass
-    return 1 if failed else 0
+    # The copies' daemon serves no mount: it quits now, giving its memory back.
+    for d in {c["dir"] for c in copies}:
+        if not any(s["dir"] == d for s in todo):
+            retire(os.path.join(d, "rc.sock"))
+    return 1 if failed or copy_failed else 0
+
+
+def cmd_copy_many(copies_json: str) -> int:
+    """The COPY snapshots of ``copies_json`` alone (``up-many`` with no mount)."""
+    return cmd_up_many("[]", "--copies", copies_json)
+
+
+def remote_colon(path: str) -> int:
+    """Index of the ':' that ends the remote part of an rclone path (``remote:path`` or a
+    connection string ``:type,k="v":path``, whose quoted values may hold ':'); -1 if none."""
+    quote = ""
+    for j in range(1 if path.startswith(":") else 0, len(path)):
+        c = path[j]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == ":":
+            return j
+    return -1
+
+
+def split_remote(path: str) -> tuple[str, str]:
+    """(parent, leaf) of an rclone path ``remote:bucket/a/b`` (leaf '' for a bucket or a
+    remote root); a connection string's quoted values may hold ':' and '/'."""
+    colon = remote_colon(path)
+    rest = path[colon + 1 :].strip("/")
+    if "/" not in rest:
+        return path, ""
+    parent, leaf = rest.rsplit("/", 1)
+    return path[: colon + 1] + parent, leaf
+
+
+def copy_one(sock: str, sources: list[str], dst: str, attempts: int = 3) -> bool:
+    """Copy the first of ``sources`` (rclone paths, tried in turn: the user's credentials,
+    then anonymous) that works to ``dst`` through the daemon on ``sock``: a folder (bucket
+    or prefix) into the folder ``dst``, a single object to the file ``dst`` (``rclone
+    copyto``). Each source gets ``attempts`` tries (``--retries``); progress is printed
+    every 10 s of a long copy."""
+    target = norm(dst)
+    errors: list[str] = []
+    for n, src in enumerate(sources):
+        tries = attempts if n == len(sources) - 1 else 1
+        for _ in range(tries):
+            try:
+                copy_through(sock, src, target)
+            except (OSError, RcError) as e:
+                errors.append(f"{src}: {e}")
+                continue
+            say(f"skycore: copied {src} to {dst}")
+            return True
+    warn(f"skycore: copying to {dst} failed: " + "; ".join(errors[-3:]))
+    return False
+
+
+COPY_CONFIG = {"Transfers": 4, "Checkers": 8}
+
+
+def copy_through(sock: str, src: str, target: str) -> None:
+    """One try of ``copy_one``: ``sync/copy`` for a folder, ``operations/copyfile`` when the
+    source is a single object; RcError on failure."""
+    try:
+        run_job(sock, "sync/copy", {"srcFs": src, "dstFs": target}, target)
+        os.makedirs(target, exist_ok=True)  # an empty bucket is an empty folder
+        return
+    except RcError as e:
+        if "is a file not a directory" not in str(e):
+            raise
+    parent, leaf = split_remote(src)
+    params = {
+        "srcFs": parent, "srcRemote": leaf,
+        "dstFs": os.path.dirname(target) or "/", "dstRemote": os.path.basename(target),
+    }  # fmt: skip
+    run_job(sock, "operations/copyfile", params, target)
+
+
+def run_job(sock: str, method: str, params: dict[str, Any], what: str) -> None:
+    """Run rc ``method`` as a background job of the daemon and wait for it, printing its
+    progress every 10 s; RcError with rclone's message if it failed."""
+    job = rc(sock, method, {**params, "_async": True, "_config": COPY_CONFIG})["jobid"]
+    last = time.monotonic()
+    while True:
+        st = rc(sock, "job/status", {"jobid": job})
+        if st.get("finished"):
+            if st.get("success"):
+                return
+            raise RcError(st.get("error") or "failed")
+        time.sleep(0.05)
+        if time.monotonic() - last >= 10:
+            last = time.monotonic()
+            stats = rc(sock, "core/stats", {"group": f"job/{job}"})
+            say(
+                f"skycore: copying to {what}: {stats.get('transfers', 0)} file(s), "
+                f"{stats.get('bytes', 0) / 2**20:.1f} MiB so far"
+            )
 
 
 def cmd_live(base: str, dsts: list[str]) -> int:
@@ -308,7 +440,7 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
             sock, fs = table[p]
             targets[dst] = (sock, fs, mounted.get(p, ("", ""))[0] or None)
         elif p in mounted and mounted[p][1] == "fuse.rclone":
-            warn(f"skycore: rclone serving {dst} is not answering")
+            warn(f"skycore: rclone serving {dst} {RCLONE_GONE}")
             return 2
         else:
             say(f"skycore: no rclone serving {dst}; nothing to drain")
@@ -323,7 +455,7 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
             try:
                 stats = rc(sock, "vfs/stats", {"fs": fs})
             except OSError as e:
-                warn(f"skycore: rclone serving {dst} is not answering: {e}")
+                warn(f"skycore: rclone serving {dst} {RCLONE_GONE}: {e}")
                 return 2
             except RcError as e:
                 warn(f"skycore: unexpected vfs/stats for {dst}: {e}")
@@ -397,6 +529,24 @@ def cmd_unmount(base: str, timeout: float, dsts: list[str]) -> int:
     return status
 
 
+def retire(sock: str) -> None:
+    """Stop the daemon on ``sock`` unless it serves a mount. SIGTERM, not ``core/quit``
+    (after which rclone lingers 1.5 s): it exits within ~20 ms and removes its socket."""
+    with open(os.path.join(os.path.dirname(sock), "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if rc(sock, "mount/listmounts").get("mountPoints"):
+                return
+            os.kill(int(rc(sock, "core/pid")["pid"]), signal.SIGTERM)
+        except (OSError, RcError, KeyError, ValueError):
+            pass
+        deadline = time.monotonic() + 2
+        while os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with contextlib.suppress(OSError):
+            os.unlink(sock)
+
+
 def quit_if_idle(sock: str) -> None:
     """Stop the daemon on ``sock`` when it serves no mount any more."""
     if not sock:
@@ -428,6 +578,8 @@ def main(argv: list[str]) -> int:
         return cmd_up(*args)
     if cmd == "up-many":
         return cmd_up_many(*args)
+    if cmd == "copy-many":
+        return cmd_copy_many(*args)
     if cmd == "live":
         return cmd_live(args[0], args[1:])
     if cmd == "drain":

@@ -14,7 +14,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -248,6 +248,10 @@ class AbstractStore(ABC):
         """Bash a node runs to copy the bucket (or an object/prefix of it) to ``dst``."""
         return mounting.copy_command(self.rclone_path(prefix, anonymous), dst, env)
 
+    cached_upload_config: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """rclone global options (name, value) for the write-back uploads of this store's
+    MOUNT_CACHED mounts, set per mount (``MountOptions.upload_config``)."""
+
     def mount_command(
         self,
         dst: str,
@@ -258,6 +262,9 @@ class AbstractStore(ABC):
         env: mounting.RcloneEnv = mounting.NODE_ENV,
     ) -> str:
         """Bash a node runs to mount the bucket at ``dst`` in ``mode`` (idempotent)."""
+        options = options or mounting.MountOptions()
+        if mode is StorageMode.MOUNT_CACHED and self.cached_upload_config:
+            options = replace(options, upload_config=self.cached_upload_config)
         return mounting.mount_command(self.rclone_path(prefix, anonymous), dst, mode, options, env)
 
 

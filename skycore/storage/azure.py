@@ -73,6 +73,13 @@ class AzureBlobStore(AbstractStore):
     config_model = AzureConfig
     bucket_label = "Azure container"
     url_has_account = True
+    cached_upload_config = (("MultiThreadCutoff", "1"),)
+    """Cached mounts upload every non-empty file with rclone's multi-thread copy, which reads
+    it straight from the cache file. rclone 1.75.2's other Azure upload paths send a copy of
+    the file from a pooled buffer that they free when the SDK call returns; when the store
+    answers (a 403, say) before it has read the body, the HTTP transport may still be reading
+    that buffer, and the daemon panics (``lib/pool.(*RW).readPage: index out of range``,
+    seen in CI under ``harness fault azure deny``), taking every mount of the node down."""
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         super().__init__(name, config, account)

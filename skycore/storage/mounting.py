@@ -56,13 +56,16 @@ class MountOptions:
     ``write_back_s``: how long a closed file waits before its upload starts (rclone never
     uploads a file that is open for writing; reopening a queued file takes it off the queue).
     ``transfers`` and ``extra_flags`` (rclone global flags) belong to the node's daemon: a
-    mount with other values gets a daemon of its own.
+    mount with other values gets a daemon of its own. ``upload_config`` is rclone global
+    options (name, value) for this mount alone, sent as ``mount/mount``'s ``_config``: they
+    apply to its VFS, so to its write-back uploads (the store's ``cached_upload_config``).
     """
 
     transfers: int = 1
     write_back_s: float = 0.1
     read_only: bool = False
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
+    upload_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -196,27 +199,77 @@ def _rclone(env: RcloneEnv) -> str:
     return f"{shlex.quote(env.rclone)} --config {shlex.quote(env.config_file)}"
 
 
-def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
-    """Bash that copies ``remote_path`` (an object or a folder) to ``dst`` on the node.
+@dataclass(frozen=True)
+class CopyRequest:
+    """One COPY snapshot a node makes: the first of ``sources`` (rclone paths, tried in turn)
+    that works, copied to ``dst`` (a folder for a bucket or prefix, a file for an object)."""
 
-    ``rclone copyto`` copies a single object to a file and a prefix/bucket into a folder.
-    """
-    return (
-        _PRELUDE
-        + f"DST={sh_path(dst)}\n"
-        + 'mkdir -p "$(dirname "$DST")"\n'
-        + f'{_rclone(env)} copyto {shlex.quote(remote_path)} "$DST" --transfers 8 '
-        + "--checkers 16 --retries 3 --low-level-retries 5\n"
+    sources: tuple[str, ...]
+    dst: str
+
+
+# A copy script names its request on a comment line, so a node batch can merge it with the
+# mount scripts (copy_requests_of + mount_many_command): the daemon then copies, with no
+# rclone process of its own.
+_COPY_TAG = "# skycore-copy-request "
+
+
+def copy_daemon_dirs(base: str = NODE_MOUNTS_BASE) -> MountDirs:
+    """The folder of the daemon that makes a node's COPY snapshots: a daemon of its own,
+    started for a batch's copies and quitting after them, so the memory a copy takes is
+    given back at once (in the mounts' daemon it stayed, ~16 MiB in some runs)."""
+    d = f"{base.rstrip('/')}/rcd-copy"
+    return MountDirs(
+        base=d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock"
     )
+
+
+def _copy_spec(req: CopyRequest, env: RcloneEnv) -> dict[str, Any]:
+    dirs = copy_daemon_dirs(env.mounts_base)
+    return {
+        "rclone": env.rclone, "config": env.config_file, "dir": dirs.base, "transfers": "1",
+        "extra": [], "sources": list(req.sources), "dst": req.dst,
+    }  # fmt: skip
+
+
+def _copy_tag(req: CopyRequest, env: RcloneEnv) -> str:
+    data = {"sources": list(req.sources), "dst": req.dst}
+    data["env"] = [env.rclone, env.config_file, env.mounts_base, env.helper]
+    return _COPY_TAG + json.dumps(data, sort_keys=True) + "\n"
+
+
+def copy_requests_of(script: str) -> tuple[list[CopyRequest], RcloneEnv] | None:
+    """The copy requests and environment of a script made by ``copy_command`` /
+    ``copy_with_fallback_command`` (None for any other script)."""
+    reqs: list[CopyRequest] = []
+    envs = set()
+    for line in script.splitlines():
+        if line.startswith(_COPY_TAG):
+            d = json.loads(line[len(_COPY_TAG) :])
+            envs.add(tuple(d["env"]))
+            reqs.append(CopyRequest(tuple(d["sources"]), d["dst"]))
+    if not reqs or len(envs) != 1:
+        return None
+    rclone, config_file, mounts_base, helper = envs.pop()
+    return reqs, RcloneEnv(rclone, config_file, mounts_base, helper)
+
+
+def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
+    """Bash that copies ``remote_path`` (an object or a folder) to ``dst`` on the node,
+    through the node's copy daemon (``copy_daemon_dirs``; it quits after the copies): a
+    bucket or prefix into the folder ``dst``, an object to the file ``dst``."""
+    return copy_with_fallback_command([remote_path], dst, env)
 
 
 def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv = NODE_ENV) -> str:
     """Like copy_command, trying each remote path in turn (user credentials, then anonymous)."""
-    attempts = " || ".join(
-        f'{_rclone(env)} copyto {shlex.quote(p)} "$DST" --transfers 8 --retries 2'
-        for p in remote_paths
+    req = CopyRequest(tuple(remote_paths), dst)
+    return (
+        _PRELUDE
+        + _copy_tag(req, env)
+        + _NODE_FN
+        + f"skycore_mounts copy-many {shlex.quote(json.dumps([_copy_spec(req, env)]))}\n"
     )
-    return _PRELUDE + f"DST={sh_path(dst)}\n" + 'mkdir -p "$(dirname "$DST")"\n' + attempts + "\n"
 
 
 def daemon_flags(dirs: MountDirs, transfers: int, extra_flags: tuple[str, ...] = ()) -> list[str]:
@@ -292,18 +345,13 @@ def tagged_remote(remote_path: str, dst: str) -> str:
     (``remote,description=skycore-<hash of dst>:path``; every backend has that option and it
     changes nothing but the Fs name), so two mounts of the same bucket stay two VFSes that
     ``vfs/stats fs=`` tells apart, each with its own cache folder (stable across remounts)."""
+    from skycore.node.mounts import remote_colon  # the node program's own parser
+
     tag = hashlib.sha256(dst.encode()).hexdigest()[:10]
-    i = 1 if remote_path.startswith(":") else 0
-    quote = ""
-    for j in range(i, len(remote_path)):
-        c = remote_path[j]
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "\"'":
-            quote = c
-        elif c == ":":
-            return f"{remote_path[:j]},description=skycore-{tag}{remote_path[j:]}"
-    return remote_path
+    j = remote_colon(remote_path)
+    if j < 0:
+        return remote_path
+    return f"{remote_path[:j]},description=skycore-{tag}{remote_path[j:]}"
 
 
 @dataclass(frozen=True)
@@ -329,6 +377,7 @@ def _request_json(req: MountRequest, env: RcloneEnv) -> str:
             "remote": req.remote_path, "dst": req.dst, "mode": req.mode.value,
             "transfers": o.transfers, "write_back_s": o.write_back_s,
             "read_only": o.read_only, "extra_flags": list(o.extra_flags),
+            "upload_config": [list(kv) for kv in o.upload_config],
             "env": [env.rclone, env.config_file, env.mounts_base, env.helper],
         },
         sort_keys=True,
@@ -350,6 +399,7 @@ def mount_requests_of(script: str) -> tuple[list[MountRequest], RcloneEnv] | Non
             write_back_s=d["write_back_s"],
             read_only=d["read_only"],
             extra_flags=tuple(d["extra_flags"]),
+            upload_config=tuple((k, v) for k, v in d.get("upload_config", [])),
         )
         reqs.append(MountRequest(d["remote"], d["dst"], StorageMode(d["mode"]), opts))
     if not reqs or len(envs) != 1:
@@ -372,9 +422,14 @@ def mount_command(
     )
 
 
-def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_ENV) -> str:
+def mount_many_command(
+    requests: Sequence[MountRequest],
+    env: RcloneEnv = NODE_ENV,
+    copies: Sequence[CopyRequest] = (),
+) -> str:
     """Idempotent bash that mounts every request through the node's daemons (started if none
-    answers), all mount calls issued at once by one run of the node program.
+    answers), all mount calls issued at once by one run of the node program, which also
+    makes the COPY snapshots ``copies`` meanwhile (through ``copy_daemon_dirs``).
 
     A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; files in
     a mount point that is not mounted (stray local writes) are moved aside to
@@ -392,12 +447,16 @@ def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_E
                 "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
                 "transfers": str(transfers), "extra": list(extra),
                 "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
-                "vfs": vfs, "mount": mnt,
+                "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
             }
         )  # fmt: skip
+    copy_arg = ""
+    if copies:
+        copy_arg = "--copies " + q(json.dumps([_copy_spec(c, env) for c in copies])) + " "
     out = [
         _PRELUDE,
         *(_REQUEST_TAG + _request_json(r, env) + "\n" for r in requests),
+        *(_copy_tag(c, env) for c in copies),
         _IS_MOUNTED,
         _node_fn_file(env),
         f"BASE={q(env.mounts_base)}\n",
@@ -438,8 +497,8 @@ def mount_many_command(requests: Sequence[MountRequest], env: RcloneEnv = NODE_E
             f"case $rc in 0) UP+=({i});; 3) ;; *) exit $rc;; esac\n"
         )
     out.append(
-        'if [ "${#UP[@]}" -gt 0 ]; then\n'
-        f'  skycore_mounts up-many {q(json.dumps(specs))} "${{UP[@]}}" || exit 1\n'
+        f'if [ "${{#UP[@]}}" -gt 0 ] || [ {int(bool(copies))} = 1 ]; then\n'
+        f'  skycore_mounts up-many {q(json.dumps(specs))} {copy_arg}"${{UP[@]}}" || exit 1\n'
         "fi\n"
     )
     for i, req in enumerate(requests):

@@ -11,7 +11,7 @@ Kinds (SkyPilot's rules):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -418,12 +418,7 @@ class Storage:
         anonymous, read_only = self._remote()
         opts = self.mount_options
         if read_only and not opts.read_only:
-            opts = mounting.MountOptions(
-                transfers=opts.transfers,
-                write_back_s=opts.write_back_s,
-                read_only=True,
-                extra_flags=opts.extra_flags,
-            )
+            opts = replace(opts, read_only=True)
         return self.store_obj(config).mount_command(
             dst, self.mode, self.prefix, anonymous, opts, env
         )

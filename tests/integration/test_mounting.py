@@ -143,7 +143,8 @@ def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
         assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
     assert "/usr/local/bin/rclone" in scripts[0]
     assert ':azureblob,account=skyother,endpoint="http://127.0.0.1:3/skyother":pub' in scripts[6]
-    assert '"$HOME"/d' in scripts[-1]
+    # A COPY destination under ~ reaches the node program as written; it expands ~ ($HOME).
+    assert '"dst": "~/d"' in scripts[-1] and "copy-many" in scripts[-1]
     assert "skycore-r2:abc" in scripts[7] and "skycore-gcs:b/p" in scripts[-1]
 
 
@@ -410,6 +411,56 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
     assert "stale mount" in r.stderr
     assert (dst / "hello.txt").read_text() == "hi"
     assert bash(mounting.unmount_command(str(dst), 30, host_env)).returncode == 0
+
+
+def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    host_env: RcloneEnv,
+    user_bucket: str,
+) -> None:
+    """Nothing written is lost when a node's rclone daemon dies with uploads pending: the
+    closed files stay in the daemon's cache folder, the dead mount fails at once (ENOTCONN,
+    never a hang), and the next mount of the same destination (what a relaunch does with a
+    stale mount) uploads every one of them whole."""
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "crash"
+    storage.mount_options = MountOptions(write_back_s=120)  # still pending when rclone dies
+    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
+    payloads = {n: os.urandom((1 << 20) + i) for i, n in enumerate(names)}
+    for n in names:
+        (dst / n).write_bytes(payloads[n])
+    sock = mounting.mount_dirs(
+        str(dst), host_env.mounts_base, StorageMode.MOUNT_CACHED, storage.mount_options
+    ).rc_socket
+    fs = node_mounts.served(host_env.mounts_base)[0][str(dst)][1]
+    deadline = time.monotonic() + 10
+    while node_mounts.rc(sock, "vfs/stats", {"fs": fs})["diskCache"]["uploadsQueued"] < len(names):
+        assert time.monotonic() < deadline, "the closed files were never queued for upload"
+        time.sleep(0.05)
+    bucket = storage.name
+    assert not [e for e in emulators[store].events(bucket) if e.key in names]
+    os.kill(int(node_mounts.rc(sock, "core/pid")["pid"]), 9)
+    deadline = time.monotonic() + 10
+    while node_mounts.answers(sock):
+        assert time.monotonic() < deadline, "rclone did not die"
+        time.sleep(0.05)
+    with pytest.raises(OSError) as dead:
+        os.stat(dst / names[0])
+    assert dead.value.errno == errno.ENOTCONN
+    storage.mount_options = MountOptions()  # the next mount: today's write-back
+    r = bash(storage.mount_command(str(dst), config, env=host_env))
+    assert r.returncode == 0, r.stderr
+    assert "stale mount" in r.stderr
+    drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
+    assert drain.returncode == 0, drain.stderr
+    for n in names:
+        assert emulators[store].read_object(bucket, n) == payloads[n], n
+        assert (dst / n).read_bytes() == payloads[n], n
+    assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
 
 
 def test_public_bucket_of_other_account_mounts_read_only(

@@ -256,11 +256,17 @@ def test_job_whose_final_drain_fails_ends_failed(
     assert job is not None and job.status == state.JOB_FAILED
     drain_log = Path(job.log_dir) / "drain.log"
     assert "drain failed; uploads may be pending" in drain_log.read_text()
+    # It says what happened and what repairs it: the daemon is gone, a relaunch re-mounts.
+    assert "the rclone daemon serving them is gone" in drain_log.read_text()
+    assert "'skycore launch'" in drain_log.read_text()
     # The drain's own output reached the reporter as a progress line.
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "not answering" in text
     # A later refresh cannot turn it into anything else.
     assert not state.set_job_status(cluster, 2, state.JOB_FAILED_DRIVER)
+    # What the message promises: the relaunch re-mounts the dead mount and its job drains.
+    again = execution.launch(task, cluster, console=quiet(), config=config)
+    assert again.exit_code == 0 and again.job_status == state.JOB_SUCCEEDED
 
 
 def test_down_forgets_the_cluster_even_if_deleting_its_storage_fails(
@@ -282,3 +288,41 @@ def test_down_forgets_the_cluster_even_if_deleting_its_storage_fails(
     assert provision.query_instances("docker", cluster, config) == {}
     assert state.get_storage(bucket) is not None  # still known: 'storage delete' can finish it
     assert "Deleted" in catalog.delete_storage(bucket, config)
+
+
+def test_plain_bucket_urls_are_copied_through_the_node_daemon(
+    cluster: str,
+    config: SkycoreConfig,
+    run_id: str,
+    make_task: Callable[..., Task],
+    emulators: dict[str, Any],
+) -> None:
+    """file_mounts with bucket URLs: an object lands as a file, a prefix as a folder, another
+    owner's public bucket is read anonymously; the copies leave no rclone of their own and
+    the daemon that made them quits when it serves no mount. A missing bucket fails the
+    stage naming the entry."""
+    s3 = emulators["s3"]
+    mine, theirs = f"tps-url-{run_id}", f"tps-pub-{run_id}"
+    mine_url = s3.make_bucket(
+        mine, owner="user", public=False, objects={"one.txt": b"one\n", "dir/a.txt": b"a\n"}
+    )
+    theirs_url = s3.make_bucket(theirs, owner="other", public=True, objects={"p/b.txt": b"b\n"})
+    try:
+        task = make_task(
+            file_mounts={
+                "/data/one.txt": f"{mine_url}/one.txt",
+                "/data/dir": f"{mine_url}/dir",
+                "/pub": f"{theirs_url}/p",
+            },
+            run="cat /data/one.txt /data/dir/a.txt /pub/b.txt; pgrep -c -x rclone || true",
+        )
+        result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+        assert result.exit_code == 0, (result.log_dir / "file_mounts.log").read_text()
+        run = (result.log_dir / "run-0.log").read_text().splitlines()
+        assert run == ["one", "a", "b", "0"]
+        missing = make_task(file_mounts={"/gone": f"s3://tps-missing-{run_id}/x"}, run="true")
+        with pytest.raises(StageError, match=r"copy s3://tps-missing-.* -> /gone"):
+            execution.launch(missing, cluster, console=quiet(), config=config, stream=False)
+    finally:
+        s3.delete_bucket(mine)
+        s3.delete_bucket(theirs)

@@ -112,6 +112,19 @@ def test_rsync_single_file_to_new_folder(runner: CommandRunner, tmp_path: Path) 
     assert runner.run_output("cat /data/deep/one.txt")[1] == "one\n"
 
 
+def test_rsync_folder_to_new_deep_and_home_level_folders(
+    runner: CommandRunner, tmp_path: Path
+) -> None:
+    """A folder right under the home is created by rsync itself (no mkdir exec); a deeper
+    one gets its parents made first."""
+    src = tmp_path / "d"
+    src.mkdir()
+    (src / "x.txt").write_text("x\n")
+    assert runner.rsync_up(src, "~/top_level_new").returncode == 0
+    assert runner.rsync_up(src, "~/deep_new/a/b").returncode == 0
+    assert runner.run_output("cat ~/top_level_new/x.txt ~/deep_new/a/b/x.txt")[1] == "x\nx\n"
+
+
 def test_skyignore_wins_over_gitignore(runner: CommandRunner, tmp_path: Path) -> None:
     src = tmp_path / "proj"
     (src / "pkg").mkdir(parents=True)

@@ -126,24 +126,41 @@ def test_killed_client_during_exec_the_job_still_succeeds_and_drains(
             }
         )
     )
-    output = tmp_path / "exec.out"
-    with output.open("w") as out_file:
-        proc = subprocess.Popen(
-            [*SKYCORE, "exec", cluster.name, str(job)], stdout=out_file, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_for(lambda: "begin-42" in output.read_text(), 120, "the job to start")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
+
+    def exec_and_kill_the_terminal(output: Path) -> None:
+        with output.open("w") as out_file:
+            proc = subprocess.Popen(
+                [*SKYCORE, "exec", cluster.name, str(job)],
+                stdout=out_file,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_for(lambda: "begin-42" in output.read_text(), 120, "the job to start")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+
+    def queue_row(job_id: int) -> dict[str, Any]:
+        r = sky("queue", cluster.name, "--json")
+        (row,) = [j for j in json.loads(r.stdout) if j["job_id"] == job_id]
+        return row
+
+    exec_and_kill_the_terminal(tmp_path / "exec.out")
     r = sky("logs", cluster.name, "2")  # follows the nodes' log to the end
     assert r.returncode == 0, r.stdout + r.stderr
     assert "begin-42" in r.stdout and "all-done" in r.stdout, r.stdout
-    r = sky("queue", cluster.name, "--json")
-    (row,) = [j for j in json.loads(r.stdout) if j["job_id"] == 2]
+    row = queue_row(2)
     assert (row["status"], row["exit_code"]) == ("SUCCEEDED", 0), row
+    # Again, but this time the job ends before anyone follows it: 'skycore queue' finds it
+    # ended on the nodes, and 'skycore logs' still prints all of it, although the dead
+    # terminal's copy of the log stopped at 'begin-42'.
+    exec_and_kill_the_terminal(tmp_path / "exec-3.out")
+    wait_for(lambda: queue_row(3)["status"] == "SUCCEEDED", 120, "job 3 to end")
+    r = sky("logs", cluster.name, "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "begin-42" in r.stdout and "all-done" in r.stdout, r.stdout
     keys = bucket.list_keys()
     assert all(f"out-{i}.txt" in keys for i in range(1, 6)), keys
     assert bucket.read("out-5.txt").strip() == b"step-5"

@@ -108,3 +108,31 @@ def test_spec_round_trip_renders_the_same_mount(
     again = Storage.from_mount_spec(spec)
     assert again.mount_spec() == spec
     assert again.mount_command("/m", CONFIG) == original.mount_command("/m", CONFIG)
+
+
+def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
+    """A store's ``cached_upload_config`` reaches rclone as ``mount/mount``'s ``_config`` of its
+    MOUNT_CACHED mounts only (Azure: multi-thread uploads, see AzureBlobStore), survives a
+    merge of mount scripts (``mount_requests_of``), and leaves the daemon shared."""
+    import json
+
+    from skycore.storage import mounting
+    from skycore.storage.api import AccessInfo
+
+    def script(source: str, mode: str) -> str:
+        st = Storage.from_spec(name=None, source=source, store=None, mode=mode)
+        st._access = AccessInfo(exists=True, can_read=True, can_write=True, anonymous=False)
+        return st.mount_command("/m", CONFIG)
+
+    def node_specs(cmd: str) -> list[dict]:
+        reqs, env = mounting.mount_requests_of(cmd) or ([], None)
+        assert env is not None
+        merged = mounting.mount_many_command(reqs, env)
+        line = next(ln for ln in merged.splitlines() if "skycore_mounts up-many" in ln)
+        return json.loads(line.split("up-many ", 1)[1].split("' ", 1)[0].strip("'"))
+
+    azure_cached = node_specs(script("azure://skyuser/box", "MOUNT_CACHED"))
+    assert azure_cached[0]["rc_config"] == {"MultiThreadCutoff": "1"}
+    assert azure_cached[0]["dir"].endswith("/rcd-t1")  # the node's one daemon, as before
+    assert node_specs(script("azure://skyuser/box", "MOUNT"))[0]["rc_config"] == {}
+    assert node_specs(script("s3://bucket-a", "MOUNT_CACHED"))[0]["rc_config"] == {}
