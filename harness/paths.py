@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -26,3 +28,17 @@ def logs_dir() -> Path:
     path = harness_home() / "logs"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def home_env(home: Path) -> Iterator[Path]:
+    """SKYCORE_HOME set to ``home`` while the block runs."""
+    previous = os.environ.get("SKYCORE_HOME")
+    os.environ["SKYCORE_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if previous is None:
+            os.environ.pop("SKYCORE_HOME", None)
+        else:
+            os.environ["SKYCORE_HOME"] = previous

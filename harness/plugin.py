@@ -22,7 +22,7 @@ import pytest
 
 from harness import registry
 from harness.emulators.base import CAPABILITIES
-from harness.paths import harness_home
+from harness.paths import harness_home, home_env
 from harness.report_collector import ReportCollector
 
 CAPABILITY_MARKER = "requires_capability"
@@ -216,17 +216,9 @@ def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> I
     """The whole local cloud (dockerd, node image, selected emulators), up once per session."""
     from harness import cloud
 
-    previous = os.environ.get("SKYCORE_HOME")
-    os.environ["SKYCORE_HOME"] = str(session_skycore_home)
-    try:
+    with home_env(session_skycore_home):
         stores = tuple(selected_stores(request.config))
-        info = cloud.up(say=lambda _msg: None, stores=stores)
-        yield info
-    finally:
-        if previous is None:
-            os.environ.pop("SKYCORE_HOME", None)
-        else:
-            os.environ["SKYCORE_HOME"] = previous
+        yield cloud.up(say=lambda _msg: None, stores=stores)
 
 
 @pytest.fixture

@@ -15,17 +15,18 @@ it ends.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.paths import home_env
 
 SCENARIO_MARKER = "scenario"
 JOIN_TIMEOUT_S = 900.0
@@ -259,17 +260,3 @@ class SideBySideSession:
         """Wait for every pack still open (a worker that ends early)."""
         for store in list(self.packs):
             self.close(store)
-
-
-@contextlib.contextmanager
-def home_env(home: Path) -> Iterator[Path]:
-    """SKYCORE_HOME set to ``home`` (with the session's config) while the block runs."""
-    previous = os.environ.get("SKYCORE_HOME")
-    os.environ["SKYCORE_HOME"] = str(home)
-    try:
-        yield home
-    finally:
-        if previous is None:
-            os.environ.pop("SKYCORE_HOME", None)
-        else:
-            os.environ["SKYCORE_HOME"] = previous

@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -561,8 +562,11 @@ def gate_token(home: Path) -> str:
     except FileNotFoundError:
         pass
     home.mkdir(parents=True, exist_ok=True)
-    tmp = home / f".gate-token.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A unique temporary file (mode 0600): emulators start side by side in threads of one
+    # process, so a name made of the pid alone was shared, and one thread's cleanup removed
+    # the file another was about to link.
+    fd, tmp_name = tempfile.mkstemp(prefix=".gate-token.", dir=home)
+    tmp = Path(tmp_name)
     with os.fdopen(fd, "w") as out:
         out.write(secrets.token_hex(32))
     with contextlib.suppress(FileExistsError):
@@ -667,10 +671,27 @@ def _start_gate(
             gate_log,
             timeout,
         )
+    except HarnessProcessError:
+        stop_process(gate)
+        # A gate fails at once when its emulator dies under it ('nsenter' finds no namespace
+        # to join): that is the emulator's failure, so report it (a process that is exiting
+        # can outlive its namespace for a moment, hence the short wait).
+        _raise_if_upstream_exits(upstream, store, upstream_log, within=2.0)
+        raise
     except BaseException:
         stop_process(gate)
         raise
     return gate
+
+
+def _raise_if_upstream_exits(upstream: Proc, store: str, log: Path | None, within: float) -> None:
+    """Raise the emulator's own startup error if ``upstream`` exits within ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        _alive_or_raise(upstream, store, log)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 def _wait_sealed(upstream: Proc, store: str, timeout: float, log: Path | None) -> None:
@@ -694,9 +715,10 @@ def _wait_sealed(upstream: Proc, store: str, timeout: float, log: Path | None) -
 
 
 def _alive_or_raise(upstream: Proc, store: str, log: Path | None) -> bool:
-    if upstream.alive():
-        return True
     from harness.procs import _exited
+
+    if _exited(upstream) is None:
+        return True
 
     tail = f" Its log {log} ends with:\n{log_tail(log)}" if log else ""
     raise HarnessProcessError(

@@ -319,10 +319,14 @@ def test_second_start_reuses_the_processes_quickly(
     emulators: dict[str, RunningEmulator],
 ) -> None:
     stores = tuple(emulators)
-    started = time.monotonic()
-    again = start_all(stores=stores)
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.0, f"second start_all took {elapsed:.2f} s"
+    # Best of three: a restart takes seconds every time, while a reuse on 2 busy cores
+    # (the suites run side by side) can be held up once by scheduling.
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        again = start_all(stores=stores)
+        times.append(time.monotonic() - started)
+    assert min(times) < 1.0, f"second start_all took {[round(t, 2) for t in times]} s"
     assert {s: e.procs for s, e in again.items()} == {s: e.procs for s, e in emulators.items()}
     status = status_all()
     for store in stores:
@@ -343,9 +347,12 @@ def test_start_reuse_restart_stop_in_a_fresh_home(
     stores = tuple(emulators)  # the selected stores
     try:
         first = start_all(home, stores=stores)
-        second_started = time.monotonic()
-        second = start_all(home, stores=stores)
-        assert time.monotonic() - second_started < 1.0
+        times = []
+        for _ in range(3):  # best of three, as in test_second_start_reuses_the_processes_quickly
+            second_started = time.monotonic()
+            second = start_all(home, stores=stores)
+            times.append(time.monotonic() - second_started)
+        assert min(times) < 1.0, times
         assert {s: e.procs for s, e in second.items()} == {s: e.procs for s, e in first.items()}
         # A dead emulator is restarted (on the same ports), the others are left alone.
         victim = stores[0]

@@ -800,7 +800,12 @@ def test_small_responses_do_not_stall(
 ) -> None:
     """TCP_NODELAY on the gate's connections: a small proxied answer with a body (a streamed
     response: headers, then body, in two writes) on a keep-alive connection takes a few ms,
-    not the ~45 ms of a Nagle and delayed-ACK stall on every response with a body."""
+    not the ~45 ms of a Nagle and delayed-ACK stall on every response with a body.
+
+    The stall is at least the kernel's 40 ms delayed-ACK floor on every response once the
+    connection's quick-ACK start is over, so the first 10 answers are not counted and the
+    lower quartile of the rest must stay under 30 ms. The median is not used: with both
+    cores busy (the suites run side by side) scheduling alone pushed it to 27 ms."""
     import socket
     import statistics
 
@@ -814,7 +819,7 @@ def test_small_responses_do_not_stall(
     request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     times = []
     with socket.create_connection(("127.0.0.1", emulator.record.gate_port), timeout=10) as sock:
-        for _ in range(30):
+        for _ in range(40):
             started = time.monotonic()
             sock.sendall(request)
             reply = b""
@@ -832,7 +837,10 @@ def test_small_responses_do_not_stall(
                     body += sock.recv(65536)
             assert head.startswith(b"HTTP/1.1 404") and body, head
             times.append(time.monotonic() - started)
-    assert statistics.median(times) < 0.02, [round(t * 1000) for t in times]
+    settled = times[10:]
+    lower_quartile = statistics.quantiles(settled, n=4)[0]
+    assert lower_quartile < 0.03, [round(t * 1000) for t in times]
+    print("TIMES", [round(t * 1000) for t in times])
 
 
 # --- injected faults ---------------------------------------------------------------------
@@ -938,7 +946,8 @@ def test_fault_outage_latency_and_expiry(
     emulator.add_fault("outage", bucket=bucket)
     with pytest.raises(requests.exceptions.ReadTimeout):
         requests.get(url, timeout=1.0)
-    assert emulator.faults()[0]["kind"] == "outage"
+    # (other tests' faults on the shared emulator are scoped to their own buckets)
+    assert [f["kind"] for f in emulator.faults() if f["bucket"] == bucket] == ["outage"]
     emulator.clear_faults(bucket=bucket)
     assert requests.get(url, timeout=10).status_code == baseline
     with_latency = emulator.add_fault("latency", ms=400, bucket=bucket)
@@ -946,9 +955,14 @@ def test_fault_outage_latency_and_expiry(
     requests.get(url, timeout=10)
     assert time.monotonic() - started >= 0.4
     emulator.clear_faults(fault_id=with_latency["id"])
-    started = time.monotonic()
-    requests.get(url, timeout=10)
-    assert time.monotonic() - started < 0.4
+    # best of three: with the fault, every request takes >= 0.4 s; without it one request
+    # can still be held up by 2 busy cores
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        requests.get(url, timeout=10)
+        times.append(time.monotonic() - started)
+    assert min(times) < 0.4, times
 
 
 @pytest.mark.parametrize("store_name", _stores())

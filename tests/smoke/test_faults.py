@@ -27,7 +27,7 @@ from harness.side_by_side import ScenarioKit, scenario
 
 MIB = 1 << 20
 N_FILES = 8
-WRITES = 3  # timed writes per condition in the slow-store scenario (best of them counts)
+WRITES = 6  # timed writes per condition in the slow-store scenario (best of them counts)
 pytestmark = [
     pytest.mark.requires_capability("records_events"),
     pytest.mark.slow,
@@ -80,9 +80,21 @@ def cached_cluster(store: str, kit: ScenarioKit) -> tuple[Any, Any]:
     return bucket, cluster
 
 
+NODE_DIAGNOSIS = (
+    "echo '--- mounts:'; grep fuse /proc/self/mountinfo; echo '--- rclone processes:'; "
+    "ps -o pid,rss,etime,args -C rclone; "
+    "for log in /var/lib/skycore/mounts/rcd-*/rclone.log; do "
+    'echo "--- last lines of $log:"; tail -n 40 "$log"; done'
+)
+
+
 def shell(cluster: Any, cmd: str, timeout: float = 300) -> str:
+    """Run ``cmd`` on the cluster's head node; on failure the assertion also shows the node's
+    mounts, its rclone processes and the end of each rclone daemon's log."""
     code, out = cluster.shell(cmd, timeout=timeout)
-    assert code == 0, out
+    if code != 0:
+        _, diagnosis = cluster.shell(NODE_DIAGNOSIS, timeout=60)
+        raise AssertionError(f"exit {code} on the node:\n{out}\n{diagnosis}")
     return str(out)
 
 
@@ -278,7 +290,7 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
     }
     outcome = cluster.launch(spec)
     assert outcome.exit_code == 0, outcome.output + outcome.run_log()
-    size = 32 * MIB
+    size = 16 * MIB
     make_dir(cluster, "/ckpt/slow")
     make_dir(cluster, "/clean/slow")
     clean = [f"slow/clean-{i}.bin" for i in range(WRITES)]
@@ -314,10 +326,13 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
     # Within 20% of the fault-free speed, or 0.25 s, whichever is larger: these writes take
     # tenths of a second, where the machine's load alone moves a timing by tens of ms, while
     # a writer held by the store would take the upload's time (seconds at 5 MiB/s).
-    assert slow_s <= max(clean_s / 0.8, clean_s + 0.25), (clean_s, slow_s)
-    assert slow_s < size / (5 * MIB) / 4, (clean_s, slow_s)
+    # Six 16 MiB checkpoints, not three of 32 MiB (same time to durable): with the suites
+    # side by side the best of three slow writes once took 0.38 s against 0.07 s.
+    samples = ([round(t, 3) for t, _ in clean_writes], [round(t, 3) for t, _ in writes])
+    assert slow_s <= max(clean_s / 0.8, clean_s + 0.25), samples
+    assert slow_s < size / (5 * MIB) / 4, samples
     # A create waits at most for a directory listing (a few round trips), never for an
-    # upload (6.4 s per checkpoint at 5 MiB/s).
+    # upload (3.2 s per checkpoint at 5 MiB/s).
     assert max(creates) < 8 * 0.3, creates
     # It really went through the slow store, and every checkpoint arrived whole.
     assert durable - started >= WRITES * size / (5 * MIB) * 0.9
