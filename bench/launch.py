@@ -41,16 +41,20 @@ TARGET_SCALE = 1.5
 TARGET_WARM_RELAUNCH_S = 2.5
 TARGET_RCLONE_RSS_MIB = 100.0
 
-# Per node: rclone processes, their RSS (MiB) and CPU seconds (user + system).
+# Per node: rclone processes, their RSS (KiB; and its private part, RssAnon, and its
+# file-backed part, RssFile: mostly the rclone binary's pages, one copy in the page cache for
+# every node) and CPU seconds (user + system).
 RCLONE_USAGE = r"""
 tck=$(getconf CLK_TCK)
-n=0; rss=0; cpu=0
+n=0; rss=0; anon=0; file=0; cpu=0
 for p in $(pgrep -x rclone); do
-  r=$(awk '/^VmRSS/ {print $2}' /proc/$p/status 2>/dev/null) || continue
+  m=$(awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s ", $2}' /proc/$p/status 2>/dev/null) || continue
   t=$(awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null) || continue
-  n=$((n + 1)); rss=$((rss + r)); cpu=$((cpu + t))
+  set -- $m
+  [ $# -eq 3 ] || continue
+  n=$((n + 1)); rss=$((rss + $1)); anon=$((anon + $2)); file=$((file + $3)); cpu=$((cpu + t))
 done
-echo "SKYCORE_RCLONE $n $rss $cpu $tck"
+echo "SKYCORE_RCLONE $n $rss $cpu $tck $anon $file"
 """
 
 
@@ -67,14 +71,25 @@ def rclone_usage(name: str, config: Any) -> list[dict[str, Any]]:
         _rc, text = runner.run_output(RCLONE_USAGE, timeout=60)
         line = next((ln for ln in text.splitlines() if ln.startswith("SKYCORE_RCLONE ")), "")
         if not line:
-            out.append({"rank": rank, "processes": None, "rss_mib": None, "cpu_s": None})
+            out.append(
+                {
+                    "rank": rank,
+                    "processes": None,
+                    "rss_mib": None,
+                    "anon_mib": None,
+                    "file_mib": None,
+                    "cpu_s": None,
+                }
+            )
             continue
-        n, rss_kib, ticks, tck = (int(x) for x in line.split()[1:])
+        n, rss_kib, ticks, tck, anon_kib, file_kib = (int(x) for x in line.split()[1:])
         out.append(
             {
                 "rank": rank,
                 "processes": n,
                 "rss_mib": round(rss_kib / 1024, 1),
+                "anon_mib": round(anon_kib / 1024, 1),
+                "file_mib": round(file_kib / 1024, 1),
                 "cpu_s": round(ticks / tck, 2),
             }
         )
@@ -115,7 +130,8 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
                 for r in record["rclone"]:
                     out.print(
                         f"    node {r['rank']}: {r['processes']} rclone process(es), "
-                        f"{r['rss_mib']} MiB RSS, {r['cpu_s']} CPU-s",
+                        f"{r['rss_mib']} MiB RSS ({r['anon_mib']} private, "
+                        f"{r['file_mib']} file-backed), {r['cpu_s']} CPU-s",
                         highlight=False,
                     )
     finally:
