@@ -88,6 +88,10 @@ _REPORT: dict[str, ReportCollector] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from harness import failure_logs
+
+    if not config.pluginmanager.is_registered(failure_logs):
+        config.pluginmanager.register(failure_logs, "harness.failure_logs")
     target = config.getoption("--matrix-report", default=None)
     if target and not hasattr(config, "workerinput"):
         _REPORT["collector"] = ReportCollector(Path(target))

@@ -416,52 +416,37 @@ def test_process_exiting_early_is_a_clear_error(tmp_path: Path) -> None:
     assert not (tmp_path / "emulators" / "gcs.json").exists()
 
 
+def _peak_rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmHWM:")))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("store_name", S3_LIKE)
-def test_gate_streams_large_uploads_near_emulator_speed(
+def test_gate_streams_large_uploads(
     emulators: dict[str, RunningEmulator],
     unique_name: Callable[[str], str],
     store_name: str,
-    tmp_path: Path,
 ) -> None:
-    """64 MiB PUT through the gate vs. straight to moto: the gate must not be the
-    bottleneck (it streams; it does not buffer)."""
-
+    """A 64 MiB PUT through the gate arrives whole while the gate's peak memory grows by
+    far less than the body: it streams, it does not buffer. (Its speed against moto's is a
+    benchmark, bench/gate_throughput.py: a timing ratio here failed CI on a busy machine.)"""
     s3 = emulators[store_name]
     assert isinstance(s3, S3Emulator)
     bucket = unique_name("tp")
     s3.make_bucket(bucket)
     data = os.urandom(64 * MiB)
-    # moto is reachable only inside its sealed network namespace: the direct upload runs
-    # there, the gated one outside; the same script in a fresh process each.
-    key = s3.keys[USER]
-
-    def rate(endpoint: str, region: str, name: str, netns: list[str]) -> float:
-        script = f"""
-import boto3, os, time
-client = boto3.client("s3", endpoint_url={endpoint!r}, region_name={region!r},
-    aws_access_key_id={key.access_key_id!r}, aws_secret_access_key={key.secret_access_key!r})
-data = open({str(payload)!r}, "rb").read()
-started = time.monotonic()
-client.put_object(Bucket={bucket!r}, Key={name!r}, Body=data)
-print(64 / (time.monotonic() - started))
-"""
-        argv = [*netns, sys.executable, "-c", script]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-        return float(out.stdout.strip().splitlines()[-1])
-
-    payload = tmp_path / "payload.bin"
-    payload.write_bytes(data)
-    ns = ["nsenter", f"--net=/proc/{s3.record.pid}/ns/net", "--"]
-    rates = {
-        # moto's own region straight to moto (the gate rewrites other regions to it)
-        "direct": rate(s3.upstream, "us-east-1", "direct.bin", ns),
-        "gate": rate(s3.endpoint, s3.region, "gate.bin", []),
-    }
-    print(f"\n64 MiB PUT: direct to moto {rates['direct']:.0f} MiB/s, gate {rates['gate']:.0f}")
-    assert rates["gate"] > 0.5 * rates["direct"], rates
-    got = s3.client(USER).get_object(Bucket=bucket, Key="gate.bin")["Body"].read()
+    gate_pid = s3.procs[1].pid
+    Path(f"/proc/{gate_pid}/clear_refs").write_text("5")  # peak RSS := current RSS
+    before = _peak_rss_kib(gate_pid)
+    s3.client(USER).put_object(Bucket=bucket, Key="big.bin", Body=data)
+    grown_mib = (_peak_rss_kib(gate_pid) - before) / 1024
+    print(f"gate peak RSS growth {grown_mib:.1f} MiB")
+    got = s3.client(USER).get_object(Bucket=bucket, Key="big.bin")["Body"].read()
     assert got == data
+    # Measured: ~10 MiB (aiohttp's buffers and the request's bookkeeping); a gate that holds
+    # the body would grow by at least its 64 MiB.
+    assert grown_mib < 32, f"the gate's peak RSS grew by {grown_mib:.1f} MiB for a 64 MiB PUT"
     s3.delete_bucket(bucket)
 
 
