@@ -883,29 +883,43 @@ def follow_job(
 
 
 def refresh_job_logs(
-    handle: ClusterHandle, job_id: int, kind: str, log_dir: Path, exit_codes: Sequence[int]
-) -> None:
+    handle: ClusterHandle,
+    job_id: int,
+    kind: str,
+    log_dir: Path,
+    exit_codes: Sequence[int | None],
+) -> bool:
     """Replace the local copies ``<kind>-<rank>.log`` of an ended job part with the nodes'
-    complete logs: a terminal that died while following the part left them short.
-    ``exit_codes`` are the part's recorded codes by rank; a copy is swapped in whole, and
-    only if its node answered with that code (a node that no longer answers keeps the old
-    copy)."""
+    complete logs: a terminal that died while following the part left them short (or none
+    followed it). ``exit_codes`` are the part's recorded codes by rank (None: not known, or
+    NEVER_STARTED: nothing to fetch). A copy is swapped in whole, and only if its node answered
+    with that code (a node that no longer answers keeps the old copy). True if every rank
+    that ran now has its whole log locally (then ``logs.is_complete`` says so too)."""
 
-    def one(rank: int) -> None:
+    def one(rank: int) -> bool:
+        code = exit_codes[rank]
+        if code == NEVER_STARTED:
+            return True
+        if code is None:
+            return False
         local = log_dir / f"{kind}-{rank}.log"
         fetched = local.with_name(f"{local.name}.fetching")
         fetched.parent.mkdir(parents=True, exist_ok=True)
         fetched.write_bytes(b"")
-        code = handle.runners[rank].run(
+        got = handle.runners[rank].run(
             follow_part_command(_part_paths(job_id, kind, rank), job_id),
             log_path=fetched,
         )
-        if code == exit_codes[rank]:
+        if got == code:
             fetched.replace(local)
-        else:
-            fetched.unlink(missing_ok=True)
+            return True
+        fetched.unlink(missing_ok=True)
+        return False
 
-    parallel(one, list(range(len(exit_codes))))
+    whole = all(parallel(one, list(range(len(exit_codes)))))
+    if whole:
+        logs.mark_complete(log_dir, kind)
+    return whole
 
 
 NEVER_STARTED = -1

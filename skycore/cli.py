@@ -485,10 +485,10 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
         console.print(job.status)
         return
     log_dir = Path(job.log_dir)
+    record = state.get_cluster(cluster)
+    assert record is not None
     if follow and job.status == state.JOB_RUNNING and not backend.pid_alive(job.driver_pid):
         # No terminal drives it: follow the nodes' own job logs until the run ends.
-        record = state.get_cluster(cluster)
-        assert record is not None
         config = load_config()
         handle = backend.get_handle(record, config)
         try:
@@ -500,34 +500,59 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
         final = state.get_job(cluster, job.job_id)
         console.print(f"[dim]Job {job.job_id}: {final.status if final else '?'}[/dim]")
         return
-    files = sorted(log_dir.glob("run-*.log")) or sorted(log_dir.glob("setup-*.log"))
-    multi = len(files) > 1
-    offsets = {f: 0 for f in files}
+    # An ended job whose local copy is short (its terminal died) is completed from the
+    # nodes' job table first, once; what cannot be fetched now is said after the log.
+    missing = execution.complete_job_logs(record, job, load_config())
+    printer = _LogPrinter(log_dir)
     while True:
-        for f in sorted(set(log_dir.glob("run-*.log")) | set(files)):
-            offsets.setdefault(f, 0)
-            try:
-                with open(f, "rb") as fh:
-                    fh.seek(offsets[f])
-                    data = fh.read()
-            except OSError:
-                continue
-            complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
-            offsets[f] += len(complete)
-            rank = f.stem.split("-")[-1]
-            for line in complete.decode(errors="replace").splitlines():
-                sys.stdout.write((f"(rank={rank}) " if multi else "") + line + "\n")
-            sys.stdout.flush()
+        printer.print_new()
         current = state.get_job(cluster, job.job_id)
         if not follow or current is None or current.status in state.JOB_TERMINAL:
             break
         if not backend.pid_alive(current.driver_pid):
-            _refresh_jobs(cluster)  # its terminal is gone: the cluster's job table decides
+            # Its terminal is gone: the cluster's job table decides, and an ended job's
+            # log is completed from the nodes before the rest of it is printed.
+            _refresh_jobs(cluster)
+            current = state.get_job(cluster, job.job_id)
+            if current is not None and current.status in state.JOB_TERMINAL:
+                missing = execution.complete_job_logs(record, current, load_config())
+            printer.print_new()
             break
         time.sleep(0.5)
     final = state.get_job(cluster, job.job_id)
+    if missing:
+        console.print(f"[yellow]{escape(missing)}[/yellow]")
     if final is not None:
         console.print(f"[dim]Job {job.job_id}: {final.status}[/dim]")
+
+
+class _LogPrinter:
+    """Prints the complete lines a job's local log files gained since the last call (run
+    logs, or the setup logs of a job that never ran), prefixed by rank on several nodes."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.files = sorted(log_dir.glob("run-*.log")) or sorted(log_dir.glob("setup-*.log"))
+        self.offsets = {f: 0 for f in self.files}
+
+    def print_new(self) -> None:
+        """Print what the files gained (a file swapped for a longer copy keeps its offset)."""
+        current = set(self.log_dir.glob("run-*.log")) | set(self.files)
+        multi = len(current) > 1
+        for f in sorted(current):
+            self.offsets.setdefault(f, 0)
+            try:
+                with open(f, "rb") as fh:
+                    fh.seek(self.offsets[f])
+                    data = fh.read()
+            except OSError:
+                continue
+            complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
+            self.offsets[f] += len(complete)
+            rank = f.stem.split("-")[-1]
+            for line in complete.decode(errors="replace").splitlines():
+                sys.stdout.write((f"(rank={rank}) " if multi else "") + line + "\n")
+        sys.stdout.flush()
 
 
 @cli.command()

@@ -570,10 +570,49 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
     else:
         status, code = state.JOB_FAILED, failed[0]
     # The terminal died while following the run: its copy of the run's log is short.
-    backend.refresh_job_logs(handle, job.job_id, "run", Path(job.log_dir), codes)
+    backend.refresh_job_logs(handle, job.job_id, "run", Path(job.log_dir), recorded)
     state.set_job_status(record.name, job.job_id, status, code)
     current = state.get_job(record.name, job.job_id)
     return current.status if current is not None else status
+
+
+def complete_job_logs(
+    record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig
+) -> str | None:
+    """Make the local copy of an ended job's run logs whole, once: a terminal that died
+    while following the run (or one that never followed it) left it short, while each node
+    keeps its part's whole log in the cluster's job table. Every rank is fetched; afterwards
+    the copy is marked complete and kept. Returns None when the copy is whole, else one
+    line saying where the rest is and how to get it (a stopped cluster, nodes that do not
+    answer)."""
+    log_dir = Path(job.log_dir)
+    if job.status not in state.JOB_TERMINAL or logs.is_complete(log_dir, "run"):
+        return None
+    where = (
+        f"This copy of job {job.job_id}'s log may be short; its whole log is on the nodes of "
+        f"cluster '{record.name}'"
+    )
+    again = f"'skycore logs {record.name} {job.job_id}'"
+    if record.status == state.ClusterStatus.STOPPED:
+        return (
+            f"This copy of job {job.job_id}'s log may be short (no terminal followed it to "
+            f"its end); its whole log is on the nodes of cluster '{record.name}', which is "
+            f"stopped: run 'skycore start {record.name}', then {again}."
+        )
+    handle = backend.get_handle(record, config)
+    up = backend.up_nodes(handle)
+    if up is None or len(up.runners) < len(handle.runners) or len(up.runners) < job.num_nodes:
+        return (
+            f"{where}, and not every node answers ('skycore status -r {record.name}' shows "
+            f"them); once they are back, {again} fetches it."
+        )
+    codes = backend.job_exit_codes(up, job.job_id, job.num_nodes, "run")
+    if job.status == state.JOB_CANCELLED:
+        # A cancel kills a part before it records a code; its log ends there.
+        codes = [backend.CANCELLED_EXIT if c is None else c for c in codes]
+    if backend.refresh_job_logs(up, job.job_id, "run", log_dir, codes):
+        return None
+    return f"{where}, but some node did not give its whole log; {again} tries again."
 
 
 def _exec(
@@ -613,6 +652,10 @@ def _exec(
             )
             return
         codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
+        if not any(codes):
+            # Every node's part ended and its follow printed it all. (After a failure, a
+            # short copy cannot be told from a failed follow: 'skycore logs' fetches it.)
+            logs.mark_complete(log_dir, "run")
         # A job is done only after its cached mounts are drained: each node drained them
         # before it recorded its exit code, and says so here if that drain failed.
         _check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep)
@@ -807,6 +850,7 @@ def stop(
                 st.skipped = True
                 return st
             if running is not None:
+                _settle_orphan_jobs(record, config)
                 rep.progress("draining cached mounts and unmounting")
                 n = backend.drain_mounts(running, log_path, unmount=True, say=rep.progress)
                 logs.append(log_path, f"drained and unmounted {n} mount(s)")
@@ -823,6 +867,14 @@ def stop(
             state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
             st.note = f"{running.num_nodes if running else 0} node(s) stopped; mounts drained"
         return st
+
+
+def _settle_orphan_jobs(record: state.ClusterRecord, config: SkycoreConfig) -> None:
+    """Before the nodes stop: record the outcome (and fetch the whole logs) of every job
+    whose terminal is gone, while the nodes' job table can still be read."""
+    for job in state.list_jobs(record.name):
+        if job.status not in state.JOB_TERMINAL and not backend.pid_alive(job.driver_pid):
+            reconcile_job(record, job, config)
 
 
 def start(

@@ -47,3 +47,19 @@ def append(path: Path, text: str) -> None:
     stamp = datetime.now().strftime("%H:%M:%S.%f")[:-3]
     with open(path, "a") as f:
         f.write(f"[{stamp}] " + text.rstrip("\n") + "\n")
+
+
+def _complete_marker(log_dir: Path, kind: str) -> Path:
+    return log_dir / f".{kind}-logs-complete"
+
+
+def mark_complete(log_dir: Path, kind: str) -> None:
+    """Record that the local ``<kind>-<rank>.log`` copies of a job hold the nodes' whole
+    logs (its terminal followed the part to its end, or they were fetched afterwards)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    _complete_marker(log_dir, kind).touch()
+
+
+def is_complete(log_dir: Path, kind: str) -> bool:
+    """True once ``mark_complete`` was called for this log folder and part."""
+    return _complete_marker(log_dir, kind).exists()

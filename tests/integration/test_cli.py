@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from skycore import provision, state
+from skycore import backend, provision, state
 from skycore.config import DockerConfig, SkycoreConfig, save_config
 
 pytestmark = pytest.mark.cloud
@@ -286,3 +290,128 @@ def test_detach_run_returns_once_started(cluster: str, sky: Run) -> None:
     assert "SUCCEEDED" in r.stdout, r.stdout
     r = sky("launch", "idle.yaml", "-c", cluster, "-y", "-d", "--down")
     assert r.returncode == 2 and "--down with -d/--detach-run" in r.stderr
+
+
+def _job_row(sky: Run, cluster: str, job_id: int) -> dict[str, Any]:
+    r = sky("queue", cluster, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = [j for j in json.loads(r.stdout) if j["job_id"] == job_id]
+    return dict(row)
+
+
+def _wait_ended(sky: Run, cluster: str, job_id: int, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = _job_row(sky, cluster, job_id)
+        if row["status"] not in ("PENDING", "SETTING_UP", "RUNNING"):
+            return row
+        assert time.monotonic() < deadline, row
+        time.sleep(0.5)
+
+
+TEN_LINES = "for i in $(seq 1 10); do echo line-$i-$SKYPILOT_NODE_RANK; sleep 0.3; done"
+
+
+def _every_line(text: str, nodes: int) -> list[str]:
+    """The expected lines the job did not print in ``text`` (empty: all there)."""
+    return [
+        f"line-{i}-{r}" for r in range(nodes) for i in range(1, 11) if f"line-{i}-{r}\n" not in text
+    ]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "exit_code", "status"),
+    [(1, 0, "SUCCEEDED"), (2, 0, "SUCCEEDED"), (2, 3, "FAILED")],
+    ids=["1-node-succeeded", "2-nodes-succeeded", "2-nodes-failed"],
+)
+def test_logs_of_a_job_whose_terminal_was_killed_are_whole(
+    cluster: str, sky: Run, home: SkycoreConfig, nodes: int, exit_code: int, status: str
+) -> None:
+    """kill -9 the terminal after two lines, wait until 'queue' says the job ended, then
+    'logs' (following or not) prints every line of every rank, from the local copy that was
+    completed from the nodes' job table once and then kept."""
+    idle = write("idle.yaml", "run: echo up\n")
+    r = sky("launch", idle, "-c", cluster, "-y", "--num-nodes", str(nodes))
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = write(
+        "job.yaml", yaml.safe_dump({"num_nodes": nodes, "run": f"{TEN_LINES}; exit {exit_code}"})
+    )
+    proc = subprocess.Popen(
+        [*SKYCORE, "exec", cluster, job],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_line(proc, "line-2-0")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    row = _wait_ended(sky, cluster, 2)
+    assert row["status"] == status, row
+    log_dir = Path(row["log_dir"])
+    for follow in ("--follow", "--no-follow"):
+        r = sky("logs", cluster, "2", follow)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert not _every_line(r.stdout, nodes), r.stdout
+        assert "may be short" not in r.stdout + r.stderr
+    # The completed copy is kept: the local files hold every line without the nodes.
+    local = "".join(p.read_text() for p in sorted(log_dir.glob("run-*.log")))
+    assert not _every_line(local, nodes), local
+
+
+def test_logs_of_a_job_that_ended_unfollowed_before_a_stop_are_whole(
+    cluster: str, sky: Run, home: SkycoreConfig
+) -> None:
+    """The job ends while no terminal follows it, and nobody asks before 'skycore stop':
+    stop records its outcome and fetches its log while the nodes still answer, so 'logs'
+    of the stopped cluster prints all of it."""
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    proc = subprocess.Popen(
+        [*SKYCORE, "exec", cluster, TEN_LINES],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_line(proc, "line-2-0")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    record = state.get_cluster(cluster)
+    assert record is not None
+    runner = backend.get_handle(record, home).runners[0]
+    deadline = time.monotonic() + 60
+    while runner.run_output("cat ~/.sky/jobs/2/run-0.exit")[1].strip() != "0":
+        assert time.monotonic() < deadline, "the job never ended on its node"
+        time.sleep(0.3)
+    r = sky("stop", cluster, "-y")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = sky("logs", cluster, "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not _every_line(r.stdout, 1), r.stdout
+    assert "SUCCEEDED" in r.stdout, r.stdout
+
+
+def test_logs_of_a_stopped_cluster_say_where_the_rest_is(
+    cluster: str, sky: Run, home: SkycoreConfig
+) -> None:
+    """A failed job's local copy is not known to be whole (a failed follow looks the same),
+    and the cluster is stopped: 'logs' prints what it has and says, in one line, that the
+    whole log is on the nodes and how to get it; after 'skycore start' it fetches it once
+    and the note is gone."""
+    assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
+    r = sky("exec", cluster, "echo failing-job; exit 4")
+    assert r.returncode == 100, r.stdout + r.stderr
+    assert sky("stop", cluster, "-y").returncode == 0
+    r = sky("logs", cluster, "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "failing-job" in r.stdout, r.stdout
+    note = [ln for ln in r.stdout.splitlines() if "may be short" in ln]
+    assert len(note) == 1 and f"skycore start {cluster}" in note[0], r.stdout
+    assert sky("start", cluster, "-y").returncode == 0
+    r = sky("logs", cluster, "2")
+    assert r.returncode == 0 and "failing-job" in r.stdout, r.stdout + r.stderr
+    assert "may be short" not in r.stdout, r.stdout
