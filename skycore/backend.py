@@ -922,6 +922,49 @@ def refresh_job_logs(
     return whole
 
 
+ID_PLACEHOLDER = "@SKYCORE_JOB_ID@"
+"""reserve_job_id: replaced by the reserved id in the job's metadata."""
+
+
+def reserve_job_id(handle: ClusterHandle, first: int, meta: dict[str, object]) -> int:
+    """Reserve the first free job id >= ``first`` in the head node's job table and record
+    ``meta`` (name, num_nodes, task_id, ...; ID_PLACEHOLDER in a string value becomes the id)
+    as its ``job.json``. Job ids belong to the cluster: two terminals or skycore homes that
+    submit to one cluster never share an id (each id is one ``mkdir`` on the head node)."""
+    import json
+
+    text = json.dumps(meta)
+    cmd = (
+        f"mkdir -p {JOBS_DIR} && n={int(first)} && "
+        f"while ! mkdir {JOBS_DIR}/$n 2>/dev/null; do n=$((n + 1)); done && "
+        f"printf '%s' {shlex.quote(text)} | sed \"s/{ID_PLACEHOLDER}/$n/g\" "
+        f"> {JOBS_DIR}/$n/job.json && echo SKYCORE_JOB_ID $n"
+    )
+    rc, out = handle.runners[0].run_output(cmd, timeout=60)
+    for line in out.splitlines():
+        if rc == 0 and line.startswith("SKYCORE_JOB_ID "):
+            return int(line.split()[1])
+    raise StageError(
+        f"Could not reserve a job id on the head node of {handle.name} (exit {rc}): "
+        f"{out.strip()[-300:]}",
+        None,
+    )
+
+
+def read_job_meta(handle: ClusterHandle, job_id: int) -> dict[str, object] | None:
+    """The ``job.json`` the head node keeps for ``job_id`` (None if it has none)."""
+    import json
+
+    rc, out = handle.runners[0].run_output(f"cat {JOBS_DIR}/{int(job_id)}/job.json", timeout=30)
+    if rc != 0:
+        return None
+    try:
+        meta = json.loads(out)
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
 NEVER_STARTED = -1
 """job_exit_codes: the part was never started on that node (its terminal died first)."""
 

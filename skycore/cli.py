@@ -474,6 +474,11 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
     if state.get_cluster(cluster) is None:
         raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
     jobs = _refresh_jobs(cluster)
+    if job_id is not None and not any(j.job_id == job_id for j in jobs):
+        # Submitted by another terminal or skycore home: the head node's job table has it.
+        known = state.get_cluster(cluster)
+        if known is not None and execution.adopt_job(known, job_id, load_config()):
+            jobs = _refresh_jobs(cluster)
     if not jobs:
         raise UserError(f"Cluster '{cluster}' has no jobs yet. Run one with 'skycore exec'.")
     job = jobs[-1] if job_id is None else next((j for j in jobs if j.job_id == job_id), None)

@@ -326,15 +326,7 @@ def launch(
                 handle, task, rep, log_dir, prepared
             )
             mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
-            job = state.add_job(
-                cluster_name,
-                task.name,
-                task.num_nodes,
-                str(log_dir),
-                os.getpid(),
-                status=state.JOB_SETTING_UP,
-                task_id=task_id,
-            )
+            job = _submit_job(handle, task, log_dir, state.JOB_SETTING_UP, task_id)
             result.job_id = job.job_id
             if not _setup(handle, task, job, rep, log_dir, no_setup, stream):
                 current = state.get_job(cluster_name, job.job_id)
@@ -576,6 +568,65 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
     return current.status if current is not None else status
 
 
+def _submit_job(
+    handle: ClusterHandle,
+    task: Task,
+    log_dir: Path,
+    status: str,
+    task_id: str | None = None,
+) -> state.JobRecord:
+    """A new job of the cluster, recorded here with the id the head node's job table
+    reserved for it (ids are the cluster's, whichever terminal or skycore home submits)."""
+    now = time.time()
+    meta: dict[str, object] = {
+        "name": task.name,
+        "num_nodes": task.num_nodes,
+        "task_id": task_id or state.new_task_id(handle.name, backend.ID_PLACEHOLDER, now),
+        "submitted_at": now,
+    }
+    job_id = backend.reserve_job_id(handle, state.next_job_id(handle.name), meta)
+    return state.add_job(
+        handle.name,
+        task.name,
+        task.num_nodes,
+        str(log_dir),
+        os.getpid(),
+        status=status,
+        task_id=str(meta["task_id"]).replace(backend.ID_PLACEHOLDER, str(job_id)),
+        job_id=job_id,
+        submitted_at=now,
+    )
+
+
+def adopt_job(
+    record: state.ClusterRecord, job_id: int, config: SkycoreConfig
+) -> state.JobRecord | None:
+    """Record here a job that another terminal or skycore home submitted to the cluster
+    (read from the head node's job table; None if the cluster has no such job): its status
+    and whole log then come from the nodes like those of any job whose terminal is gone."""
+    up = backend.up_nodes(backend.get_handle(record, config))
+    if up is None:
+        return None
+    meta = backend.read_job_meta(up, job_id)
+    if meta is None:
+        return None
+    name = meta.get("name")
+    num_nodes = meta.get("num_nodes")
+    task_id = meta.get("task_id")
+    submitted = meta.get("submitted_at")
+    return state.add_job(
+        record.name,
+        name if isinstance(name, str) else None,
+        num_nodes if isinstance(num_nodes, int) and num_nodes > 0 else 1,
+        str(logs.new_log_dir(config)),
+        None,
+        status=state.JOB_RUNNING,
+        task_id=task_id if isinstance(task_id, str) else None,
+        job_id=job_id,
+        submitted_at=float(submitted) if isinstance(submitted, int | float) else None,
+    )
+
+
 def complete_job_logs(
     record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig
 ) -> str | None:
@@ -802,9 +853,7 @@ def exec_task(
         highlight=False,
     )
     _sync_workdir(handle, task, rep, log_dir)
-    job = state.add_job(
-        cluster_name, task.name, task.num_nodes, str(log_dir), os.getpid(), state.JOB_PENDING
-    )
+    job = _submit_job(handle, task, log_dir, state.JOB_PENDING)
     result.job_id = job.job_id
     _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
     return result

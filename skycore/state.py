@@ -479,6 +479,24 @@ def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**{k: row[k] for k in row.keys()})  # noqa: SIM118
 
 
+def next_job_id(cluster: str, conn: sqlite3.Connection | None = None) -> int:
+    """The id after the last job of ``cluster`` recorded here (1 for none)."""
+    if conn is None:
+        with connect() as own:
+            return next_job_id(cluster, own)
+    (last,) = conn.execute(
+        "SELECT COALESCE(MAX(job_id), 0) FROM jobs WHERE cluster = ?", (cluster,)
+    ).fetchone()
+    return int(last) + 1
+
+
+def new_task_id(cluster: str, job_id: int | str, now: float | None = None) -> str:
+    """SKYPILOT_TASK_ID of a new job: ``sky-<time>-<us>_<cluster>_<job id>``."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(now))
+    return f"sky-{stamp}-{int(now * 1e6) % 1_000_000:06d}_{cluster}_{job_id}"
+
+
 def add_job(
     cluster: str,
     name: str | None,
@@ -487,18 +505,18 @@ def add_job(
     driver_pid: int | None,
     status: str = JOB_PENDING,
     task_id: str | None = None,
+    job_id: int | None = None,
+    submitted_at: float | None = None,
 ) -> JobRecord:
-    """Append a job to a cluster's queue; job ids count from 1 per cluster."""
+    """Append a job to a cluster's queue; job ids count from 1 per cluster. ``job_id``: an
+    id reserved elsewhere (the cluster's own job table), which must be free here too."""
     with connect() as conn:
         conn.execute("BEGIN IMMEDIATE")
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(job_id), 0) FROM jobs WHERE cluster = ?", (cluster,)
-        ).fetchone()
-        job_id = int(last) + 1
-        now = time.time()
+        if job_id is None:
+            job_id = next_job_id(cluster, conn)
+        now = time.time() if submitted_at is None else submitted_at
         if task_id is None:
-            stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.localtime(now))
-            task_id = f"sky-{stamp}-{int(now * 1e6) % 1_000_000:06d}_{cluster}_{job_id}"
+            task_id = new_task_id(cluster, job_id, now)
         conn.execute(
             "INSERT INTO jobs (cluster, job_id, name, status, num_nodes, task_id, log_dir, "
             "driver_pid, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -415,3 +415,40 @@ def test_logs_of_a_stopped_cluster_say_where_the_rest_is(
     r = sky("logs", cluster, "2")
     assert r.returncode == 0 and "failing-job" in r.stdout, r.stdout + r.stderr
     assert "may be short" not in r.stdout, r.stdout
+
+
+def test_jobs_belong_to_the_cluster_whichever_home_submits_them(
+    cluster: str, sky: Run, home: SkycoreConfig, tmp_path: Path
+) -> None:
+    """Two skycore homes share one cluster: job ids come from the head node's job table,
+    so they never collide, and 'logs' in one home prints the whole log of a job the other
+    home submitted (and 'queue' then shows its outcome)."""
+    other = tmp_path / "other-home"
+    env = {**os.environ, "SKYCORE_HOME": str(other), "COLUMNS": "200"}
+    subprocess.run(
+        [sys.executable, "-c", "from skycore.config import save_config, SkycoreConfig; "
+         f"save_config(SkycoreConfig.model_validate_json({home.model_dump_json()!r}))"],
+        env=env, check=True,
+    )  # fmt: skip
+
+    def sky_other(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*SKYCORE, *args], capture_output=True, text=True, timeout=300, env=env,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    idle = write("idle.yaml", "run: echo up\n")
+    assert sky("launch", idle, "-c", cluster, "-y").returncode == 0  # job 1, this home
+    r = sky_other("launch", idle, "-c", cluster, "-y")  # the same nodes, the other home
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [j["job_id"] for j in json.loads(sky_other("queue", cluster, "--json").stdout)] == [2]
+    r = sky("exec", cluster, TEN_LINES)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [j["job_id"] for j in json.loads(sky("queue", cluster, "--json").stdout)] == [1, 3]
+    r = sky_other("logs", cluster, "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not _every_line(r.stdout, 1), r.stdout
+    rows = json.loads(sky_other("queue", cluster, "--json").stdout)
+    assert [(j["job_id"], j["status"]) for j in rows] == [(2, "SUCCEEDED"), (3, "SUCCEEDED")]
+    r = sky_other("logs", cluster, "9")
+    assert r.returncode == 2 and "has no job 9" in r.stderr, r.stdout + r.stderr
