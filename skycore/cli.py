@@ -41,10 +41,14 @@ def _default_cluster_name() -> str:
 
 def _load_task(entrypoint: str, envs: dict[str, str]) -> Any:
     from skycore.task import Task
+    from skycore.user_paths import path_exists
 
-    path = Path(entrypoint).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return Task.from_yaml(path, envs)
+    if not entrypoint:
+        raise UserError("ENTRYPOINT is empty: give a task YAML file or a command to run.")
+    # Task.from_yaml checks the path with the one resolver (skycore.user_paths); a string
+    # that names nothing and has no YAML suffix is a command.
+    if Path(entrypoint).suffix in (".yaml", ".yml") or path_exists(entrypoint):
+        return Task.from_yaml(entrypoint, envs)
     # A bare command: `skycore exec CLUSTER 'echo hi'`.
     return Task.from_dict({"run": entrypoint}, envs)
 

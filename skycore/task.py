@@ -7,6 +7,7 @@ user can cause becomes a ``TaskError``: one paragraph naming the field path and 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,13 @@ from skycore.errors import UserError
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
 from skycore.storage.registry import clouds, store_for_cloud, store_names
 from skycore.storage.storage import Storage
+from skycore.user_paths import (
+    UserPathError,
+    check_node_path,
+    os_error_problem,
+    resolve_local_path,
+    show,
+)
 
 
 class TaskError(UserError):
@@ -175,31 +183,35 @@ def substitute(text: str, envs: Mapping[str, str], field: str) -> str:
 
 
 def _check_dst(dst: str, field: str) -> str:
+    try:
+        check_node_path(dst, field)
+    except UserPathError as e:
+        raise TaskError(e.message) from None
     if is_cloud_url(dst):
         raise TaskError(
-            f"{field}: the destination '{dst}' is a URL; a destination is a path on the node "
+            f"{field}: the destination '{show(dst)}' is a URL; a destination is a path on the node "
             "(e.g. /data or ~/data). Put the URL on the right-hand side as the source."
         )
     if not (dst.startswith("/") or dst.startswith("~/")):
         raise TaskError(
-            f"{field}: the destination '{dst}' must be an absolute path or start with ~/ "
-            f"(e.g. /{dst.lstrip('./~')})."
+            f"{field}: the destination '{show(dst)}' must be an absolute path or start with ~/ "
+            f"(e.g. /{show(dst.lstrip('./~'))})."
         )
     if dst.endswith("/"):
         raise TaskError(
-            f"{field}: the destination '{dst}' must not end with '/'; write '{dst.rstrip('/')}'."
+            f"{field}: the destination '{show(dst)}' must not end with '/'; write "
+            f"'{show(dst.rstrip('/'))}'."
         )
     return dst
 
 
 def _local_path(value: str, field: str) -> Path:
-    path = Path(value).expanduser().resolve()
-    if not path.exists():
-        raise TaskError(
-            f"{field}: the local path '{value}' does not exist. Create it or fix the path "
-            "(relative paths are relative to the current directory)."
-        )
-    return path
+    """``value`` resolved by the one checked resolver (skycore.user_paths); TaskError naming
+    ``field`` if it does not exist or cannot be used."""
+    try:
+        return resolve_local_path(value, field)
+    except UserPathError as e:
+        raise TaskError(e.message) from None
 
 
 @dataclass
@@ -225,11 +237,24 @@ class Task:
         ``env_overrides`` (from ``--env K=V``) win over the YAML's envs and fill ``${VAR}``
         in file_mounts. Raises TaskError (one paragraph, exit code 2) on any problem.
         """
-        path = Path(path).expanduser()
         try:
-            text = path.read_text()
-        except OSError as e:
-            raise TaskError(f"Cannot read the task file {path}: {e.strerror or e}.") from None
+            resolved = resolve_local_path(path, "task file")
+        except UserPathError as e:
+            raise TaskError(
+                f"Cannot read the task file '{e.shown}': it {e.problem}. {e.fix}"
+            ) from None
+        path = Path(os.path.expanduser(path))
+        try:
+            text = resolved.read_text()
+        except (OSError, ValueError) as e:
+            problem, fix = (
+                os_error_problem(e, str(resolved))
+                if isinstance(e, OSError)
+                else (f"cannot be read as text ({e})", "Save it as UTF-8 text.")
+            )
+            raise TaskError(
+                f"Cannot read the task file '{show(path)}': it {problem}. {fix}"
+            ) from None
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
@@ -237,12 +262,12 @@ class Task:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problem = getattr(e, "problem", None) or "syntax error"
             raise TaskError(
-                f"{path} is not valid YAML{where}: {problem}. Fix the syntax."
+                f"{show(path)} is not valid YAML{where}: {problem}. Fix the syntax."
             ) from None
         try:
             return cls.from_dict(data, env_overrides)
         except TaskError as e:
-            raise TaskError(f"Invalid task {path.name}: {e.message}") from None
+            raise TaskError(f"Invalid task {show(path.name)}: {e.message}") from None
 
     @classmethod
     def from_dict(cls, data: Any, env_overrides: Mapping[str, str] | None = None) -> Task:
@@ -264,7 +289,9 @@ class Task:
         if spec.workdir is not None:
             workdir = _local_path(spec.workdir, "workdir")
             if not workdir.is_dir():
-                raise TaskError(f"workdir: '{spec.workdir}' is a file; workdir must be a folder.")
+                raise TaskError(
+                    f"workdir: '{show(spec.workdir)}' is a file; workdir must be a folder."
+                )
         file_mounts, storage_mounts = _resolve_file_mounts(spec, envs)
         return cls(
             name=spec.name,
@@ -327,7 +354,13 @@ class Task:
             if value is None:
                 continue
             if key == "workdir":
-                value = str(_local_path(str(value), flag))
+                resolved = _local_path(str(value), flag)
+                if not resolved.is_dir():
+                    raise TaskError(
+                        f"{flag}: '{show(value)}' is a file; {flag} must be a folder. Give the "
+                        "folder to sync to ~/sky_workdir."
+                    )
+                value = str(resolved)
             target[key] = value
         if resources:
             data["resources"] = resources
@@ -370,10 +403,12 @@ def _resolve_file_mounts(
     default_cls = store_for_cloud(spec.resources.cloud)
     default_store = default_cls.store_name if default_cls else None
     for raw_dst, value in spec.file_mounts.items():
-        field = f"file_mounts.{raw_dst}"
+        field = f"file_mounts.{show(raw_dst)}"
         dst = _check_dst(substitute(str(raw_dst), envs, field), field)
         if dst in copies or dst in storages:
-            raise TaskError(f"{field}: the destination '{dst}' is used twice; keep one entry.")
+            raise TaskError(
+                f"{field}: the destination '{show(dst)}' is used twice; keep one entry."
+            )
         if isinstance(value, str):
             src = substitute(value, envs, field)
             if is_cloud_url(src):

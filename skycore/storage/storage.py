@@ -31,6 +31,7 @@ from skycore.storage.common import (
 )
 from skycore.storage.registry import get_store_class, store_names
 from skycore.storage.upload import list_upload_files
+from skycore.user_paths import UserPathError, resolve_local_path, show
 
 Kind = Literal["sky_managed", "external"]
 
@@ -145,17 +146,17 @@ class Storage:
             )
         validate_bucket_name(store_t, name, f"{field}.name")
         if source is not None:
-            path = Path(source).expanduser()
-            if not path.exists():
-                raise StorageSpecError(
-                    f"{field}.source: the local path '{source}' does not exist; fix the path."
-                )
+            try:
+                path = resolve_local_path(source, f"{field}.source")
+            except UserPathError as e:
+                raise StorageSpecError(e.message) from None
             if not path.is_dir():
                 raise StorageSpecError(
-                    f"{field}.source: '{source}' is a file; a bucket mirrors a folder. Use a "
-                    f"folder, or copy the file with a plain file mount ({field}: {source})."
+                    f"{field}.source: '{show(source)}' is a file; a bucket mirrors a folder. Use "
+                    f"a folder, or copy the file with a plain file mount ({field}: "
+                    f"{show(source)})."
                 )
-            source = str(path.resolve())
+            source = str(path)
         return cls(
             name=name,
             store=store_t,
