@@ -936,7 +936,9 @@ def reserve_job_id(handle: ClusterHandle, first: int, meta: dict[str, object]) -
     text = json.dumps(meta)
     cmd = (
         f"mkdir -p {JOBS_DIR} && n={int(first)} && "
-        f"while ! mkdir {JOBS_DIR}/$n 2>/dev/null; do n=$((n + 1)); done && "
+        # taken ids exist; any other mkdir failure (a full disk, say) ends the loop
+        f"while ! mkdir {JOBS_DIR}/$n 2>/dev/null; do [ -e {JOBS_DIR}/$n ] || exit 1; "
+        "n=$((n + 1)); done && "
         f"printf '%s' {shlex.quote(text)} | sed \"s/{ID_PLACEHOLDER}/$n/g\" "
         f"> {JOBS_DIR}/$n/job.json && echo SKYCORE_JOB_ID $n"
     )
