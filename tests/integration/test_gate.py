@@ -840,7 +840,6 @@ def test_small_responses_do_not_stall(
     settled = times[10:]
     lower_quartile = statistics.quantiles(settled, n=4)[0]
     assert lower_quartile < 0.03, [round(t * 1000) for t in times]
-    print("TIMES", [round(t * 1000) for t in times])
 
 
 # --- injected faults ---------------------------------------------------------------------
