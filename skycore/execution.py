@@ -927,9 +927,17 @@ def _settle_orphan_jobs(record: state.ClusterRecord, config: SkycoreConfig) -> N
 
 
 def start(
-    name: str, *, console: Console | None = None, config: SkycoreConfig | None = None
+    name: str,
+    *,
+    console: Console | None = None,
+    config: SkycoreConfig | None = None,
+    store_wait_s: float = backend.STORE_WAIT_S,
 ) -> StageResult:
-    """Resume the nodes, check health, mount recorded storage again -> UP."""
+    """Resume the nodes, check health, mount recorded storage again -> UP.
+
+    A mount is back only once it answers a listing of its bucket: while its store does not
+    answer, start waits (saying so every few seconds) up to ``store_wait_s``, then fails
+    naming the mount and leaves the cluster INIT with the reason."""
     config, rep, log_path = _cluster_op(name, Stage.START, console, config)
     with cluster_lock(name):
         record = _existing(name)
@@ -952,7 +960,7 @@ def start(
             )
             rep.progress("mounting storage again")
             try:
-                n = backend.remount(handle, log_path)
+                n = backend.remount(handle, log_path, rep.progress, store_wait_s)
             except StageError as e:
                 state.set_cluster_status(name, state.CLUSTER_INIT, f"re-mount failed: {e}")
                 raise
