@@ -54,11 +54,12 @@ data = os.urandom({size})
 started = time.monotonic()
 f = open("{path}", "wb")
 opened = time.monotonic()
+opened_at = time.time()
 for i in range(0, len(data), 1 << 20):
     f.write(data[i:i + (1 << 20)])
 f.close()
 took = time.monotonic() - opened
-print("WROTE", took, hashlib.sha256(data).hexdigest(), opened - started)
+print("WROTE", took, hashlib.sha256(data).hexdigest(), opened - started, opened_at)
 PY"""
 
 
@@ -254,16 +255,17 @@ def error_storm(store: str, kit: ScenarioKit) -> None:
 def timed_write(cluster: Any, path: str, size: int) -> tuple[float, str]:
     """(seconds writing the data and closing, sha256); the create is timed apart
     (:func:`timed_write_and_create`)."""
-    took, digest, _ = timed_write_and_create(cluster, path, size)
+    took, digest, _, _ = timed_write_and_create(cluster, path, size)
     return took, digest
 
 
-def timed_write_and_create(cluster: Any, path: str, size: int) -> tuple[float, str, float]:
-    """(seconds writing the data and closing, sha256, seconds the create took)."""
+def timed_write_and_create(cluster: Any, path: str, size: int) -> tuple[float, str, float, float]:
+    """(seconds writing the data and closing, sha256, seconds the create took, wall time the
+    create returned: the node's clock is the host's, as the gate's events)."""
     out = shell(cluster, TIMED_WRITE.format(size=size, path=path))
-    match = re.search(r"WROTE (\S+) (\w+) (\S+)", out)
+    match = re.search(r"WROTE (\S+) (\w+) (\S+) (\S+)", out)
     assert match, out
-    return float(match.group(1)), match.group(2), float(match.group(3))
+    return float(match.group(1)), match.group(2), float(match.group(3)), float(match.group(4))
 
 
 def slow_store(store: str, kit: ScenarioKit) -> None:
@@ -301,12 +303,13 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
         kit.store_faults.latency(store, ms=300, bucket=slow_bucket.name),
         kit.store_faults.bandwidth(store, mibps=5, bucket=slow_bucket.name),
     ):
-        creates = []
+        creates, created_at = [], []
         for clean_key, slow_key in zip(clean, slow, strict=True):
             clean_writes.append(timed_write(cluster, f"/clean/{clean_key}", size))
-            took, digest, created = timed_write_and_create(cluster, f"/ckpt/{slow_key}", size)
+            took, digest, created, at = timed_write_and_create(cluster, f"/ckpt/{slow_key}", size)
             writes.append((took, digest))
             creates.append(created)
+            created_at.append(at)
         durable = wait_durable(slow_bucket, slow, 300)
     kit.record_property("slow_store_create_s", json.dumps([round(c, 3) for c in creates]))
     wait_durable(clean_bucket, clean, 120)
@@ -331,9 +334,14 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
     samples = ([round(t, 3) for t, _ in clean_writes], [round(t, 3) for t, _ in writes])
     assert slow_s <= max(clean_s / 0.8, clean_s + 0.25), samples
     assert slow_s < size / (5 * MIB) / 4, samples
-    # A create waits at most for a directory listing (a few round trips), never for an
-    # upload (3.2 s per checkpoint at 5 MiB/s).
-    assert max(creates) < 8 * 0.3, creates
+    # A create never waits for the uploads queued before it (3.2 s per checkpoint at 5 MiB/s,
+    # one at a time, so the previous checkpoint completes >= 16 s after the first close):
+    # the last checkpoint was created before the one before it was in the store (the gate's
+    # completion times; the node's clock is the host's). Its wait for a directory listing
+    # (README's known limits) is recorded above, not bounded: under a load of 10 one listing
+    # at 300 ms latency took 2.8-3.3 s, against 0.7-0.9 s idle (make flaky, 12-01).
+    done = {e.key: e.t_ns / 1e9 for e in uploads(slow_bucket, "slow")}
+    assert created_at[-1] < done[slow[-2]], (created_at, done, creates)
     # It really went through the slow store, and every checkpoint arrived whole.
     assert durable - started >= WRITES * size / (5 * MIB) * 0.9
     for key, (_, digest) in zip(slow, writes, strict=True):
