@@ -12,6 +12,20 @@ setting: in practice one, since every uncached or read-only mount goes to the de
 Each daemon has a folder (``daemon_dirs``) with its socket, log and VFS cache. What talks to
 the daemons on the node is the node program skycore/node/mounts.py (start, mount, live-mount
 probe, the drain rule, unmount), streamed inside these scripts.
+
+A writable MOUNT_CACHED mount never waits for the store to create, write or close a file.
+rclone's VFS lists a directory from the store whenever its listing is older than the mount's
+DirCacheTime (vfs/dir.go ``_age``), and a create looks the name up in that listing first: with
+the 10 s of the other mounts, a create after 10 s without a listing failed under a 403 and
+waited out an outage or a 503 storm. So such a mount keeps its listing for its life
+(``KEEP_LISTING``): the node program lists its top directory when mounting it, and the
+node's refresher (skycore/node/mounts.py) lists its whole tree right after, then every
+``MountOptions.refresh_s``, in the background (rc ``vfs/refresh`` recursive, which lists
+without holding the directories' locks and keeps the old listing when it fails, so that a
+writer never waits for it).
+The same refresher keeps such a mount's uploads in creation order when the store fails them
+(``OrderKeeper`` there): rclone alone puts a failed upload behind the files created after
+it, which a writer that goes on during a fault would otherwise see.
 """
 
 from __future__ import annotations
@@ -34,6 +48,15 @@ NODE_HELPER = "/var/lib/skycore/bin/skycore-mounts.py"
 
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
 
+KEEP_LISTING = "876000h"
+"""DirCacheTime of a writable MOUNT_CACHED mount: 100 years, i.e. the mount's life. Its
+listing is never re-read on demand (a create would then wait for the store); the node's
+refresher re-reads it in the background instead."""
+
+DIR_CACHE_TIME = "10s"
+"""DirCacheTime of every other mount (MOUNT, read-only MOUNT_CACHED): listings re-read on
+demand once they are 10 s old."""
+
 
 @dataclass(frozen=True)
 class RcloneEnv:
@@ -55,6 +78,9 @@ class MountOptions:
 
     ``write_back_s``: how long a closed file waits before its upload starts (rclone never
     uploads a file that is open for writing; reopening a queued file takes it off the queue).
+    ``refresh_s``: how often the node re-reads a writable MOUNT_CACHED mount's listing from
+    the store in the background (0: never after the one at mount time); objects that others
+    add to the bucket show up in the mount after at most about that long.
     ``transfers`` and ``extra_flags`` (rclone global flags) belong to the node's daemon: a
     mount with other values gets a daemon of its own. ``upload_config`` is rclone global
     options (name, value) for this mount alone, sent as ``mount/mount``'s ``_config``: they
@@ -64,6 +90,7 @@ class MountOptions:
     transfers: int = 1
     write_back_s: float = 0.1
     read_only: bool = False
+    refresh_s: float = 10.0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
     upload_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -284,17 +311,25 @@ def daemon_flags(dirs: MountDirs, transfers: int, extra_flags: tuple[str, ...] =
     ]  # fmt: skip
 
 
+def keeps_listing(mode: StorageMode, options: MountOptions) -> bool:
+    """True for a mount whose writer must never wait for the store (writable MOUNT_CACHED):
+    it keeps its directory listing for its life, refreshed in the background."""
+    return mode is StorageMode.MOUNT_CACHED and not options.read_only
+
+
 def mount_options(
     mode: StorageMode, options: MountOptions
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(vfsOpt, mountOpt) of rclone's ``mount/mount`` for a mount in ``mode``."""
-    vfs: dict[str, Any] = {"DirCacheTime": "10s"}
+    vfs: dict[str, Any] = {"DirCacheTime": DIR_CACHE_TIME}
     if mode is StorageMode.MOUNT_CACHED:
         vfs |= {
             "CacheMode": "full",
             "WriteBack": f"{options.write_back_s:g}s",
             "CacheMaxAge": "24h",
         }
+        if keeps_listing(mode, options):
+            vfs["DirCacheTime"] = KEEP_LISTING
     elif mode is StorageMode.MOUNT:
         vfs["CacheMode"] = "off"
     else:
@@ -302,6 +337,12 @@ def mount_options(
     if options.read_only:
         vfs["ReadOnly"] = True
     return vfs, {"AllowOther": True}
+
+
+def refresh_every(mode: StorageMode, options: MountOptions) -> float | None:
+    """For a mount that keeps its listing: seconds between the background refreshes of it
+    (0: only the one at mount time); None for any other mount (rclone lists on demand)."""
+    return max(0.0, options.refresh_s) if keeps_listing(mode, options) else None
 
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
@@ -377,7 +418,7 @@ def _request_json(req: MountRequest, env: RcloneEnv) -> str:
             "remote": req.remote_path, "dst": req.dst, "mode": req.mode.value,
             "transfers": o.transfers, "write_back_s": o.write_back_s,
             "read_only": o.read_only, "extra_flags": list(o.extra_flags),
-            "upload_config": [list(kv) for kv in o.upload_config],
+            "upload_config": [list(kv) for kv in o.upload_config], "refresh_s": o.refresh_s,
             "env": [env.rclone, env.config_file, env.mounts_base, env.helper],
         },
         sort_keys=True,
@@ -400,6 +441,7 @@ def mount_requests_of(script: str) -> tuple[list[MountRequest], RcloneEnv] | Non
             read_only=d["read_only"],
             extra_flags=tuple(d["extra_flags"]),
             upload_config=tuple((k, v) for k, v in d.get("upload_config", [])),
+            refresh_s=d.get("refresh_s", MountOptions.refresh_s),
         )
         reqs.append(MountRequest(d["remote"], d["dst"], StorageMode(d["mode"]), opts))
     if not reqs or len(envs) != 1:
@@ -434,7 +476,10 @@ def mount_many_command(
     A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; files in
     a mount point that is not mounted (stray local writes) are moved aside to
     ``<dst>.skycore-stray-<time>`` with a warning, never deleted and never blocking the mount;
-    the script returns only once every mount answers (exit 1 if any failed).
+    the script returns only once every mount answers (exit 1 if any failed); a writable
+    MOUNT_CACHED mount then holds a listing of its top directory (a listing that fails is a
+    warning: the node's refresher tries again) and its refresher runs, which lists the
+    whole tree in the background at once.
     """
     q = shlex.quote
     specs = []
@@ -448,6 +493,7 @@ def mount_many_command(
                 "transfers": str(transfers), "extra": list(extra),
                 "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
                 "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
+                "refresh": refresh_every(req.mode, req.options),
             }
         )  # fmt: skip
     copy_arg = ""

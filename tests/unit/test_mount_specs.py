@@ -136,3 +136,35 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
     assert azure_cached[0]["dir"].endswith("/rcd-t1")  # the node's one daemon, as before
     assert node_specs(script("azure://skyuser/box", "MOUNT"))[0]["rc_config"] == {}
     assert node_specs(script("s3://bucket-a", "MOUNT_CACHED"))[0]["rc_config"] == {}
+
+
+def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
+    """A writable MOUNT_CACHED mount never lists on demand (DirCacheTime: the mount's life):
+    the node program lists it at mount time and refreshes it every ``refresh_s`` (also
+    after a merge of mount scripts). Every other mount lists on demand (10 s) and has no
+    refresher."""
+    import json
+
+    from skycore.storage import mounting
+    from skycore.storage.api import AccessInfo
+
+    def spec(mode: str, read_only: bool = False, refresh_s: float | None = None) -> dict:
+        st = Storage.from_spec(name=None, source="s3://bucket-a", store=None, mode=mode)
+        if refresh_s is not None:
+            st.mount_options = mounting.MountOptions(refresh_s=refresh_s)
+        st._access = AccessInfo(
+            exists=True, can_read=True, can_write=not read_only, anonymous=False
+        )
+        reqs, env = mounting.mount_requests_of(st.mount_command("/m", CONFIG)) or ([], None)
+        assert env is not None
+        merged = mounting.mount_many_command(reqs, env)
+        line = next(ln for ln in merged.splitlines() if "skycore_mounts up-many" in ln)
+        return dict(json.loads(line.split("up-many ", 1)[1].split("' ", 1)[0].strip("'"))[0])
+
+    cached = spec("MOUNT_CACHED")
+    assert cached["vfs"]["DirCacheTime"] == mounting.KEEP_LISTING == "876000h"
+    assert cached["refresh"] == 10.0
+    assert spec("MOUNT_CACHED", refresh_s=2.5)["refresh"] == 2.5  # kept through the merge
+    for other in (spec("MOUNT_CACHED", read_only=True), spec("MOUNT")):
+        assert other["vfs"]["DirCacheTime"] == "10s"
+        assert other["refresh"] is None
