@@ -88,7 +88,9 @@ _REPORT: dict[str, ReportCollector] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from harness import failure_logs
+    from harness import env_keys, failure_logs
+
+    env_keys.keep_current_test_key()
 
     if not config.pluginmanager.is_registered(failure_logs):
         config.pluginmanager.register(failure_logs, "harness.failure_logs")
