@@ -891,7 +891,11 @@ def cmd_refresher(d: str) -> int:
                     if outcome == "busy":  # again at the next quiet moment
                         due[fs] = time.monotonic() + REFRESHER_TICK_S
                     else:
-                        due[fs] = time.monotonic() + max(period, COST_FACTOR * took, 1.0)
+                        delay = max(period, COST_FACTOR * took, 1.0)
+                        due[fs] = time.monotonic() + delay
+                        if delay > max(period, 1.0):  # a slow listing spaces the refreshes
+                            _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
+                                    f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
                         was = state.get(fs, "ok")
                         if outcome != "ok" and (outcome != was or outcome == "raced"):
                             _log(d, f"refreshing {fs}: {outcome}")
