@@ -78,6 +78,11 @@ class MountOptions:
 
     ``write_back_s``: how long a closed file waits before its upload starts (rclone never
     uploads a file that is open for writing; reopening a queued file takes it off the queue).
+    It is the time the node's order keeper has to see a new upload before rclone may start
+    it (1 s: at 0.1 s a loaded node's keeper missed some, and uploads lost their order); a
+    drain lets waiting uploads go at once, so a flush never pays it. From HOLD_FOR_S / 2 (30 s)
+    on, the node's programs read an upload as held back (tests use 120 s to keep uploads
+    pending).
     ``refresh_s``: how often the node re-reads a writable MOUNT_CACHED mount's listing from
     the store in the background (0: never after the one at mount time); objects that others
     add to the bucket show up in the mount after at most about that long.
@@ -88,7 +93,7 @@ class MountOptions:
     """
 
     transfers: int = 1
-    write_back_s: float = 0.1
+    write_back_s: float = 1.0
     read_only: bool = False
     refresh_s: float = 10.0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)

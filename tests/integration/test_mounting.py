@@ -77,7 +77,7 @@ def test_mount_options_per_mode() -> None:
     """Mount settings go to rclone's mount/mount per mount; what is global to a daemon
     (--transfers, extra flags) picks the daemon."""
     vfs, mnt = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions())
-    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "0.1s" and "ReadOnly" not in vfs
+    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "1s" and "ReadOnly" not in vfs
     assert vfs["DirCacheTime"] == mounting.KEEP_LISTING  # a writer never waits for a listing
     assert mnt == {"AllowOther": True}
     plain, _ = mounting.mount_options(StorageMode.MOUNT, MountOptions(read_only=True))
@@ -313,10 +313,11 @@ def test_reopened_file_ends_as_one_complete_object(
     parts = [os.urandom(256 << 10) for _ in range(6)]
     with open(dst / "ckpt.bin", "wb") as f:
         f.write(parts[0])
-    with open(dst / "ckpt.bin", "ab") as f:  # reopened at once, written for > 5 write-backs
+    write_back = MountOptions().write_back_s
+    with open(dst / "ckpt.bin", "ab") as f:  # reopened at once, written for 1.5 write-backs
         opened_ns = time.time_ns()
         for part in parts[1:]:
-            time.sleep(0.12)
+            time.sleep(write_back * 1.5 / len(parts[1:]))
             f.write(part)
             f.flush()
         closed_ns = time.time_ns()
@@ -616,6 +617,33 @@ def test_public_bucket_of_other_account_mounts_read_only(
         assert (copy_dst / "a.txt").read_text() == "public"
     finally:
         em.delete_bucket(name)
+
+
+def test_drain_lets_uploads_waiting_for_the_write_back_go_at_once(
+    store: str,
+    emulators: dict[str, RunningEmulator],
+    config: SkycoreConfig,
+    host_env: RcloneEnv,
+    user_bucket: str,
+) -> None:
+    """A drain does not wait out the write-back delay: files closed just before it are
+    uploaded at once, in creation order (with a 20 s write-back, a drain given 10 s would
+    time out otherwise)."""
+    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage.mount_options = MountOptions(write_back_s=20)
+    storage.check(config)
+    dst = Path(host_env.mounts_base).parent / "hurried"
+    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
+    for n in names:
+        (dst / n).write_bytes(n.encode() * 1000)
+    started = time.monotonic()
+    drain = bash(mounting.drain_command(str(dst), 10, host_env), timeout=60)
+    assert drain.returncode == 0, drain.stderr
+    assert time.monotonic() - started < 10
+    writes = [e.key for e in emulators[store].events(storage.name) if e.key in names]
+    assert list(dict.fromkeys(writes)) == names, writes
+    assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
 
 
 def test_unmount_refuses_with_uploads_pending(
