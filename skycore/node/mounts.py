@@ -56,7 +56,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 POLL_S = 0.05
@@ -496,6 +496,17 @@ def _stamp(value: str) -> float:
         return 0.0
 
 
+@contextlib.contextmanager
+def queue_lock(sock: str) -> Iterator[None]:
+    """Held by every edit of the upload queue of the daemon on ``sock`` (read rc ``vfs/queue``,
+    then shift expiries by what was read): the order keeper, a refresh's hold and a drain's
+    hurry run in different threads and processes, and two edits made from one reading apply
+    the same shift twice (two hurries put the newest files first: seen once in CI)."""
+    with open(os.path.join(os.path.dirname(sock), "queue.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 class UploadHold:
     """While a refresh lists VFS ``fs``: hold back every upload that is queued (at most
     HOLD_MAX_S: a listing the store holds longer does not hold the uploads too; a race is
@@ -548,7 +559,7 @@ class UploadHold:
     def _hold(self) -> list[dict[str, Any]] | None:
         """Hold every queued upload that is not held (an item rclone queued again, a file
         written again, is held again); the queue as it is then (None: no answer)."""
-        with self.lock:
+        with self.lock, queue_lock(self.sock):
             if self.over:
                 return None
             try:
@@ -567,7 +578,7 @@ class UploadHold:
             return queue
 
     def _let_go(self) -> None:
-        with self.lock:
+        with self.lock, queue_lock(self.sock):
             self.over = True
             try:
                 queue = rc(self.sock, "vfs/queue", {"fs": self.fs}).get("queue") or []
@@ -671,6 +682,10 @@ class OrderKeeper:
 
     def poll(self) -> tuple[bool, bool]:
         """One look at the queue: (holding uploads back, uploads queued or under way)."""
+        with queue_lock(self.sock):
+            return self._poll()
+
+    def _poll(self) -> tuple[bool, bool]:
         cache = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
         if not (cache.get("uploadsQueued") or cache.get("uploadsInProgress") or self.held):
             self.head, self.uploading = None, {}
@@ -704,7 +719,7 @@ class OrderKeeper:
         elif now - self.head[1] > KEEP_MAX_S:
             self.given_up.add(head_id)
             self.log(f"{self.fs}: {head.get('name')} still fails; the others go on")
-            return self.poll()
+            return self._poll()
         # Older ones than the head (held, never failed) go first, in their order; the head
         # waits for them, then goes; every newer one waits.
         self._release(items[:first], items, keep_head=True)
@@ -762,12 +777,15 @@ def hurry(sock: str, fs: str, queue: list[dict[str, Any]] | None = None) -> int:
     """Let the uploads of VFS ``fs`` that only wait for the write-back delay go now, in their
     order, unless one has failed or is held back (an order keeper's or a refresh's hold, or
     a write-back of HOLD_FOR_S / 2 or more): then the queue is left as it is. ``queue``: rc
-    ``vfs/queue``'s answer if the caller has it. How many were hurried."""
+    ``vfs/queue``'s answer, read under ``queue_lock`` by a caller that still holds it (else
+    it is read here, under the lock). How many were hurried."""
     if queue is None:
-        try:
-            queue = rc(sock, "vfs/queue", {"fs": fs}).get("queue") or []
-        except (OSError, RcError):
-            return 0
+        with queue_lock(sock):
+            try:
+                queue = rc(sock, "vfs/queue", {"fs": fs}).get("queue") or []
+            except (OSError, RcError):
+                return 0
+            return hurry(sock, fs, queue)
     if any(failed(i) or float(i["expiry"]) >= HOLD_FOR_S / 2 for i in queue):
         return 0
     waiting = sorted(
