@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import backend, execution, provision, state
+from skycore import core, execution, provision, state
 from skycore.cli_common import check_cluster_name, handle_errors, parse_envs
 from skycore.cli_output import make_console, print_json
 from skycore.cli_output import table as new_table
@@ -284,7 +284,7 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
         return
     config = load_config() if (refresh or verbose) else None
     if refresh and config is not None:
-        refreshed = [execution.refresh_status(r.name, config) for r in records]
+        refreshed = [core.refresh_status(r.name, config) for r in records]
         records = [r for r in refreshed if r is not None]
     if as_json:
         print_json([_cluster_json(r) for r in records])
@@ -399,23 +399,6 @@ def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
-    """The jobs of ``cluster``; an unfinished one whose terminal is gone is read from the
-    cluster's own job table (its nodes run it whatever happened to the terminal)."""
-    jobs = state.list_jobs(cluster)
-    orphans = [j for j in jobs if j.status not in state.JOB_TERMINAL]
-    orphans = [j for j in orphans if not backend.pid_alive(j.driver_pid)]
-    if orphans:
-        config = load_config()
-        for j in orphans:
-            record = state.get_cluster(j.cluster)
-            if record is None:
-                state.set_job_status(j.cluster, j.job_id, state.JOB_FAILED_DRIVER)
-            else:
-                execution.reconcile_job(record, j, config)
-    return state.list_jobs(cluster)
-
-
 @cli.command()
 @click.argument("clusters", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
@@ -429,14 +412,14 @@ def queue(clusters: tuple[str, ...], as_json: bool) -> None:
         if state.get_cluster(name) is None:
             raise UserError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
     if as_json:
-        print_json([_job_json(j) for name in names for j in _refresh_jobs(name)])
+        print_json([_job_json(j) for name in names for j in core.refresh_jobs(name)])
         return
     for name in names:
         table = new_table(
             ("ID", "NAME", "SUBMITTED", "DURATION", "NODES", "STATUS", "LOG"),
             title=f"Job queue of {name}",
         )
-        for j in reversed(_refresh_jobs(name)):
+        for j in reversed(core.refresh_jobs(name)):
             table.add_row(
                 str(j.job_id),
                 j.name or "-",
@@ -477,12 +460,12 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
     check_cluster_name(cluster, "CLUSTER")
     if state.get_cluster(cluster) is None:
         raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
-    jobs = _refresh_jobs(cluster)
+    jobs = core.refresh_jobs(cluster)
     if job_id is not None and not any(j.job_id == job_id for j in jobs):
         # Submitted by another terminal or skycore home: the head node's job table has it.
         known = state.get_cluster(cluster)
-        if known is not None and execution.adopt_job(known, job_id, load_config()):
-            jobs = _refresh_jobs(cluster)
+        if known is not None and core.adopt_job(known, job_id, load_config()):
+            jobs = core.refresh_jobs(cluster)
     if not jobs:
         raise UserError(f"Cluster '{cluster}' has no jobs yet. Run one with 'skycore exec'.")
     job = jobs[-1] if job_id is None else next((j for j in jobs if j.job_id == job_id), None)
@@ -493,75 +476,17 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
     if show_status:
         console.print(job.status)
         return
-    log_dir = Path(job.log_dir)
     record = state.get_cluster(cluster)
     assert record is not None
-    if follow and job.status == state.JOB_RUNNING and not backend.pid_alive(job.driver_pid):
-        # No terminal drives it: follow the nodes' own job logs until the run ends.
-        config = load_config()
-        handle = backend.get_handle(record, config)
-        try:
-            backend.follow_job(handle, job.job_id, job.num_nodes, "run", log_dir, stream=True)
-        except KeyboardInterrupt:
-            console.print(f"[dim]Stopped following job {job.job_id}; it keeps running.[/dim]")
-            raise
-        execution.reconcile_job(record, job, config)
-        final = state.get_job(cluster, job.job_id)
-        console.print(f"[dim]Job {job.job_id}: {final.status if final else '?'}[/dim]")
-        return
-    # An ended job whose local copy is short (its terminal died) is completed from the
-    # nodes' job table first, once; what cannot be fetched now is said after the log.
-    missing = execution.complete_job_logs(record, job, load_config())
-    printer = _LogPrinter(log_dir)
-    while True:
-        printer.print_new()
-        current = state.get_job(cluster, job.job_id)
-        if not follow or current is None or current.status in state.JOB_TERMINAL:
-            break
-        if not backend.pid_alive(current.driver_pid):
-            # Its terminal is gone: the cluster's job table decides, and an ended job's
-            # log is completed from the nodes before the rest of it is printed.
-            _refresh_jobs(cluster)
-            current = state.get_job(cluster, job.job_id)
-            if current is not None and current.status in state.JOB_TERMINAL:
-                missing = execution.complete_job_logs(record, current, load_config())
-            printer.print_new()
-            break
-        time.sleep(0.5)
-    final = state.get_job(cluster, job.job_id)
+    try:
+        final, missing = core.print_job_log(record, job, follow, load_config())
+    except KeyboardInterrupt:
+        console.print(f"[dim]Stopped following job {job.job_id}; it keeps running.[/dim]")
+        raise
     if missing:
         console.print(f"[yellow]{escape(missing)}[/yellow]")
     if final is not None:
-        console.print(f"[dim]Job {job.job_id}: {final.status}[/dim]")
-
-
-class _LogPrinter:
-    """Prints the complete lines a job's local log files gained since the last call (run
-    logs, or the setup logs of a job that never ran), prefixed by rank on several nodes."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.files = sorted(log_dir.glob("run-*.log")) or sorted(log_dir.glob("setup-*.log"))
-        self.offsets = {f: 0 for f in self.files}
-
-    def print_new(self) -> None:
-        """Print what the files gained (a file swapped for a longer copy keeps its offset)."""
-        current = set(self.log_dir.glob("run-*.log")) | set(self.files)
-        multi = len(current) > 1
-        for f in sorted(current):
-            self.offsets.setdefault(f, 0)
-            try:
-                with open(f, "rb") as fh:
-                    fh.seek(self.offsets[f])
-                    data = fh.read()
-            except OSError:
-                continue
-            complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
-            self.offsets[f] += len(complete)
-            rank = f.stem.split("-")[-1]
-            for line in complete.decode(errors="replace").splitlines():
-                sys.stdout.write((f"(rank={rank}) " if multi else "") + line + "\n")
-        sys.stdout.flush()
+        console.print(f"[dim]Job {job.job_id}: {final}[/dim]")
 
 
 @cli.command()
@@ -576,7 +501,7 @@ def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> Non
     record = state.get_cluster(cluster)
     if record is None:
         raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
-    jobs = _refresh_jobs(cluster)
+    jobs = core.refresh_jobs(cluster)
     if all_:
         targets = [j for j in jobs if j.status not in state.JOB_TERMINAL]
     elif job_ids:
@@ -597,17 +522,11 @@ def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> Non
         f"Cancel job(s) {', '.join(str(j.job_id) for j in targets)} on {cluster}?", default=True
     ):
         raise click.Abort()
-    handle = backend.get_handle(record, load_config())
-    for j in targets:
-        if not state.set_job_status(cluster, j.job_id, state.JOB_CANCELLED):
-            now = state.get_job(cluster, j.job_id)
-            console.print(
-                f"Job {j.job_id} already finished ({now.status if now else 'gone'}); "
-                "nothing to cancel."
-            )
-            continue
-        backend.cancel_job(handle, j.job_id)
-        console.print(f"Job {j.job_id} cancelled.")
+    for j, already in core.cancel_jobs(record, targets, load_config()):
+        if already is None:
+            console.print(f"Job {j.job_id} cancelled.")
+        else:
+            console.print(f"Job {j.job_id} already finished ({already}); nothing to cancel.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from typing import Any, NoReturn, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import backend, provision
+from skycore import provision
 from skycore.config import ConfigError
-from skycore.errors import UserError
+from skycore.errors import StageError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,7 +40,7 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
                 fail(e.message, e.exit_code)
             except ConfigError as e:
                 fail(str(e), 2)
-            except backend.StageError as e:
+            except StageError as e:
                 # The stage line, the log tail and the path were printed already.
                 fail(e.message, e.exit_code)
             except provision.ProvisionError as e:

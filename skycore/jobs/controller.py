@@ -45,11 +45,10 @@ from typing import Any, TextIO
 import filelock
 from rich.console import Console
 
-from skycore import backend, execution, provision
+from skycore import core, execution, provision
 from skycore import state as core_state
-from skycore.backend import ClusterHandle, StageError
 from skycore.config import ConfigError, SkycoreConfig, load_config
-from skycore.errors import UserError
+from skycore.errors import StageError, UserError
 from skycore.jobs import paths, recovery
 from skycore.jobs import state as jstate
 from skycore.jobs.state import JobStatus
@@ -60,8 +59,8 @@ POLL_S = 0.5
 LOCK_WAIT_S = 2.0
 HEARTBEAT_S = 1.0
 # After the nodes are removed the worker's streams end at once; a worker still inside the
-# health check waits out HEALTH_TIMEOUT_S first.
-JOIN_AFTER_KILL_S = backend.HEALTH_TIMEOUT_S + 30
+# health check waits out core.HEALTH_TIMEOUT_S first.
+JOIN_AFTER_KILL_S = core.HEALTH_TIMEOUT_S + 30
 # How long a failed attempt's nodes are watched before the failure counts as the user's.
 PREEMPT_GRACE_S = 2.0
 # After a preemption, how long the surviving nodes' cached mounts may take to drain.
@@ -374,15 +373,14 @@ class Controller:
         record = core_state.get_cluster(self.cluster)
         if jobs and record is not None and jobs[-1].status == core_state.JOB_RUNNING:
             cjob = jobs[-1]
-            core_state.set_job_status(self.cluster, cjob.job_id, core_state.JOB_CANCELLED)
             try:
-                backend.cancel_job(backend.get_handle(record, self.config), cjob.job_id)
+                core.cancel_job(record, cjob.job_id, self.config)
             except Exception as e:
                 self.say(f"killing the run failed ({e}); draining, then removing the nodes")
                 self._drain_survivors()
                 self._terminate()
             # The pipeline drains the cached mounts before it returns.
-            worker.join(backend.DRAIN_TIMEOUT_S)
+            worker.join(core.DRAIN_TIMEOUT_S)
         else:
             # Provisioning or setup: nothing of the run to keep; stop it by removing nodes.
             self._terminate()
@@ -489,10 +487,6 @@ class Controller:
         else:
             self._status(JobStatus.FAILED, f"{kept}; the job had ended {status.value}: {reason}")
 
-    def _up_handle(self, record: core_state.ClusterRecord) -> ClusterHandle | None:
-        """A handle on the nodes of ``record`` that are UP (None if none is)."""
-        return backend.up_nodes(backend.get_handle(record, self.config))
-
     def _drain_survivors(self, timeout: float = PREEMPT_DRAIN_TIMEOUT_S) -> None:
         """Before nodes are removed (a preemption, a restart after a user failure, a cancel
         whose kill failed): stop the run on the nodes still UP and drain and unmount their
@@ -563,14 +557,8 @@ class Controller:
     ) -> int | None:
         """Stop the unfinished jobs on the nodes that are UP, then drain and unmount their
         cached mounts; how many mounts (None: no node is UP). Raises if the drain fails."""
-        running = self._up_handle(record)
-        if running is None:
-            return None
-        for cjob in cjobs:
-            if cjob.status not in core_state.JOB_TERMINAL:
-                backend.cancel_job(running, cjob.job_id)
         log = paths.job_dir(self.job_id) / log_name
-        return backend.drain_mounts(running, log, unmount=True)
+        return core.stop_jobs_and_drain(record, cjobs, self.config, log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,6 @@ import hashlib
 import shutil
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import docker
@@ -24,6 +23,7 @@ import docker.errors
 import requests
 from docker.models.containers import Container
 
+from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig, load_config
 from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError, node_runtime
 from skycore.runner import CommandRunner, DockerCommandRunner
@@ -193,19 +193,6 @@ def _check_image(image: str, config: SkycoreConfig) -> None:
         ) from e
 
 
-def _parallel(fn: Any, items: list[Any]) -> list[Any]:
-    """Run ``fn`` on each item in threads; raise the first failure after all finish."""
-    if not items:
-        return []
-    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
-        futures = [pool.submit(fn, it) for it in items]
-        errors = [f.exception() for f in futures]
-    failed = [e for e in errors if e is not None]
-    if failed:
-        raise failed[0]
-    return [f.result() for f in futures]
-
-
 @engine_errors
 def run_instances(
     cluster_name: str,
@@ -241,7 +228,7 @@ def run_instances(
                 f"{e.explanation or e}"
             ) from e
 
-    _parallel(bring_up, todo)
+    parallel(bring_up, todo)
     return get_cluster_info(cluster_name, cfg)
 
 
@@ -249,7 +236,7 @@ def run_instances(
 def stop_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
     """Stop every running node of the cluster (disks are kept)."""
     running = [c for c in _containers(cluster_name, config).values() if c.status == "running"]
-    _parallel(lambda c: c.stop(timeout=STOP_TIMEOUT_S), running)
+    parallel(lambda c: c.stop(timeout=STOP_TIMEOUT_S), running)
 
 
 @engine_errors
@@ -265,7 +252,7 @@ def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> C
         except docker.errors.APIError as e:
             raise ProvisionError(f"node {c.name} failed to start: {e.explanation or e}") from e
 
-    _parallel(start, stopped)
+    parallel(start, stopped)
     return get_cluster_info(cluster_name, config)
 
 
@@ -283,7 +270,7 @@ def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) 
             if e.status_code != 409 or "already in progress" not in str(e):
                 raise
 
-    _parallel(remove, list(_containers(cluster_name, config).values()))
+    parallel(remove, list(_containers(cluster_name, config).values()))
 
 
 @engine_errors

@@ -1,0 +1,85 @@
+"""A cluster's handle: its nodes and a command runner for each, and what it was launched with."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from skycore import provision, state
+from skycore.config import SkycoreConfig
+from skycore.provision import ClusterInfo
+from skycore.runner import CommandRunner
+
+if TYPE_CHECKING:
+    from skycore.task import Task
+
+
+@dataclass
+class ClusterHandle:
+    """A cluster's nodes and a command runner for each, in rank order (head first)."""
+
+    name: str
+    provider: str
+    info: ClusterInfo
+    runners: list[CommandRunner]
+    config: SkycoreConfig = field(repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        """How many nodes the handle covers."""
+        return len(self.info.nodes)
+
+    def node_label(self, rank: int) -> str:
+        """'head' or 'workerN', as SkyPilot names nodes in output prefixes."""
+        return "head" if rank == 0 else f"worker{rank}"
+
+
+def resources_of(task: Task) -> dict[str, Any]:
+    """What a cluster is launched with; a relaunch must ask for the same."""
+    r = task.resources
+    return {
+        "cloud": r.cloud,
+        "image_id": r.image_id,
+        "use_spot": bool(r.use_spot),
+        "num_nodes": task.num_nodes,
+    }
+
+
+def describe_resources(res: dict[str, Any]) -> str:
+    """A short human form of a resources dict."""
+    return ", ".join(f"{k}={v}" for k, v in res.items())
+
+
+def up_nodes(handle: ClusterHandle) -> ClusterHandle | None:
+    """The part of ``handle`` whose nodes are UP (None if no node is)."""
+    up = [i for i, n in enumerate(handle.info.nodes) if n.status is provision.NodeStatus.UP]
+    if not up:
+        return None
+    return ClusterHandle(
+        handle.name,
+        handle.provider,
+        provision.ClusterInfo(handle.name, handle.provider, [handle.info.nodes[i] for i in up]),
+        [handle.runners[i] for i in up],
+        handle.config,
+    )
+
+
+def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHandle:
+    """The handle of a recorded cluster, with the nodes that exist now."""
+    info = provision.get_cluster_info(record.provider, record.name, config)
+    runners = provision.get_command_runners(record.provider, info, config)
+    return ClusterHandle(record.name, record.provider, info, runners, config)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True if a local process with ``pid`` exists."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

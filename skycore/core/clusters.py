@@ -1,0 +1,331 @@
+"""The cluster lifecycle: names and locks, refresh from the provider, and every status
+transition of provisioning, stop, start and teardown (the backend does the node work)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from skycore import backend, logs, provision, state
+from skycore.backend import ClusterError, ClusterHandle, StageError
+from skycore.config import SkycoreConfig, skycore_home
+from skycore.core.jobs import settle_orphan_jobs
+from skycore.provision import ProvisionError
+
+
+@contextmanager
+def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
+    """Serialise commands that change a cluster (launch, stop, start, down). The name is
+    checked first: nothing reaches the filesystem under an invalid name."""
+    check_name(name)
+    path = skycore_home() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path), timeout=timeout)
+    try:
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            print(
+                f"Waiting for another skycore command on cluster '{name}' to finish...",
+                file=sys.stderr,
+                flush=True,
+            )
+            lock.acquire()
+    except filelock.Timeout:
+        raise ClusterError(
+            f"Another skycore command is changing cluster '{name}' (lock {path}). Wait for it "
+            "to finish, then retry."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
+    """Reconcile a cluster's recorded status with what its provider reports.
+
+    An UP or STOPPED cluster whose nodes no longer match becomes INIT with the reason (the
+    next launch repairs it). Skipped while another command holds the cluster's lock.
+    """
+    path = skycore_home() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return state.get_cluster(name)
+    try:
+        record = state.get_cluster(name)
+        if record is None or record.status == state.CLUSTER_INIT:
+            return record
+        nodes = provision.query_instances(record.provider, name, config)
+        want = (
+            provision.NodeStatus.UP
+            if record.status == state.CLUSTER_UP
+            else provision.NodeStatus.STOPPED
+        )
+        wrong = [
+            f"node {r} is {nodes[r].value if r in nodes else 'gone'}"
+            for r in range(record.num_nodes)
+            if nodes.get(r) is not want
+        ]
+        if wrong:
+            state.set_cluster_status(
+                name,
+                state.CLUSTER_INIT,
+                f"refresh: {'; '.join(wrong)} (expected {want.value}); 'skycore launch' repairs it",
+            )
+        return state.get_cluster(name)
+    finally:
+        lock.release()
+
+
+def check_name(name: str) -> None:
+    problem = provision.check_cluster_name(name)
+    if problem:
+        raise ClusterError(problem + " Pass it with -c/--cluster.")
+
+
+def require_up(name: str, config: SkycoreConfig) -> tuple[state.ClusterRecord, ClusterHandle]:
+    """The record and handle of an UP cluster, or a ClusterError saying what to run instead."""
+    check_name(name)
+    record = state.get_cluster(name)
+    if record is None:
+        raise ClusterError(
+            f"Cluster '{name}' does not exist. Launch it first: 'skycore launch -c {name} "
+            "TASK.yaml'."
+        )
+    if record.status == state.CLUSTER_STOPPED:
+        raise ClusterError(
+            f"Cluster '{name}' is STOPPED. Run 'skycore start {name}' first, or 'skycore "
+            f"launch -c {name} TASK.yaml' to start it and run the task."
+        )
+    if record.status != state.CLUSTER_UP:
+        raise ClusterError(
+            f"Cluster '{name}' is {record.status} ({record.status_reason}); its nodes are not "
+            f"ready. Run 'skycore launch -c {name} TASK.yaml' to repair it."
+        )
+    handle = backend.get_handle(record, config)
+    statuses = provision.query_instances(record.provider, name, config)
+    missing = [r for r in range(record.num_nodes) if statuses.get(r) is not provision.NodeStatus.UP]
+    if missing:
+        reason = f"node(s) {', '.join(map(str, missing))} not running"
+        state.set_cluster_status(name, state.CLUSTER_INIT, reason)
+        raise ClusterError(
+            f"Cluster '{name}' is not healthy: {reason}. Run 'skycore launch -c {name} "
+            "TASK.yaml' to repair it."
+        )
+    return record, handle
+
+
+MOUNTS_REMOVED = "mounts removed by stop/down"
+
+
+def existing(name: str) -> state.ClusterRecord:
+    check_name(name)
+    record = state.get_cluster(name)
+    if record is None:
+        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+    return record
+
+
+SYNCING = (
+    "nodes healthy; workdir and file mounts not all in place yet (an interrupted launch "
+    "leaves it so: 'skycore launch' repairs it)"
+)
+
+
+def provision_cluster(
+    name: str,
+    provider: str,
+    num_nodes: int,
+    image_id: str | None,
+    resources: dict[str, Any],
+    config: SkycoreConfig,
+    log_path: Path,
+    reason: str,
+) -> ClusterHandle:
+    """Record INIT, create or resume the nodes and wait for health. The cluster stays INIT
+    (reason SYNCING): the caller puts the workdir and file mounts in place and only then
+    records UP (``mark_ready``). A failure leaves the cluster INIT with the reason recorded
+    (the next launch repairs it)."""
+    state.upsert_cluster(name, state.CLUSTER_INIT, provider, num_nodes, resources, reason)
+    logs.append(log_path, f"{reason}: {num_nodes} node(s) on provider {provider}")
+    try:
+        handle = backend.start_nodes(name, provider, num_nodes, image_id, config, log_path)
+    except StageError as e:
+        _init_because(name, e.reason)
+        raise
+    state.set_cluster_handle(name, handle.info.to_dict())
+    try:
+        backend.wait_healthy(handle, num_nodes, log_path)
+    except StageError as e:
+        _init_because(name, e.reason)
+        raise
+    state.set_cluster_status(name, state.CLUSTER_INIT, SYNCING)
+    return handle
+
+
+def _init_because(name: str, reason: str) -> None:
+    state.set_cluster_status(name, state.CLUSTER_INIT, reason)
+    state.add_cluster_event(name, reason)
+
+
+def mark_syncing(name: str) -> None:
+    """Record INIT until the workdir and every mount are in place: a launch interrupted then
+    never leaves an UP cluster with bare mount points that exec could write into."""
+    state.set_cluster_status(name, state.CLUSTER_INIT, SYNCING)
+
+
+def mark_ready(name: str, num_nodes: int, what: str) -> None:
+    """Record UP: the nodes are healthy and the workdir and ``what`` are in place."""
+    state.set_cluster_status(
+        name, state.CLUSTER_UP, f"all {num_nodes} node(s) healthy; workdir and {what} in place"
+    )
+
+
+def stop_nodes(
+    record: state.ClusterRecord, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]
+) -> str | None:
+    """Drain and unmount the cached mounts, stop the nodes -> STOPPED; a note for the stage,
+    or None when the cluster was already stopped."""
+    name = record.name
+    running = backend.up_nodes(backend.get_handle(record, config))
+    if record.status == state.CLUSTER_STOPPED and running is None:
+        return None
+    if running is not None:
+        settle_orphan_jobs(record, config)
+        say("draining cached mounts and unmounting")
+        n = backend.drain_mounts(running, log_path, unmount=True, say=say)
+        logs.append(log_path, f"drained and unmounted {n} mount(s)")
+        if n:
+            # The mount points are plain local folders now: no exec may write there even
+            # if stopping the nodes fails below.
+            state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
+    say("stopping nodes")
+    try:
+        provision.stop_instances(record.provider, name, config)
+    except ProvisionError as e:
+        state.set_cluster_status(name, state.CLUSTER_INIT, f"stop failed: {e}")
+        raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
+    state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
+    return f"{running.num_nodes if running else 0} node(s) stopped; mounts drained"
+
+
+def start_nodes(
+    record: state.ClusterRecord,
+    config: SkycoreConfig,
+    log_path: Path,
+    say: Callable[[str], None],
+    store_wait_s: float,
+) -> str | None:
+    """Resume the nodes, check health, mount recorded storage again -> UP; a note for the
+    stage, or None when the cluster was already UP and healthy. A re-mount that fails leaves
+    the cluster INIT with the reason."""
+    name = record.name
+    if record.status == state.CLUSTER_UP:
+        handle = backend.get_handle(record, config)
+        if not backend.node_problems(handle, record.num_nodes):
+            return None
+    handle = provision_cluster(
+        name,
+        record.provider,
+        record.num_nodes,
+        record.resources.get("image_id"),
+        record.resources,
+        config,
+        log_path,
+        f"start: resuming from {record.status}",
+    )
+    say("mounting storage again")
+    try:
+        n = backend.remount(handle, log_path, say, store_wait_s)
+    except StageError as e:
+        state.set_cluster_status(name, state.CLUSTER_INIT, f"re-mount failed: {e}")
+        raise
+    mark_ready(name, handle.num_nodes, f"{n} mount(s) restored")
+    return f"{handle.num_nodes} node(s) UP, {n} mount(s) restored"
+
+
+def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]) -> str:
+    record = state.get_cluster(name)
+    provider = record.provider if record else "docker"
+    if record is None and not provision.query_instances(provider, name, config):
+        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+    mounts = state.get_cluster_mounts(name)
+    if record is not None:
+        running = backend.up_nodes(backend.get_handle(record, config))
+        if running is not None and mounts:
+            say("draining cached mounts and unmounting")
+            backend.drain_mounts(running, log_path, unmount=True, say=say)
+            # Until the nodes are gone, nothing may run there against plain local folders.
+            state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
+    say("removing nodes")
+    try:
+        provision.terminate_instances(provider, name, config)
+    except ProvisionError as e:
+        raise StageError(f"Removing the nodes failed: {e}", log_path) from None
+    try:
+        deleted, kept = _delete_ephemeral_storage(mounts, name, config, log_path, say)
+    finally:
+        # The nodes are gone: forget the cluster even if deleting its storage failed.
+        state.remove_cluster(name, "terminated by user (down)")
+    note = "nodes removed"
+    if deleted:
+        note += f"; deleted storage {', '.join(deleted)} (persistent: false)"
+    if kept:
+        note += f"; kept storage {', '.join(kept)} (still used by other clusters)"
+    return note
+
+
+def _delete_ephemeral_storage(
+    mounts: list[state.MountRecord],
+    cluster: str,
+    config: SkycoreConfig,
+    log_path: Path,
+    say: Callable[[str], None],
+) -> tuple[list[str], list[str]]:
+    """Delete the persistent: false buckets of a torn-down cluster: (deleted, kept).
+
+    A bucket whose record is already gone counts as deleted; one that another cluster's
+    recorded mounts still use is kept. Every bucket is tried; failures are reported together.
+    """
+    names = sorted({m.storage_name for m in mounts if m.storage_name and not m.persistent})
+    if not names:
+        return [], []
+    from skycore.storage import catalog
+
+    deleted: list[str] = []
+    kept: list[str] = []
+    failures: list[str] = []
+    for storage_name in names:
+        say(f"deleting storage {storage_name}")
+        try:
+            summary = catalog.delete_storage(
+                storage_name, config, missing_ok=True, for_cluster=cluster
+            )
+        except catalog.StorageInUse as e:
+            kept.append(storage_name)
+            logs.append(log_path, f"kept storage {storage_name}: {e}")
+            continue
+        except Exception as e:
+            logs.append(log_path, f"deleting storage {storage_name} failed: {e}")
+            failures.append(f"{storage_name} ({e})")
+            continue
+        deleted.append(storage_name)
+        logs.append(log_path, f"storage {storage_name}: {summary}")
+    if failures:
+        names_left = " ".join(f.split(" ", 1)[0] for f in failures)
+        raise StageError(
+            f"The nodes of '{cluster}' are removed and the cluster is forgotten, but deleting "
+            f"its persistent: false storage failed: {'; '.join(failures)}. Delete it with "
+            f"'skycore storage delete {names_left}'.",
+            log_path,
+        )
+    return deleted, kept

@@ -1,0 +1,270 @@
+"""Job operations on a cluster: submit, reconcile a job whose terminal is gone, adopt one
+another terminal submitted, complete its logs, drain failures, refresh, cancel."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from skycore import backend, logs, state
+from skycore.backend import ClusterHandle, StageError
+from skycore.config import SkycoreConfig, load_config
+from skycore.node import mounts as node_mounts
+from skycore.task import Task
+
+
+def cached_mounts(cluster: str) -> list[str]:
+    """Mount points of the cluster's MOUNT_CACHED entries (drained before a run is done)."""
+    return [m.dst for m in state.get_cluster_mounts(cluster) if m.mode == "MOUNT_CACHED"]
+
+
+def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig) -> str:
+    """The status of an unfinished job whose terminal is gone, from the cluster's own job
+    table: SUCCEEDED / FAILED once every node recorded its run's exit code (the nodes drain
+    their cached mounts before they record it), still RUNNING while any runs, FAILED_DRIVER
+    only when the head node itself is gone (or the job never reached its run)."""
+    if job.status in state.JOB_TERMINAL or backend.pid_alive(job.driver_pid):
+        return job.status
+    handle = backend.up_nodes(backend.get_handle(record, config))
+    if handle is None or job.status == state.JOB_PENDING:
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
+    if job.status == state.JOB_SETTING_UP:
+        # The terminal sequenced setup and run: with it gone the run never starts.
+        backend.cancel_job(handle, job.job_id)
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
+    recorded = backend.job_exit_codes(handle, job.job_id, job.num_nodes, "run")
+    if backend.NEVER_STARTED in recorded:
+        # Its terminal died while starting it: some nodes never got their part.
+        backend.cancel_job(handle, job.job_id)
+        state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
+        return state.JOB_FAILED_DRIVER
+    codes = [c for c in recorded if c is not None]
+    if len(codes) < len(recorded):
+        return job.status
+    failed = [c for c in codes if c != 0]
+    if not failed:
+        status, code = state.JOB_SUCCEEDED, 0
+    elif backend.CANCELLED_EXIT in failed:
+        status, code = state.JOB_CANCELLED, backend.CANCELLED_EXIT
+    else:
+        status, code = state.JOB_FAILED, failed[0]
+    # The terminal died while following the run: its copy of the run's log is short.
+    backend.refresh_job_logs(handle, job.job_id, "run", Path(job.log_dir), recorded)
+    state.set_job_status(record.name, job.job_id, status, code)
+    current = state.get_job(record.name, job.job_id)
+    return current.status if current is not None else status
+
+
+def submit_job(
+    handle: ClusterHandle,
+    task: Task,
+    log_dir: Path,
+    status: str,
+    task_id: str | None = None,
+) -> state.JobRecord:
+    """A new job of the cluster, recorded here with the id the head node's job table
+    reserved for it (ids are the cluster's, whichever terminal or skycore home submits)."""
+    now = time.time()
+    meta: dict[str, object] = {
+        "name": task.name,
+        "num_nodes": task.num_nodes,
+        "task_id": task_id or state.new_task_id(handle.name, backend.ID_PLACEHOLDER, now),
+        "submitted_at": now,
+    }
+    job_id = backend.reserve_job_id(handle, state.next_job_id(handle.name), meta)
+    return state.add_job(
+        handle.name,
+        task.name,
+        task.num_nodes,
+        str(log_dir),
+        os.getpid(),
+        status=status,
+        task_id=str(meta["task_id"]).replace(backend.ID_PLACEHOLDER, str(job_id)),
+        job_id=job_id,
+        submitted_at=now,
+    )
+
+
+def adopt_job(
+    record: state.ClusterRecord, job_id: int, config: SkycoreConfig
+) -> state.JobRecord | None:
+    """Record here a job that another terminal or skycore home submitted to the cluster
+    (read from the head node's job table; None if the cluster has no such job): its status
+    and whole log then come from the nodes like those of any job whose terminal is gone."""
+    up = backend.up_nodes(backend.get_handle(record, config))
+    if up is None:
+        return None
+    meta = backend.read_job_meta(up, job_id)
+    if meta is None:
+        return None
+    name = meta.get("name")
+    num_nodes = meta.get("num_nodes")
+    task_id = meta.get("task_id")
+    submitted = meta.get("submitted_at")
+    return state.add_job(
+        record.name,
+        name if isinstance(name, str) else None,
+        num_nodes if isinstance(num_nodes, int) and num_nodes > 0 else 1,
+        str(logs.new_log_dir(config)),
+        None,
+        status=state.JOB_RUNNING,
+        task_id=task_id if isinstance(task_id, str) else None,
+        job_id=job_id,
+        submitted_at=float(submitted) if isinstance(submitted, int | float) else None,
+    )
+
+
+def complete_job_logs(
+    record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig
+) -> str | None:
+    """Make the local copy of an ended job's run logs whole, once: a terminal that died
+    while following the run (or one that never followed it) left it short, while each node
+    keeps its part's whole log in the cluster's job table. Every rank is fetched; afterwards
+    the copy is marked complete and kept. Returns None when the copy is whole, else one
+    line saying where the rest is and how to get it (a stopped cluster, nodes that do not
+    answer)."""
+    log_dir = Path(job.log_dir)
+    if job.status not in state.JOB_TERMINAL or logs.is_complete(log_dir, "run"):
+        return None
+    where = (
+        f"This copy of job {job.job_id}'s log may be short; its whole log is on the nodes of "
+        f"cluster '{record.name}'"
+    )
+    again = f"'skycore logs {record.name} {job.job_id}'"
+    if record.status == state.ClusterStatus.STOPPED:
+        return (
+            f"This copy of job {job.job_id}'s log may be short (no terminal followed it to "
+            f"its end); its whole log is on the nodes of cluster '{record.name}', which is "
+            f"stopped: run 'skycore start {record.name}', then {again}."
+        )
+    handle = backend.get_handle(record, config)
+    up = backend.up_nodes(handle)
+    if up is None or len(up.runners) < len(handle.runners) or len(up.runners) < job.num_nodes:
+        return (
+            f"{where}, and not every node answers ('skycore status -r {record.name}' shows "
+            f"them); once they are back, {again} fetches it."
+        )
+    codes = backend.job_exit_codes(up, job.job_id, job.num_nodes, "run")
+    if job.status == state.JOB_CANCELLED:
+        # A cancel kills a part before it records a code; its log ends there.
+        codes = [backend.CANCELLED_EXIT if c is None else c for c in codes]
+    if backend.refresh_job_logs(up, job.job_id, "run", log_dir, codes):
+        return None
+    return f"{where}, but some node did not give its whole log; {again} tries again."
+
+
+def check_node_drains(
+    handle: ClusterHandle,
+    cluster: str,
+    job_id: int,
+    log_dir: Path,
+    num_nodes: int,
+    say: Callable[[str], None],
+) -> None:
+    """Raise StageError (the job ends FAILED, saying why) if a node's drain after the run
+    failed; its drain log's tail goes to ``drain.log`` and to ``say``."""
+    drain_log = log_dir / "drain.log"
+    failed = {}
+    for rank in range(num_nodes):
+        tail = backend.drain_failure(log_dir, "run", rank)
+        if tail is not None:
+            failed[rank] = tail
+    if not failed:
+        return
+    for rank, tail in failed.items():
+        node = handle.runners[rank].node_name
+        for line in tail:
+            logs.append(drain_log, f"[{node}] {line}")
+            say(f"[{node}] {line}")
+    nodes = ", ".join(handle.runners[r].node_name for r in failed)
+    why = (
+        f"Draining the cached mounts on {nodes} failed after the run; nothing was unmounted, "
+        "so no write is lost. Retry the command; if the store is unreachable, fix that first."
+    )
+    if any(node_mounts.RCLONE_GONE in line for tail in failed.values() for line in tail):
+        why = (
+            f"Draining the cached mounts on {nodes} failed after the run: the rclone daemon "
+            "serving them is gone. The files it had not uploaded are kept in its cache on the "
+            f"node, so no write is lost: 'skycore launch' of the task on {cluster} again "
+            "re-mounts the dead mounts, and the new daemon uploads them."
+        )
+    _job_drain_failed(cluster, job_id, drain_log, why)
+    raise StageError(why, log_path=drain_log, tail=logs.tail(drain_log, 10))
+
+
+def _job_drain_failed(cluster: str, job_id: int, drain_log: Path, why: str) -> None:
+    """A job whose final drain failed ends FAILED (not RUNNING forever), saying why."""
+    reason = (
+        f"drain failed; uploads may be pending: run 'skycore down {cluster}' only after a "
+        f"drain succeeds ('skycore stop {cluster}' drains again and stops nothing while "
+        f"uploads are pending). {why}"
+    )
+    logs.append(drain_log, f"job {job_id}: FAILED: {reason}")
+    if state.set_job_status(cluster, job_id, state.JOB_FAILED, None):
+        state.add_cluster_event(cluster, f"job {job_id}: {reason}")
+
+
+def settle_orphan_jobs(record: state.ClusterRecord, config: SkycoreConfig) -> None:
+    """Before the nodes stop: record the outcome (and fetch the whole logs) of every job
+    whose terminal is gone, while the nodes' job table can still be read."""
+    for job in state.list_jobs(record.name):
+        if job.status not in state.JOB_TERMINAL and not backend.pid_alive(job.driver_pid):
+            reconcile_job(record, job, config)
+
+
+def refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
+    """The jobs of ``cluster``; an unfinished one whose terminal is gone is read from the
+    cluster's own job table (its nodes run it whatever happened to the terminal)."""
+    jobs = state.list_jobs(cluster)
+    orphans = [j for j in jobs if j.status not in state.JOB_TERMINAL]
+    orphans = [j for j in orphans if not backend.pid_alive(j.driver_pid)]
+    if orphans:
+        config = load_config()
+        for j in orphans:
+            record = state.get_cluster(j.cluster)
+            if record is None:
+                state.set_job_status(j.cluster, j.job_id, state.JOB_FAILED_DRIVER)
+            else:
+                reconcile_job(record, j, config)
+    return state.list_jobs(cluster)
+
+
+def cancel_jobs(
+    record: state.ClusterRecord, targets: list[state.JobRecord], config: SkycoreConfig
+) -> Iterator[tuple[state.JobRecord, str | None]]:
+    """Cancel each job of ``targets``: record CANCELLED, then kill its processes on every
+    node. Yields each job as it is done with None, or with the status it already ended in
+    (then nothing is killed)."""
+    handle = backend.get_handle(record, config)
+    for j in targets:
+        if not state.set_job_status(record.name, j.job_id, state.JOB_CANCELLED):
+            now = state.get_job(record.name, j.job_id)
+            yield j, now.status if now else "gone"
+            continue
+        backend.cancel_job(handle, j.job_id)
+        yield j, None
+
+
+def cancel_job(record: state.ClusterRecord, job_id: int, config: SkycoreConfig) -> None:
+    """Record job ``job_id`` CANCELLED, then kill its processes on every node."""
+    state.set_job_status(record.name, job_id, state.JOB_CANCELLED)
+    backend.cancel_job(backend.get_handle(record, config), job_id)
+
+
+def stop_jobs_and_drain(
+    record: state.ClusterRecord, jobs: list[state.JobRecord], config: SkycoreConfig, log: Path
+) -> int | None:
+    """Kill the unfinished ``jobs`` on the nodes that are UP, then drain and unmount their
+    cached mounts: how many mounts (None: no node is UP). Raises StageError if the drain
+    fails (nothing is unmounted then)."""
+    running = backend.up_nodes(backend.get_handle(record, config))
+    if running is None:
+        return None
+    for job in jobs:
+        if job.status not in state.JOB_TERMINAL:
+            backend.cancel_job(running, job.job_id)
+    return backend.drain_mounts(running, log, unmount=True)
