@@ -15,10 +15,11 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from skycore.cli_common import handle_errors, parse_envs
-from skycore.cli_output import is_terminal, make_console, print_json
-from skycore.cli_output import table as new_table
+from skycore.cli.common import handle_errors, parse_envs
+from skycore.cli.output import is_terminal, make_console, print_json
+from skycore.cli.output import table as new_table
 from skycore.errors import UserError
+from skycore.humanize import ago
 from skycore.jobs import core
 from skycore.jobs import state as jstate
 from skycore.jobs.state import JobStatus
@@ -55,16 +56,6 @@ _errors = handle_errors("Interrupted (the job goes on; 'skycore jobs cancel ID' 
 def _styled(status: JobStatus) -> str:
     style = _STYLE.get(status, "")
     return f"[{style}]{status.value}[/{style}]" if style else status.value
-
-
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    secs = max(0, int(time.time() - ts))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{secs // size}{unit} ago"
-    return f"{secs}s ago"
 
 
 def _short(text: str, limit: int = 90) -> str:
@@ -159,7 +150,7 @@ def queue_cmd(job_ids: tuple[int, ...], verbose: bool, as_json: bool) -> None:
             escape(job.name or "-"),
             _styled(job.status),
             recoveries,
-            _ago(job.submitted_at),
+            ago(job.submitted_at),
             _duration(job.started_at, job.ended_at),
             escape(job.cluster),
             escape(_short(job.status_reason)),

@@ -1,0 +1,30 @@
+"""The ``skycore`` command line (click + rich), shaped like SkyPilot's ``sky``.
+
+launch, exec, status, stop, start, down, queue, logs, cancel, storage ls|delete.
+Errors a user can cause print as one paragraph (exit 2, or the error's own exit code);
+stage failures print the log tail and path (exit 1); failed jobs exit 100.
+"""
+
+from __future__ import annotations
+
+from skycore.cli import clusters, jobs, launch, storage
+from skycore.cli.app import cli
+
+__all__ = ["cli", "clusters", "jobs", "launch", "main", "storage"]
+
+
+def _add_managed_jobs() -> None:
+    """``skycore jobs ...``: the managed-jobs group (skycore.jobs.cli), if present."""
+    try:
+        from skycore.jobs.cli import jobs
+    except ImportError:
+        return
+    cli.add_command(jobs)
+
+
+_add_managed_jobs()
+
+
+def main() -> None:
+    """Entry point of the ``skycore`` script."""
+    cli()

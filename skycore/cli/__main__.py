@@ -1,0 +1,5 @@
+"""``python -m skycore.cli``: the ``skycore`` command."""
+
+from skycore.cli import main
+
+main()

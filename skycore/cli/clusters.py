@@ -1,0 +1,148 @@
+"""``skycore status``, ``stop``, ``start`` and ``down``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from skycore import core, execution, provision, state
+from skycore.cli.app import JSON_HELP, cli, console, styled
+from skycore.cli.common import check_cluster_name, handle_errors
+from skycore.cli.output import print_json
+from skycore.cli.output import table as new_table
+from skycore.config import load_config
+from skycore.errors import UserError
+from skycore.humanize import ago
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-v", "--verbose", is_flag=True, help="Show nodes and the status history.")
+@click.option("-r", "--refresh", is_flag=True, help="Ask the provider for the nodes' state.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@handle_errors()
+def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: bool) -> None:
+    """Show clusters (and with -v their nodes and every status change with its reason).
+
+    With -r, clusters whose nodes no longer match the record (removed or stopped outside
+    skycore) become INIT with the reason; 'skycore launch' repairs them.
+    """
+    for name in clusters:
+        check_cluster_name(name, "CLUSTER")
+    records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
+    if not records and not as_json:
+        console.print("No existing clusters.")
+        return
+    config = load_config() if (refresh or verbose) else None
+    if refresh and config is not None:
+        refreshed = [core.refresh_status(r.name, config) for r in records]
+        records = [r for r in refreshed if r is not None]
+    if as_json:
+        print_json([_cluster_json(r) for r in records])
+        return
+    table = new_table(("NAME", "LAUNCHED", "NODES", "RESOURCES", "STATUS", "REASON"))
+    nodes_of: dict[str, Any] = {}
+    for r in records:
+        if config is not None:
+            try:
+                nodes_of[r.name] = provision.query_instances(r.provider, r.name, config)
+            except provision.ProvisionError as e:
+                nodes_of[r.name] = str(e)
+        res = r.resources
+        desc = f"{res.get('cloud') or r.provider}" + (
+            f", {res['image_id']}" if res.get("image_id") else ""
+        )
+        table.add_row(
+            r.name,
+            ago(r.created_at),
+            str(r.num_nodes),
+            desc,
+            styled(r.status),
+            escape(r.status_reason),
+        )
+    console.print(table)
+    if not verbose:
+        return
+    for r in records:
+        console.print(f"\n[bold]{r.name}[/bold]")
+        nodes = nodes_of.get(r.name)
+        info = provision.ClusterInfo.from_dict(r.handle) if r.handle else None
+        for rank in range(r.num_nodes):
+            st = nodes.get(rank) if isinstance(nodes, dict) else None
+            ip = info.nodes[rank].ip if info and rank < len(info.nodes) else "-"
+            shown = st.value if st else "gone"
+            console.print(f"  node {rank} ({'head' if rank == 0 else 'worker'}): {shown}  ip={ip}")
+        events = state.cluster_events(r.name)
+        for ev in events:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev.ts))
+            change = (
+                f"{ev.from_status or '-'} -> {ev.to_status}"
+                if ev.from_status != ev.to_status
+                else f"{ev.to_status} (no change)"
+            )
+            console.print(f"  [dim]{when}[/dim]  {change:<24} {escape(ev.reason)}")
+
+
+def _cluster_json(r: state.ClusterRecord) -> dict[str, Any]:
+    """A cluster for ``status --json``."""
+    return {
+        "name": r.name,
+        "status": r.status,
+        "status_reason": r.status_reason,
+        "num_nodes": r.num_nodes,
+        "provider": r.provider,
+        "cloud": r.resources.get("cloud"),
+        "use_spot": bool(r.resources.get("use_spot", False)),
+        "image_id": r.resources.get("image_id"),
+        "launched_at": r.created_at,
+        "updated_at": r.updated_at,
+        "node_ips": [n.get("ip") for n in (r.handle or {}).get("nodes", [])],
+    }
+
+
+def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> list[str]:
+    for name in names:
+        check_cluster_name(name, "CLUSTER")
+    if all_:
+        names = tuple(r.name for r in state.list_clusters())
+    if not names:
+        raise UserError(f"Name the cluster(s) to {verb} (or pass --all).")
+    if not yes and not click.confirm(f"{verb.capitalize()} {', '.join(names)}?", default=True):
+        raise click.Abort()
+    return list(names)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors()
+def stop(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Stop clusters: drain cached mounts (no write is lost), unmount, stop the nodes."""
+    for name in _each_cluster(clusters, all_, yes, "stop"):
+        execution.stop(name, console=console)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors()
+def start(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Start stopped clusters: resume the nodes and mount their storage again."""
+    for name in _each_cluster(clusters, all_, yes, "start"):
+        execution.start(name, console=console)
+
+
+@cli.command()
+@click.argument("clusters", nargs=-1)
+@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@handle_errors()
+def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+    """Tear clusters down: drain, unmount, remove nodes, delete persistent: false storage."""
+    for name in _each_cluster(clusters, all_, yes, "tear down"):
+        execution.down(name, console=console)
