@@ -1,0 +1,201 @@
+"""Clusters and their events: one row per cluster (status, provider handle) and every status
+change with its reason; a status may only follow the statuses the transition table allows."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from skycore.state.db import add_event, connect
+
+
+class ClusterStatus(enum.StrEnum):
+    """A cluster's recorded status. UP means every node answered its health check AND the
+    workdir and file mounts are in place: anything less (provisioning, syncing, an
+    interrupted launch, mounts removed by stop/down) is INIT, which 'skycore launch' repairs."""
+
+    INIT = "INIT"
+    UP = "UP"
+    STOPPED = "STOPPED"
+
+
+CLUSTER_INIT = ClusterStatus.INIT
+CLUSTER_UP = ClusterStatus.UP
+CLUSTER_STOPPED = ClusterStatus.STOPPED
+CLUSTER_TERMINATED = "TERMINATED"  # only ever an event: a terminated cluster has no row
+
+# Which status may follow which (None: no record yet). STOPPED never becomes UP directly:
+# start goes through INIT (resume, health, re-mount) first.
+CLUSTER_TRANSITIONS: dict[ClusterStatus | None, frozenset[ClusterStatus]] = {
+    None: frozenset({ClusterStatus.INIT}),
+    ClusterStatus.INIT: frozenset(ClusterStatus),
+    ClusterStatus.UP: frozenset(ClusterStatus),
+    ClusterStatus.STOPPED: frozenset({ClusterStatus.STOPPED, ClusterStatus.INIT}),
+}
+
+
+class ClusterTransitionError(RuntimeError):
+    """A status change the cluster state machine forbids (a bug, never a user error)."""
+
+
+def _check_transition(name: str, old: str | None, new: ClusterStatus, reason: str) -> None:
+    old_status = ClusterStatus(old) if old is not None else None
+    if ClusterStatus(new) not in CLUSTER_TRANSITIONS[old_status]:
+        raise ClusterTransitionError(
+            f"cluster {name}: {old_status} -> {new} is not an allowed change ({reason})"
+        )
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """A cluster as recorded: status, what it was launched with and the provider's handle."""
+
+    name: str
+    status: str
+    provider: str
+    num_nodes: int
+    resources: dict[str, Any]
+    handle: dict[str, Any] | None
+    status_reason: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """One status change of a cluster and why it happened."""
+
+    cluster: str
+    ts: float
+    from_status: str | None
+    to_status: str | None
+    reason: str
+
+
+def _cluster(row: sqlite3.Row) -> ClusterRecord:
+    return ClusterRecord(
+        name=row["name"],
+        status=row["status"],
+        provider=row["provider"],
+        num_nodes=row["num_nodes"],
+        resources=json.loads(row["resources"]),
+        handle=json.loads(row["handle"]) if row["handle"] else None,
+        status_reason=row["status_reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def upsert_cluster(
+    name: str,
+    status: ClusterStatus,
+    provider: str,
+    num_nodes: int,
+    resources: dict[str, Any],
+    reason: str,
+) -> None:
+    """Create a cluster record (or update what it is launched with) and set its status.
+
+    The status change, if any, is recorded as an event with ``reason``; a change outside
+    CLUSTER_TRANSITIONS raises ClusterTransitionError.
+    """
+    now = time.time()
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        _check_transition(name, row["status"] if row else None, status, reason)
+        if row is None:
+            conn.execute(
+                "INSERT INTO clusters (name, status, provider, num_nodes, resources, handle, "
+                "status_reason, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                (name, status, provider, num_nodes, json.dumps(resources), reason, now, now),
+            )
+            add_event(conn, name, None, status, reason)
+            return
+        conn.execute(
+            "UPDATE clusters SET status = ?, provider = ?, num_nodes = ?, resources = ?, "
+            "status_reason = ?, updated_at = ? WHERE name = ?",
+            (status, provider, num_nodes, json.dumps(resources), reason, now, name),
+        )
+        if row["status"] != status:
+            add_event(conn, name, row["status"], status, reason)
+
+
+def set_cluster_status(name: str, status: ClusterStatus, reason: str) -> None:
+    """Change a cluster's status: the only way a status changes (with upsert_cluster). The
+    change is recorded as an event with ``reason``; one outside CLUSTER_TRANSITIONS raises
+    ClusterTransitionError."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return
+        _check_transition(name, row["status"], status, reason)
+        conn.execute(
+            "UPDATE clusters SET status = ?, status_reason = ?, updated_at = ? WHERE name = ?",
+            (status, reason, time.time(), name),
+        )
+        if row["status"] != status:
+            add_event(conn, name, row["status"], status, reason)
+
+
+def add_cluster_event(name: str, reason: str) -> None:
+    """Record something notable that did not change the status (e.g. 'provisioning skipped')."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        status = row["status"] if row else None
+        add_event(conn, name, status, status, reason)
+
+
+def set_cluster_handle(name: str, handle: dict[str, Any] | None) -> None:
+    """Store the provider's description of the cluster's nodes."""
+    with connect() as conn:
+        conn.execute(
+            "UPDATE clusters SET handle = ?, updated_at = ? WHERE name = ?",
+            (json.dumps(handle) if handle is not None else None, time.time(), name),
+        )
+
+
+def get_cluster(name: str) -> ClusterRecord | None:
+    """The record of one cluster, or None."""
+    with connect() as conn:
+        row = conn.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
+    return _cluster(row) if row else None
+
+
+def list_clusters() -> list[ClusterRecord]:
+    """Every recorded cluster, oldest first."""
+    with connect() as conn:
+        rows = conn.execute("SELECT * FROM clusters ORDER BY created_at").fetchall()
+    return [_cluster(r) for r in rows]
+
+
+def remove_cluster(name: str, reason: str) -> None:
+    """Forget a terminated cluster with its jobs and mounts; the event history is kept."""
+    with connect() as conn:
+        row = conn.execute("SELECT status FROM clusters WHERE name = ?", (name,)).fetchone()
+        conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
+        conn.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
+        conn.execute("DELETE FROM mounts WHERE cluster = ?", (name,))
+        if row is not None:
+            add_event(conn, name, row["status"], CLUSTER_TERMINATED, reason)
+
+
+def cluster_events(name: str | None = None, limit: int | None = None) -> list[ClusterEvent]:
+    """Status changes of one cluster (or all), oldest first; ``limit`` keeps the newest."""
+    query = "SELECT * FROM cluster_events"
+    args: tuple[Any, ...] = ()
+    if name is not None:
+        query += " WHERE cluster = ?"
+        args = (name,)
+    query += " ORDER BY id DESC"
+    if limit is not None:
+        query += f" LIMIT {int(limit)}"
+    with connect() as conn:
+        rows = conn.execute(query, args).fetchall()
+    return [
+        ClusterEvent(r["cluster"], r["ts"], r["from_status"], r["to_status"], r["reason"])
+        for r in reversed(rows)
+    ]

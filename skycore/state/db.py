@@ -1,0 +1,175 @@
+"""The state database: its schema, a short connection per call (WAL mode), migrations of
+older files, and the reader of mount commands recorded by older versions."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from skycore.config import skycore_home
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS storage (
+    name TEXT PRIMARY KEY,
+    store TEXT NOT NULL,
+    source TEXT,
+    sky_managed INTEGER NOT NULL,
+    persistent INTEGER NOT NULL DEFAULT 1,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clusters (
+    name TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    num_nodes INTEGER NOT NULL,
+    resources TEXT NOT NULL,
+    handle TEXT,
+    status_reason TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cluster_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    cluster TEXT NOT NULL,
+    ts REAL NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cluster_events_by_cluster ON cluster_events (cluster, id);
+CREATE TABLE IF NOT EXISTS jobs (
+    cluster TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    name TEXT,
+    status TEXT NOT NULL,
+    num_nodes INTEGER NOT NULL,
+    task_id TEXT NOT NULL,
+    log_dir TEXT NOT NULL,
+    driver_pid INTEGER,
+    exit_code INTEGER,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    PRIMARY KEY (cluster, job_id)
+);
+CREATE TABLE IF NOT EXISTS mounts (
+    cluster TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    storage_name TEXT,
+    mode TEXT NOT NULL,
+    persistent INTEGER NOT NULL DEFAULT 1,
+    mount_command TEXT,
+    spec TEXT,
+    PRIMARY KEY (cluster, dst)
+);
+"""
+
+
+def db_path() -> Path:
+    """Path of the state database."""
+    return skycore_home() / "state.db"
+
+
+@contextmanager
+def connect() -> Iterator[sqlite3.Connection]:
+    """A connection in WAL mode with the schema in place; commits on success."""
+    path = db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        _migrate(conn)
+        yield conn
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database written by an older skycore up to date (idempotent, cheap)."""
+    columns = {r["name"] for r in conn.execute("PRAGMA table_info(mounts)")}
+    if "spec" not in columns:
+        conn.execute("ALTER TABLE mounts ADD COLUMN spec TEXT")
+    legacy = conn.execute(
+        "SELECT rowid, cluster, dst, mode, mount_command FROM mounts "
+        "WHERE spec IS NULL AND mount_command IS NOT NULL"
+    ).fetchall()
+    for row in legacy:
+        spec = legacy_mount_spec(row["mount_command"], row["mode"])
+        if spec is None:
+            add_event(
+                conn,
+                row["cluster"],
+                None,
+                None,
+                f"the mount of {row['dst']} recorded by an older skycore could not be migrated; "
+                "launch the task again to record it",
+            )
+        conn.execute(
+            "UPDATE mounts SET spec = ?, mount_command = NULL WHERE rowid = ?",
+            (json.dumps(spec) if spec is not None else None, row["rowid"]),
+        )
+
+
+_LEGACY_REMOTE = re.compile(r" mount '?([^'\s]+)'? \"\$DST\"")
+_LEGACY_ON_THE_FLY = re.compile(r'^:[^,]+,account=([^,]+),.*":(.*)$')
+
+
+def legacy_mount_spec(command: str, mode: str) -> dict[str, Any] | None:
+    """The mount spec of a mount recorded as bash by skycore before specs (its remote path,
+    mode, --transfers and --read-only), or None when the command is not recognised."""
+    from skycore.storage.registry import store_classes
+
+    match = _LEGACY_REMOTE.search(command)
+    if match is None:
+        return None
+    remote, _, path = match.group(1).partition(":")
+    found: tuple[str, bool, str | None] | None = None
+    for name, cls in store_classes().items():
+        if remote in (cls.remote_name(), cls.remote_name(anonymous=True)):
+            found = (name, remote == cls.remote_name(anonymous=True), None)
+    fly = _LEGACY_ON_THE_FLY.match(match.group(1))
+    if found is None and fly is not None:
+        account_stores = [n for n, c in store_classes().items() if c.url_has_account]
+        if account_stores:
+            found = (account_stores[0], True, fly.group(1))
+            path = fly.group(2)
+    if found is None or not path:
+        return None
+    store, anonymous, account = found
+    bucket, _, prefix = path.partition("/")
+    transfers = re.search(r"--transfers'? '?(\d+)", command)
+    return {
+        "store": store,
+        "bucket": bucket,
+        "prefix": prefix,
+        "account": account,
+        "mode": mode,
+        "anonymous": anonymous,
+        "read_only": "--read-only" in command,
+        "transfers": int(transfers.group(1)) if transfers else 1,
+    }
+
+
+def add_event(
+    conn: sqlite3.Connection,
+    cluster: str,
+    from_status: str | None,
+    to_status: str | None,
+    reason: str,
+) -> None:
+    """Record a cluster event (a status change, or a note) in ``conn``'s transaction."""
+    conn.execute(
+        "INSERT INTO cluster_events (cluster, ts, from_status, to_status, reason) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (cluster, time.time(), from_status, to_status, reason),
+    )
