@@ -1,5 +1,5 @@
 # skycore: every entry point a user or CI needs. All install steps live here and in
-# harness/system.py (apt packages), so a fresh machine works with no prior set-up.
+# harness/cloud/system.py (apt packages), so a fresh machine works with no prior set-up.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -70,7 +70,7 @@ suites: venv
 ## every test that failed at least once with its failure line. Exit 1 if any run failed.
 N ?= 3
 flaky: up
-	$(BIN)/python tests/tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky -- \
+	$(BIN)/python tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky -- \
 	  $(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE -p no:cacheprovider
 
 ## No --store: every registered store (built-ins and installed backend packages) runs.

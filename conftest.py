@@ -17,7 +17,7 @@ import os
 
 from hypothesis import settings
 
-pytest_plugins = ["harness.plugin"]
+pytest_plugins = ["harness.testing.plugin"]
 
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.register_profile("ci", settings.get_profile("dev"), max_examples=500)

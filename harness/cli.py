@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness import cloud
-from harness.chaos import fault_command, preempt_command
+from harness.cloud import cloud
+from harness.cloud.chaos import fault_command, preempt_command
 from harness.errors import CloudError
 from skycore.config import ConfigError
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
+from harness.emulators import registry
 from harness.paths import harness_home
 
 TAIL_LINES = 25

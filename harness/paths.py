@@ -9,18 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def harness_home_path(home: Path | None = None) -> Path:
-    """``home``, else ``$HARNESS_HOME``, else ``~/.skycore-harness`` (not created)."""
+def harness_home(home: Path | None = None, *, create: bool = True) -> Path:
+    """``home``, else ``$HARNESS_HOME``, else ``~/.skycore-harness``; created unless
+    ``create`` is False."""
     if home is not None:
-        return Path(home).expanduser()
-    return Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
-
-
-def harness_home() -> Path:
-    """The harness state folder, created on first use."""
-    home = harness_home_path()
-    home.mkdir(parents=True, exist_ok=True)
-    return home
+        path = Path(home).expanduser()
+    else:
+        path = Path(os.environ.get("HARNESS_HOME", "~/.skycore-harness")).expanduser()
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def logs_dir() -> Path:

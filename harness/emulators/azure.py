@@ -1,42 +1,30 @@
 """Azure Blob: Azurite (from npm, installed into ``$HARNESS_HOME/npm``) behind a gate that
-only records write events; Azurite enforces accounts and public access itself."""
+only records write events (its protocol: harness.emulators.azure_protocol), and the SDK
+helpers tests use to reach it."""
 
 from __future__ import annotations
 
-import base64
 import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import unquote, urlsplit
 
-from harness.accounts import OTHER, UNKNOWN, USER
+from harness.accounts import UNKNOWN, USER
+from harness.cloud.procs import LOOPBACK, log_tail
+from harness.emulators.azure_protocol import (
+    ACCOUNTS,
+    AzureGateProtocol,
+    StorageAccount,
+    account_key,
+    classify_azure,
+)
 from harness.emulators.base import EmulatorError, RunningEmulator, installing_notice
-from harness.gate_protocol import Exchange, GateProtocol, UpstreamResponse
-from harness.gate_rules import Access, Kind, Verdict, header, split_path
-from harness.procs import LOOPBACK, log_tail
 
+__all__ = ["ACCOUNTS", "AzureEmulator", "StorageAccount", "classify_azure"]
 
-@dataclass(frozen=True)
-class StorageAccount:
-    """An Azure storage account and its key."""
-
-    name: str
-    key: str
-
-
-def _key(seed: str) -> str:
-    return base64.b64encode((seed * 8).encode()[:64]).decode()
-
-
-ACCOUNTS: dict[str, StorageAccount] = {
-    USER: StorageAccount("skyuser", _key("skycore-user-")),
-    OTHER: StorageAccount("skyother", _key("skycore-other")),
-}
-"""owner -> storage account; the ``unknown`` caller signs with a key of no account."""
-UNKNOWN_KEY = _key("skycore-nobody")
+UNKNOWN_KEY = account_key("skycore-nobody")
+"""The key the ``unknown`` caller signs with (of no account)."""
 
 AZURITE_PACKAGE = "azurite@3"
 
@@ -104,122 +92,6 @@ def ensure_azurite(home: Path) -> Path:
 def azurite_accounts() -> str:
     """``AZURITE_ACCOUNTS``: both identities as separate storage accounts."""
     return ";".join(f"{a.name}:{a.key}" for a in ACCOUNTS.values())
-
-
-# --- the gate protocol ---------------------------------------------------------------------
-
-
-def classify_azure(method: str, path: str, headers: Mapping[str, str]) -> Access:
-    """Classify an Azure Blob request (``/<account>/<container>/<blob>``) for event
-    recording only: Azurite enforces access itself, so every request passes."""
-    raw_path, query = split_path(path)
-    segs = raw_path.lstrip("/").split("/", 2)
-    if len(segs) < 3 or not segs[2]:
-        container = unquote(segs[1]) if len(segs) > 1 and segs[1] else None
-        restype = query.get("restype", [""])[0].lower()
-        deletes = method.upper() == "DELETE" and restype == "container" and container is not None
-        return Access(Kind.PASS, container, deletes_bucket=deletes)
-    container, blob = unquote(segs[1]), unquote(segs[2])
-    comp = query.get("comp", [""])[0].lower()
-    method = method.upper()
-    event: str | None = None
-    if method == "PUT":
-        if not comp:
-            event = "copy" if header(headers, "x-ms-copy-source") else "put"
-        elif comp == "blocklist":
-            event = "commit"
-    elif method == "DELETE" and not comp:
-        event = "delete"
-    return Access(Kind.PASS, container, blob, event=event)
-
-
-def _xml_escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-class AzureGateProtocol(GateProtocol):
-    """Azure Blob: every request passes (Azurite checks keys and public access); the gate
-    records blob writes."""
-
-    def classify(self, ex: Exchange) -> tuple[Access, str | None]:
-        return classify_azure(ex.method, ex.path, ex.headers), None
-
-    def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
-        xml = (
-            '<?xml version="1.0" encoding="utf-8"?>\n<Error>'
-            f"<Code>{verdict.code}</Code><Message>{_xml_escape(verdict.message)}</Message>"
-            "</Error>"
-        )
-        return "application/xml", xml.encode()
-
-    def fault_verdict(self, status: int) -> Verdict:
-        codes = {
-            503: (
-                "ServerBusy",
-                "The server is currently unable to receive requests. Please retry your request.",
-            ),
-            500: (
-                "InternalError",
-                "The server encountered an internal error. Please retry the request.",
-            ),
-            403: (
-                "AuthenticationFailed",
-                "Server failed to authenticate the request. Make sure "
-                "the value of the Authorization header is formed correctly including the "
-                "signature.",
-            ),
-        }
-        code, message = codes.get(status, ("ServerBusy", "The server is busy."))
-        return Verdict(False, status, code, message)
-
-    def error_headers(self, verdict: Verdict) -> dict[str, str]:
-        return {"x-ms-error-code": verdict.code}
-
-    def after_success(
-        self,
-        ex: Exchange,
-        access: Access,
-        identity: str | None,
-        up: UpstreamResponse,
-        data: bytes,
-    ) -> bytes:
-        if access.deletes_bucket and access.bucket:
-            ex.state.drop_bucket(access.bucket)
-            return data
-        if access.event is None or access.bucket is None or access.key is None:
-            return data
-        size = 0
-        if access.event == "put":
-            size = ex.content_length()
-        elif access.event != "delete":
-            size = _blob_size(ex)
-        ex.state.record(access.bucket, access.key, size, access.event)
-        return data
-
-
-def _blob_size(ex: Exchange) -> int:
-    """Blob size via the SDK, signed with the storage account's key."""
-    segs = urlsplit(ex.path).path.lstrip("/").split("/", 2)
-    account = next((a for a in ACCOUNTS.values() if a.name == segs[0]), None)
-    if account is None or len(segs) < 3:
-        return -1
-    from azure.storage.blob import BlobClient
-
-    host, port = ex.upstream
-    blob = BlobClient(
-        f"http://{host}:{port}/{account.name}",
-        container_name=unquote(segs[1]),
-        blob_name=unquote(segs[2]),
-        credential={"account_name": account.name, "account_key": account.key},
-        retry_total=0,
-    )
-    try:
-        return int(blob.get_blob_properties().size)
-    except Exception:
-        return -1
-
-
-# --- the emulator --------------------------------------------------------------------------
 
 
 class AzureEmulator(RunningEmulator):
@@ -314,19 +186,11 @@ class AzureEmulator(RunningEmulator):
     def bucket_url(self, name: str, owner: str = USER) -> str:
         return f"azure://{ACCOUNTS[owner].name}/{name}"
 
-    def make_bucket(
-        self,
-        name: str,
-        owner: str = USER,
-        public: bool = False,
-        objects: dict[str, bytes] | None = None,
-    ) -> str:
+    def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
         service = self.client(owner)
         container = service.create_container(name, public_access="container" if public else None)
         self.set_bucket_access(name, owner, public=public)
-        for key, data in (objects or {}).items():
-            container.upload_blob(key, data, overwrite=True)
-        return self.bucket_url(name, owner)
+        return lambda key, data: container.upload_blob(key, data, overwrite=True)
 
     def delete_bucket(self, name: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError
@@ -367,6 +231,3 @@ class AzureEmulator(RunningEmulator):
         elif owner is not None:
             lines.append(f"key = {ACCOUNTS[owner].key}")
         return "[remote]\n" + "\n".join(lines) + "\n"
-
-
-EMULATOR = AzureEmulator

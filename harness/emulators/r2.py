@@ -55,6 +55,3 @@ class R2Emulator(S3Emulator):
             .rclone_config(owner, bucket)
             .replace("provider = Other", "provider = Cloudflare")
         )
-
-
-EMULATOR = R2Emulator

@@ -1,8 +1,9 @@
-"""A storage backend is its two modules: no other file of skycore/ or harness/ names it.
+"""A store is its own modules: no other file of skycore/ or harness/ names it.
 
 ``grep -rwn NAME skycore harness`` (case-sensitive, whole words, every text file, comments
-and docstrings included; compiled caches skipped) may only hit the module of its store class
-and the module of its emulator class, as the two registries load them.
+and docstrings included; compiled caches skipped) may only hit the module of its store class,
+the module of its emulator class (as the two registries load them) and the module of the
+gate protocol its emulator gives the gate.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BACKENDS = ("r2", "gcs", "azure")
+STORES = ("r2", "gcs", "azure")
 
 
 def _hits(name: str, tree: str) -> list[str]:
@@ -38,11 +39,16 @@ def _source(cls: type) -> str:
 
 
 @pytest.mark.parametrize("tree", ["skycore", "harness"])
-@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("name", STORES)
 def test_only_the_backends_own_modules_name_it(name: str, tree: str) -> None:
-    from harness.registry import get_emulator_class
+    from harness.emulators.registry import get_emulator_class
     from skycore.storage import get_store_class
 
-    own = {_source(get_store_class(name)), _source(get_emulator_class(name))}
+    emulator = get_emulator_class(name)
+    own = {
+        _source(get_store_class(name)),
+        _source(emulator),
+        _source(type(emulator.gate_protocol())),
+    }
     strays = [line for line in _hits(name, tree) if line.split(":", 1)[0] not in own]
     assert not strays, f"'{name}' is named outside its own modules:\n" + "\n".join(strays)

@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,9 +119,9 @@ def wait_for_node(
 @contextlib.contextmanager
 def pause_store(store: str) -> Iterator[None]:
     """Freeze ``store``'s access gate for the block: its requests hang, then resume."""
-    from harness import emulators
+    from harness.emulators import fleet
 
-    _, gate = emulators.get(store).procs
+    _, gate = fleet.get(store).procs
     if not gate.alive():
         raise ChaosError(f"The {store} gate is not running; start the local cloud first.")
     os.kill(gate.pid, signal.SIGSTOP)
@@ -216,13 +216,27 @@ FAULT_KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny")
 
 
 def inject_fault(store: str, kind: str, **options: Any) -> dict[str, Any]:
-    """Start ``kind`` in ``store``'s gate (see harness.gate_faults); the fault as shown."""
-    from harness import emulators
+    """Start ``kind`` in ``store``'s gate (see harness.gate.faults); the fault as shown."""
+    from harness.emulators import fleet
 
     try:
-        return emulators.get(store).add_fault(kind, **options)
-    except emulators.EmulatorError as e:
+        return fleet.get(store).add_fault(kind, **options)
+    except fleet.EmulatorError as e:
         raise ChaosError(str(e)) from None
+
+
+def _kind(kind: str, doc: str) -> Callable[..., contextlib.AbstractContextManager[Any]]:
+    """A StoreFaults method: ``store_faults.<kind>(store, **options)``, the fault lasting for
+    the block."""
+
+    def inject(
+        self: StoreFaults, store: str, **options: Any
+    ) -> contextlib.AbstractContextManager[Any]:
+        return self.inject(store, kind, **options)
+
+    inject.__name__ = inject.__qualname__ = kind
+    inject.__doc__ = doc
+    return inject
 
 
 class StoreFaults:
@@ -242,9 +256,9 @@ class StoreFaults:
 
     def stop(self, store: str, fault: dict[str, Any]) -> None:
         """End one fault now (nothing if it already ended)."""
-        from harness import emulators
+        from harness.emulators import fleet
 
-        emulators.get(store).clear_faults(fault_id=int(fault["id"]))
+        fleet.get(store).clear_faults(fault_id=int(fault["id"]))
 
     @contextlib.contextmanager
     def inject(self, store: str, kind: str, **options: Any) -> Iterator[dict[str, Any]]:
@@ -255,43 +269,28 @@ class StoreFaults:
         finally:
             self.stop(store, fault)
 
-    def outage(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """Requests hang (no answer) for the block."""
-        return self.inject(store, "outage", **options)
-
-    def errors(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """A share ``rate`` of requests gets ``status`` (503) in the API's error format."""
-        return self.inject(store, "errors", **options)
-
-    def latency(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """Every request waits ``ms`` first."""
-        return self.inject(store, "latency", **options)
-
-    def bandwidth(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """Bodies flow at ``mibps`` MiB/s."""
-        return self.inject(store, "bandwidth", **options)
-
-    def reset(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """A share ``rate`` of connections is reset in the middle of a body."""
-        return self.inject(store, "reset", **options)
-
-    def deny(self, store: str, **options: Any) -> contextlib.AbstractContextManager[Any]:
-        """403 AccessDenied, as when the credentials were revoked."""
-        return self.inject(store, "deny", **options)
+    outage = _kind("outage", "Requests hang (no answer) for the block.")
+    errors = _kind(
+        "errors", "A share ``rate`` of requests gets ``status`` (503) in the API's error format."
+    )
+    latency = _kind("latency", "Every request waits ``ms`` first.")
+    bandwidth = _kind("bandwidth", "Bodies flow at ``mibps`` MiB/s.")
+    reset = _kind("reset", "A share ``rate`` of connections is reset in the middle of a body.")
+    deny = _kind("deny", "403 AccessDenied, as when the credentials were revoked.")
 
     def log(self, store: str, bucket: str | None = None) -> list[dict[str, Any]]:
         """The store's fault log (starts and ends)."""
-        from harness import emulators
+        from harness.emulators import fleet
 
-        return emulators.get(store).fault_log(bucket)
+        return fleet.get(store).fault_log(bucket)
 
     def clear_all(self) -> None:
         """End every fault started through this object."""
-        from harness import emulators
+        from harness.emulators import fleet
 
         for store, fault_id in reversed(self._started):
-            with contextlib.suppress(emulators.EmulatorError):
-                emulators.get(store).clear_faults(fault_id=fault_id)
+            with contextlib.suppress(fleet.EmulatorError):
+                fleet.get(store).clear_faults(fault_id=fault_id)
         self._started.clear()
 
 
@@ -343,10 +342,10 @@ def fault_command(
 ) -> None:
     """Make STORE misbehave through its gate: outage, errors, latency, bandwidth, reset,
     deny; or clear / list its faults."""
-    from harness import emulators
+    from harness.emulators import fleet
 
     try:
-        emulator = emulators.get(store)
+        emulator = fleet.get(store)
         if kind == "list":
             active = emulator.faults()
             for fault in active:
@@ -368,6 +367,6 @@ def fault_command(
             bucket=bucket,
             method=method.upper() if method else None,
         )
-    except emulators.EmulatorError as e:
+    except fleet.EmulatorError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{store}: started {_describe(fault)}")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import emulators
 from harness.accounts import OTHER, USER
+from harness.emulators import fleet
 
 SKY_MANAGED = "sky_managed"
 PRIVATE_BY_USER = "external_private_by_user"
@@ -72,28 +72,28 @@ class TestBucket:
         """The content of ``key``, read from the store."""
         return read_object(self.store, self.name, key, self.owner)
 
-    def events(self) -> list[emulators.WriteEvent]:
+    def events(self) -> list[fleet.WriteEvent]:
         """Completed writes to this bucket, in completion order (from the gate)."""
-        return emulators.get(self.store).events(self.name)
+        return fleet.get(self.store).events(self.name)
 
     def delete(self) -> None:
         """Remove the bucket and its objects (no error if it is gone)."""
-        emulators.get(self.store).delete_bucket(self.name)
+        fleet.get(self.store).delete_bucket(self.name)
 
 
 def list_keys(store: str, bucket: str, owner: str | None = USER) -> list[str]:
     """Every key of ``bucket`` in ``store``, listed with ``owner``'s credentials."""
-    return emulators.get(store).list_keys(bucket, owner)
+    return fleet.get(store).list_keys(bucket, owner)
 
 
 def read_object(store: str, bucket: str, key: str, owner: str | None = USER) -> bytes:
     """The content of ``key`` in ``bucket``, read from the store with ``owner``'s credentials."""
-    return emulators.get(store).read_object(bucket, key, owner)
+    return fleet.get(store).read_object(bucket, key, owner)
 
 
 def write_object(store: str, bucket: str, key: str, data: bytes, owner: str | None = USER) -> None:
     """Write ``data`` to ``key`` in ``bucket`` of ``store`` with ``owner``'s credentials."""
-    emulators.get(store).write_object(bucket, key, data, owner)
+    fleet.get(store).write_object(bucket, key, data, owner)
 
 
 def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:
@@ -108,9 +108,9 @@ def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") ->
         source = workdir / name
         (source / "seed").mkdir(parents=True, exist_ok=True)
         (source / SEED_KEY).write_bytes(seed[SEED_KEY])
-        url = emulators.get(store).bucket_url(name, USER)
+        url = fleet.get(store).bucket_url(name, USER)
         return TestBucket(store, kind, name, seed, source_dir=source, url=url)
     owner = OTHER if kind == PUBLIC_NOT_BY_USER else USER
     public = kind != PRIVATE_BY_USER
-    url = emulators.get(store).make_bucket(name, owner=owner, public=public, objects=seed)
+    url = fleet.get(store).make_bucket(name, owner=owner, public=public, objects=seed)
     return TestBucket(store, kind, name, seed, owner=owner, url=url)

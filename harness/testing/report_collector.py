@@ -1,4 +1,4 @@
-"""Turns pytest reports into the matrix report's data (see harness.report)."""
+"""Turns pytest reports into the matrix report's data (see harness.testing.report)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import (
+from harness.testing.report import (
     CellResult,
     FaultScenario,
     ReportData,

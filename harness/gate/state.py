@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.gate_rules import Bucket
+from harness.gate.rules import Bucket
 
 MAX_EVENTS_PER_BUCKET = 200_000  # the oldest go first beyond this
 

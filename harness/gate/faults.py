@@ -1,6 +1,6 @@
 """Faults a gate injects on demand, free of any networking: what each fault is, which
 requests it hits, and when it ends. The same for every store; the error bodies come from the
-store's gate protocol (``GateProtocol.fault_error``).
+store's gate protocol (``GateProtocol.fault_verdict``).
 
 Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
 

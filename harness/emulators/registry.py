@@ -2,9 +2,8 @@
 keyed by the name of its store (the same name as in skycore's ``skycore.stores``).
 
 The built-in emulators are registered exactly like a third-party one, in pyproject.toml, so
-nothing here names a store. The modules of harness/emulators/ that define ``EMULATOR`` are
-found too, so a source checkout without installed entry points still works. A backend
-package declares::
+nothing here names a store and nothing is found but through the entry points (a source
+checkout needs ``pip install -e .``). A store package declares::
 
     [project.entry-points."harness.emulators"]
     mystore = "my_package.emulator:MyEmulator"
@@ -12,8 +11,6 @@ package declares::
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import threading
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -51,22 +48,8 @@ def _check(name: str, where: str, cls: object) -> type[RunningEmulator]:
     return cls
 
 
-def _builtins() -> dict[str, type[RunningEmulator]]:
-    import harness.emulators as package
-
-    found: dict[str, type[RunningEmulator]] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        cls = getattr(module, "EMULATOR", None)
-        if cls is not None:
-            found[info.name] = _check(info.name, module.__name__, cls)
-    return found
-
-
 def _load() -> dict[str, type[RunningEmulator]]:
-    found = _builtins()
+    found: dict[str, type[RunningEmulator]] = {}
     for ep in entry_points(group=GROUP):
         try:
             cls = ep.load()
@@ -123,7 +106,7 @@ def store_of_alias(alias: str) -> str | None:
 
 
 def reset() -> None:
-    """Forget the loaded registry (after installing a backend package at run time)."""
+    """Forget the loaded registry (after installing a store package at run time)."""
     global _CACHE
     with _LOCK:
         _CACHE = None

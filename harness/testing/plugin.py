@@ -1,6 +1,6 @@
 """pytest plugin of the harness (registered by the ``pytest11`` entry point).
 
-``--store NAME`` (repeatable; choices: the registered stores, harness.registry) selects
+``--store NAME`` (repeatable; choices: the registered stores, harness.emulators.registry) selects
 stores; each emulator's ``cli_alias`` is an alias option (``--<alias>``), its pytest marker
 and its test id. None given: every registered store. A test marked for a store that was not
 selected is deselected, never silently passed; a test marked
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from harness import registry
+from harness.emulators import registry
 from harness.emulators.base import CAPABILITIES
 from harness.paths import harness_home, home_env
-from harness.report_collector import ReportCollector
+from harness.testing.report_collector import ReportCollector
 
 CAPABILITY_MARKER = "requires_capability"
 
@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "scenario(fn): the test's body fn(store, kit) runs side by side with the module's "
-        "other scenarios of its store (harness.side_by_side; the side_by_side fixture)",
+        "other scenarios of its store (harness.testing.side_by_side; the side_by_side fixture)",
     )
     config.addinivalue_line("markers", "cloud: needs dockerd and the node image")
 
@@ -212,7 +212,7 @@ def session_skycore_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def node_engine() -> tuple[str, str]:
     """(docker host, node image tag): the engine and image, without the emulators."""
-    from harness import cloud
+    from harness.cloud import cloud
 
     return cloud.up_docker(say=lambda _msg: None)
 
@@ -220,7 +220,7 @@ def node_engine() -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> Iterator[object]:
     """The whole local cloud (dockerd, node image, selected emulators), up once per session."""
-    from harness import cloud
+    from harness.cloud import cloud
 
     with home_env(session_skycore_home):
         stores = tuple(selected_stores(request.config))
@@ -280,7 +280,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def bucket_factory(local_cloud: object, tmp_path: Path) -> Iterator[object]:
     """``make(store, kind)`` -> TestBucket; every bucket made is deleted after the test."""
-    from harness.buckets import make_test_bucket
+    from harness.testing.buckets import make_test_bucket
 
     made: list = []
 
@@ -307,11 +307,11 @@ def upload_events(local_cloud: object):
 
 @pytest.fixture
 def store_faults(local_cloud: object) -> Iterator[object]:
-    """Faults of the stores as context managers (harness.chaos.StoreFaults):
+    """Faults of the stores as context managers (harness.cloud.chaos.StoreFaults):
     ``with store_faults.outage(store, seconds=30, bucket=b): ...``; also errors, latency,
     bandwidth, reset, deny. Scope them to the test's bucket so that tests can share a store.
     Every fault started is cleared after the test."""
-    from harness.chaos import StoreFaults
+    from harness.cloud.chaos import StoreFaults
 
     faults = StoreFaults()
     yield faults
@@ -324,7 +324,7 @@ def cluster_factory(
 ) -> Iterator[object]:
     """``make(prefix)`` -> a SmokeCluster with a unique name; always torn down afterwards
     (unless --keep-on-failure and the test failed)."""
-    from harness.clusters import SmokeCluster
+    from harness.testing.clusters import SmokeCluster
 
     made: list[SmokeCluster] = []
 
@@ -348,8 +348,8 @@ def side_by_side_session(
     session_skycore_home: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[object]:
-    """This worker's side-by-side packs (harness.side_by_side.SideBySideSession)."""
-    from harness.side_by_side import SideBySideSession
+    """This worker's side-by-side packs (harness.testing.side_by_side.SideBySideSession)."""
+    from harness.testing.side_by_side import SideBySideSession
 
     manager = SideBySideSession(
         tmp_path_factory.mktemp("side-by-side"),

@@ -19,8 +19,9 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
-from harness import dockerd, emulators, nodes, registry, system
 from harness.accounts import OTHER, USER
+from harness.cloud import dockerd, nodes, system
+from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
 from skycore.config import DockerConfig, SkycoreConfig, config_path, save_config
@@ -76,7 +77,7 @@ def demo_buckets(store: str) -> list[tuple[str, str, bool]]:
     ]
 
 
-def skycore_config(running: dict[str, emulators.RunningEmulator], host: str, image: str) -> Any:
+def skycore_config(running: dict[str, fleet.RunningEmulator], host: str, image: str) -> Any:
     """The skycore config of the local cloud: each running emulator's section, under the
     section name its store declares, and the docker engine."""
     from skycore.storage.registry import get_store_class
@@ -108,7 +109,7 @@ def up(
                 )
             host = dockerd.ensure_dockerd(say)
             image = nodes.ensure_node_image(host, say)
-        running = emulators.start_all(stores=stores)
+        running = fleet.start_all(stores=stores)
         seed_world(running, say)
         path = save_config(skycore_config(running, host, image))
         info = CloudInfo(
@@ -140,7 +141,7 @@ def up_docker(say: Say = print) -> tuple[str, str]:
         return host, nodes.ensure_node_image(host, say)
 
 
-def seed_world(running: dict[str, emulators.RunningEmulator], say: Say = print) -> None:
+def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> None:
     """Create the buckets that exist before any task (idempotent).
 
     A store whose emulator process is the one seeded last time is skipped without a request.
@@ -170,7 +171,7 @@ def _demo_objects() -> dict[str, bytes]:
 def down(say: Say = print) -> None:
     """Stop the emulators, their gates and a dockerd we started; nothing else."""
     with _lock():
-        emulators.stop_all()
+        fleet.stop_all()
         dockerd.stop_dockerd(say)
         (harness_home() / "cloud.json").unlink(missing_ok=True)
 
@@ -185,8 +186,8 @@ def status() -> list[StatusRow]:
         rows.append(_image_row(engine.host))
     else:
         rows.append(StatusRow("dockerd", False, "-", "run 'harness up'"))
-    for store, st in emulators.status_all().items():
-        implementation = st.get("implementation") or emulators.emulator_class(store).implementation
+    for store, st in fleet.status_all().items():
+        implementation = st.get("implementation") or fleet.emulator_class(store).implementation
         rows.append(
             StatusRow(
                 f"{store} ({implementation})",

@@ -84,6 +84,16 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket for a gate (TCP_NODELAY, inherited by accepted connections)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(512)
+    return sock
+
+
 def is_port_conflict(message: str) -> bool:
     """True if a startup error (with its log tail) says the address was in use."""
     lowered = message.lower()
@@ -170,7 +180,7 @@ def start_process(
 _POPENS: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def _exited(proc: Proc) -> int | None:
+def exit_code(proc: Proc) -> int | None:
     """The exit code if ``proc`` (started by this process) has exited, else None."""
     popen = _POPENS.get(proc.pid)
     if popen is not None:
@@ -203,7 +213,7 @@ def wait_healthy(
     while True:
         if check():
             return
-        code = _exited(proc)
+        code = exit_code(proc)
         if code is not None:
             raise HarnessProcessError(
                 f"{name} exited during startup (exit code {code}). Its log {log_path} ends "

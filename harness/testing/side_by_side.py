@@ -5,7 +5,7 @@ properties). Faults scoped to each scenario's own bucket keep the scenarios apar
 
 A test opts in with ``@scenario(fn)`` (the ``scenario`` marker), where ``fn(store, kit)``
 is the scenario's body, and calls ``side_by_side.join(request)``. The module-scoped
-``side_by_side`` fixture (harness.plugin) starts every selected scenario of the module's
+``side_by_side`` fixture (harness.testing.plugin) starts every selected scenario of the module's
 store the first time a test asks for it, so a store's scenarios wait at the same time
 instead of one after another. A scenario gets a :class:`ScenarioKit` instead of the
 function-scoped fixtures: buckets, clusters and faults it makes are cleaned up as soon as
@@ -51,7 +51,7 @@ class ScenarioKit:
 
     def bucket_factory(self, store: str, kind: str) -> Any:
         """A TestBucket of ``kind`` (deleted when the scenario ends)."""
-        from harness.buckets import make_test_bucket
+        from harness.testing.buckets import make_test_bucket
 
         bucket = make_test_bucket(store, kind, self.tmp_path)
         self._buckets.append(bucket)
@@ -59,7 +59,7 @@ class ScenarioKit:
 
     def cluster_factory(self, prefix: str = "t") -> Any:
         """A SmokeCluster with a unique name (torn down when the scenario ends)."""
-        from harness.clusters import SmokeCluster
+        from harness.testing.clusters import SmokeCluster
 
         cluster = SmokeCluster.new(prefix, self.tmp_path)
         self._clusters.append(cluster)
@@ -67,9 +67,9 @@ class ScenarioKit:
 
     @property
     def store_faults(self) -> Any:
-        """A harness.chaos.StoreFaults whose faults are cleared when the scenario ends."""
+        """A harness.cloud.chaos.StoreFaults whose faults are cleared when the scenario ends."""
         if self._faults is None:
-            from harness.chaos import StoreFaults
+            from harness.cloud.chaos import StoreFaults
 
             self._faults = StoreFaults()
         return self._faults
@@ -193,7 +193,7 @@ def scenario_of(item: pytest.Item) -> Scenario | None:
 def selected_scenarios(session: pytest.Session, module: Any, store: str) -> list[Scenario]:
     """The scenarios of ``module``'s tests selected for ``store`` in this session, whose
     capability needs the store meets (the others are skipped, so never started)."""
-    from harness import registry
+    from harness.emulators import registry
 
     found: list[Scenario] = []
     for item in session.items:

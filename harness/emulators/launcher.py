@@ -1,0 +1,384 @@
+"""Starting an emulator and its gate: the emulator sealed in a private network namespace,
+its gate (``python -m harness.gate``) joining that namespace and serving on a socket made in
+the host's, health checks, the state file, and the gate's version (a hash of the code that
+runs inside the gate, so a changed gate is restarted and a changed test helper is not)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import harness
+from harness.cloud.procs import (
+    LOOPBACK,
+    HarnessProcessError,
+    Proc,
+    exit_code,
+    free_port,
+    http_ok,
+    is_port_conflict,
+    listening_socket,
+    log_tail,
+    port_is_free,
+    start_process,
+    stop_process,
+    wait_healthy,
+    wait_port_free,
+)
+from harness.emulators.gate_client import gate_token
+from harness.emulators.records import EmulatorError, EmulatorRecord, save_record
+
+if TYPE_CHECKING:
+    from harness.emulators.base import RunningEmulator
+
+GATE_MODULE = "harness.gate"
+"""Run with ``python -m``: one gate."""
+
+
+def launch(
+    cls: type[RunningEmulator],
+    home: Path,
+    ports: tuple[int, int] | None = None,
+    prefer: tuple[int, int] | None = None,
+) -> RunningEmulator:
+    """Start the emulator and its gate, wait until both are healthy, record them.
+
+    ``ports`` forces (emulator port, gate port); ``prefer`` is tried if both are free;
+    otherwise free ports are picked (and picked again if another process takes one
+    first). Raises EmulatorError, leaving nothing running.
+    """
+    cls.prepare(home)
+    if ports is not None:
+        return _launch_on(cls, home, ports)
+    if prefer and prefer[0] != prefer[1] and all(port_is_free(p) for p in prefer):
+        candidates = prefer
+    else:
+        port = free_port()
+        candidates = (port, free_port(exclude={port}))
+    for attempt in range(3):
+        try:
+            return _launch_on(cls, home, candidates)
+        except EmulatorError as e:
+            if attempt == 2 or not is_port_conflict(str(e)):
+                raise
+        port = free_port()
+        candidates = (port, free_port(exclude={port}))
+    raise AssertionError("unreachable")
+
+
+def _launch_on(cls: type[RunningEmulator], home: Path, ports: tuple[int, int]) -> RunningEmulator:
+    port, gate_port = ports
+    for p in ports:
+        if not port_is_free(p):
+            raise EmulatorError(
+                f"Cannot start the {cls.store} emulator: port {p} on {LOOPBACK} is already "
+                "in use. Stop whatever listens there (for a stale harness: 'harness down') "
+                "or let the harness pick free ports."
+            )
+    logs = home / "logs"
+    log = logs / f"{cls.store}.log"
+    gate_log = logs / f"gate-{cls.store}.log"
+    gate_state = home / "emulators" / f"{cls.store}-gate-state.json"
+    if not cls.persistent:
+        gate_state.unlink(missing_ok=True)  # a fresh in-memory emulator has no buckets
+    started: list[Proc] = []
+    try:
+        listener = gate_socket(cls.store, gate_port)
+        try:
+            argv, env = cls.command(home, port, gate_port)
+            upstream = start_process(sealed_argv(argv), log, env=env, cwd=home)
+            started.append(upstream)
+            gate = start_gate(
+                cls.store,
+                home,
+                port,
+                listener,
+                gate_state,
+                gate_log,
+                upstream=upstream,
+                timeout=cls.startup_timeout,
+                upstream_log=log,
+            )
+            started.append(gate)
+        finally:
+            listener.close()
+    except HarnessProcessError as e:
+        for proc in reversed(started):
+            stop_process(proc)
+        raise EmulatorError(str(e)) from None
+    except BaseException:
+        for proc in reversed(started):
+            stop_process(proc)
+        raise
+    record = EmulatorRecord(
+        store=cls.store,
+        port=port,
+        pid=upstream.pid,
+        start_time=upstream.start_time,
+        gate_port=gate_port,
+        gate_pid=gate.pid,
+        gate_start_time=gate.start_time,
+        log=str(log),
+        gate_log=str(gate_log),
+        gate_state=str(gate_state),
+        started_at=time.time(),
+        gate_version=gate_version(cls),
+        gate_mtime=gate_code_mtime(cls),
+        sealed=True,
+    )
+    save_record(home, record)
+    return cls(home, record)
+
+
+def restart_gate(emulator: RunningEmulator) -> None:
+    """Restart only the gate of ``emulator`` on its port (after its code changed); the
+    emulator and the bucket ownership stay, the event log starts empty."""
+    r = emulator.record
+    if not r.sealed:
+        raise EmulatorError(
+            f"The {emulator.store} emulator runs in the host network namespace (started by an "
+            "older harness); it must be started again, sealed."
+        )
+    stop_process(emulator.procs[1])
+    try:
+        if not wait_port_free(r.gate_port, 5.0):
+            raise HarnessProcessError(
+                f"Cannot restart the {emulator.store} access gate: port {r.gate_port} on "
+                f"{LOOPBACK} is in use. Stop whatever listens there."
+            )
+        listener = gate_socket(emulator.store, r.gate_port)
+        try:
+            gate = start_gate(
+                emulator.store,
+                emulator.home,
+                r.port,
+                listener,
+                Path(r.gate_state),
+                Path(r.gate_log),
+                upstream=emulator.procs[0],
+            )
+        finally:
+            listener.close()
+    except (HarnessProcessError, EmulatorError) as e:
+        raise EmulatorError(str(e)) from None
+    r.gate_pid, r.gate_start_time = gate.pid, gate.start_time
+    r.gate_version = gate_version(type(emulator))
+    r.gate_mtime = gate_code_mtime(type(emulator))
+    save_record(emulator.home, r)
+
+
+def _class_files(classes: tuple[type, ...]) -> list[Path]:
+    """The source files of ``classes`` (standard-library ones left out)."""
+    files = []
+    for cls in classes:
+        if cls.__module__.split(".")[0] in sys.stdlib_module_names:
+            continue
+        module = sys.modules.get(cls.__module__)
+        if module is not None and getattr(module, "__file__", None):
+            files.append(Path(str(module.__file__)))
+    return files
+
+
+def _gate_files(emulator: type[RunningEmulator]) -> list[Path]:
+    """The code that runs inside ``emulator``'s gate: the gate package, the account names and
+    the modules of its gate protocol's classes (never the emulator's test helpers)."""
+    root = Path(harness.__file__).parent
+    files = [*sorted((root / "gate").glob("*.py")), root / "accounts.py"]
+    return files + _class_files(type(emulator.gate_protocol()).__mro__)
+
+
+def _settings(value: Any) -> Any:
+    """``value`` (a protocol's configuration: keys, tokens, region) as plain, stable data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, Mapping):
+        return sorted((repr(k), _settings(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return [_settings(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(repr(_settings(v)) for v in value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return type(value).__qualname__
+
+
+def gate_code_mtime(emulator: type[RunningEmulator]) -> float:
+    """The newest modification time of the gate's code for ``emulator`` (and of the
+    emulator's own modules, which configure its protocol): a caller whose code is older than
+    the running gate's (a long-running process that loaded the harness before an edit)
+    never restarts it, so two versions cannot restart each other's gate in turn."""
+    files = _gate_files(emulator) + _class_files(emulator.__mro__)
+    return max((p.stat().st_mtime for p in files if p.exists()), default=0.0)
+
+
+def gate_version(emulator: type[RunningEmulator]) -> str:
+    """A hash of what runs inside ``emulator``'s gate: its code (see _gate_files) and its
+    protocol's configuration (the keys or tokens the emulator gives it). A running gate with
+    another version is restarted; an edit of the emulator's test helpers changes nothing."""
+    digest = hashlib.sha256()
+    for path in _gate_files(emulator):
+        digest.update(path.read_bytes())
+    settings = _settings(getattr(emulator.gate_protocol(), "__dict__", {}))
+    digest.update(repr(settings).encode())
+    return digest.hexdigest()[:16]
+
+
+SEAL = 'ip link set lo up && exec "$@"'
+
+
+def sealed_argv(argv: list[str]) -> list[str]:
+    """``argv`` run in a new, private network namespace with only loopback up: nothing
+    outside it (the host, nodes with --network host) can connect to it."""
+    for tool in ("unshare", "ip"):
+        if shutil.which(tool) is None:
+            raise HarnessProcessError(
+                f"Cannot seal the emulator: '{tool}' is not on PATH. Install util-linux and "
+                "iproute2 (apt-get install util-linux iproute2)."
+            )
+    return ["unshare", "--net", "--", "sh", "-c", SEAL, "sh", *argv]
+
+
+def gate_socket(store: str, gate_port: int) -> socket.socket:
+    """The gate's listening socket, made here in the host network namespace."""
+    try:
+        return listening_socket(LOOPBACK, gate_port)
+    except OSError as e:
+        raise HarnessProcessError(
+            f"Cannot start the {store} access gate: port {gate_port} on {LOOPBACK} is already "
+            f"in use ({e}). Stop whatever listens there (for a stale harness: 'harness down')."
+        ) from None
+
+
+def answers_in_namespace(pid: int, port: int, timeout: float) -> bool:
+    """True if 127.0.0.1:port answers HTTP inside the network namespace of ``pid``."""
+    probe = (
+        "import sys,urllib.request,urllib.error\n"
+        "try:\n"
+        f"    urllib.request.urlopen('http://{LOOPBACK}:{port}/', timeout={timeout})\n"
+        "except urllib.error.HTTPError:\n"
+        "    pass\n"
+        "except Exception:\n"
+        "    sys.exit(1)\n"
+    )
+    argv = ["nsenter", f"--net=/proc/{pid}/ns/net", "--", sys.executable, "-c", probe]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout + 5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def start_gate(
+    store: str,
+    home: Path,
+    port: int,
+    listener: socket.socket,
+    gate_state: Path,
+    gate_log: Path,
+    upstream: Proc,
+    timeout: float = 30.0,
+    upstream_log: Path | None = None,
+) -> Proc:
+    """Start the gate (``python -m harness.gate``) for ``store`` in the network namespace of the
+    ``upstream`` emulator, serving on ``listener`` (a socket of the host namespace), and wait
+    until it is healthy (it reaches the emulator). Raises HarnessProcessError (after
+    stopping it) if it does not come up."""
+    gate_port = int(listener.getsockname()[1])
+    fd = listener.fileno()
+    _wait_sealed(upstream, store, timeout, upstream_log)
+    argv = [
+        "nsenter",
+        f"--net=/proc/{upstream.pid}/ns/net",
+        "--",
+        sys.executable,
+        "-m",
+        GATE_MODULE,
+        "--store",
+        store,
+        "--listen-fd",
+        str(fd),
+        "--upstream",
+        f"http://{LOOPBACK}:{port}",
+        "--state",
+        str(gate_state),
+        "--token-file",
+        str(home / "gate-token"),
+    ]
+    gate_token(home)
+    gate = start_process(
+        argv, gate_log, env={"PYTHONPATH": _pythonpath()}, cwd=home, pass_fds=(fd,)
+    )
+    health = f"http://{LOOPBACK}:{gate_port}/__gate__/health"
+    try:
+        wait_healthy(
+            f"The {store} access gate",
+            gate,
+            lambda: _alive_or_raise(upstream, store, upstream_log) and http_ok(health, timeout=1),
+            gate_log,
+            timeout,
+        )
+    except HarnessProcessError:
+        stop_process(gate)
+        # A gate fails at once when its emulator dies under it ('nsenter' finds no namespace
+        # to join): that is the emulator's failure, so report it (a process that is exiting
+        # can outlive its namespace for a moment, hence the short wait).
+        _raise_if_upstream_exits(upstream, store, upstream_log, within=2.0)
+        raise
+    except BaseException:
+        stop_process(gate)
+        raise
+    return gate
+
+
+def _raise_if_upstream_exits(upstream: Proc, store: str, log: Path | None, within: float) -> None:
+    """Raise the emulator's own startup error if ``upstream`` exits within ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        _alive_or_raise(upstream, store, log)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _wait_sealed(upstream: Proc, store: str, timeout: float, log: Path | None) -> None:
+    """Wait until ``upstream`` has left the host network namespace (``unshare`` has run), so
+    that its gate joins the private one and never the host's."""
+    ours = os.readlink("/proc/self/ns/net")
+
+    def sealed() -> bool:
+        try:
+            return os.readlink(f"/proc/{upstream.pid}/ns/net") != ours
+        except OSError:
+            return False
+
+    wait_healthy(
+        f"The {store} emulator (entering its private network namespace)",
+        upstream,
+        sealed,
+        log or Path("/dev/null"),
+        timeout,
+    )
+
+
+def _alive_or_raise(upstream: Proc, store: str, log: Path | None) -> bool:
+    if exit_code(upstream) is None:
+        return True
+    tail = f" Its log {log} ends with:\n{log_tail(log)}" if log else ""
+    raise HarnessProcessError(
+        f"The {store} emulator exited during startup (exit code {exit_code(upstream)}).{tail}"
+    )
+
+
+def _pythonpath() -> str:
+    root = str(Path(harness.__file__).resolve().parents[1])
+    current = os.environ.get("PYTHONPATH")
+    return f"{root}{os.pathsep}{current}" if current else root

@@ -1,0 +1,274 @@
+"""S3 request signatures as the gate checks them: SigV4 (header and presigned URL) and SigV2,
+recomputed with botocore's own signers from the access keys the gate knows."""
+
+from __future__ import annotations
+
+import calendar
+import hmac
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.gate.protocol import Exchange
+from harness.gate.rules import Access, Verdict
+
+
+@dataclass(frozen=True)
+class AccessKey:
+    """An S3-style access key pair."""
+
+    access_key_id: str
+    secret_access_key: str
+
+
+SIGV4_KEY = re.compile(r"Credential=([^/,\s]+)/")
+SIGV2_KEY = re.compile(r"^AWS ([^:\s]+):")
+_SIGV4_FIELDS = re.compile(r"(Credential|SignedHeaders|Signature)=([^,\s]*)")
+SIGV4 = "AWS4-HMAC-SHA256"
+MAX_SKEW = 15 * 60  # seconds a signed request's date may differ from now (as in AWS)
+MAX_PRESIGN_EXPIRES = 7 * 24 * 3600
+
+
+def _deny(status: int, code: str, message: str) -> Verdict:
+    return Verdict(False, status, code, message)
+
+
+def _amz_time(value: str) -> float | None:
+    """Seconds since the epoch of an ``x-amz-date`` (``20260101T000000Z``), None if bad."""
+    try:
+        return float(calendar.timegm(time.strptime(value, "%Y%m%dT%H%M%SZ")))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _signing_request(ex: Exchange, signed: list[str], url: str) -> Any:
+    """The request as botocore's signers see it: the signed headers only (as sent)."""
+    from botocore.awsrequest import AWSRequest
+
+    headers = {name: ex.header(name) or "" for name in signed}
+    return AWSRequest(method=ex.method, url=url, headers=headers)
+
+
+def _sigv4_signer(
+    base: type, secret_key: str, access_key: str, region: str, service: str, signed: list[str]
+) -> Any:
+    """A botocore SigV4 signer (``base``: S3SigV4Auth or S3SigV4QueryAuth) that signs exactly
+    the headers the client listed in SignedHeaders (botocore's canonicalisation)."""
+    from botocore.compat import HTTPHeaders
+    from botocore.credentials import Credentials
+
+    class _Signer(base):  # type: ignore[misc, valid-type]
+        def headers_to_sign(self, request: Any) -> Any:
+            selected = HTTPHeaders()
+            for name in signed:
+                selected[name] = request.headers.get(name, "")
+            return selected
+
+    return _Signer(Credentials(access_key, secret_key), service, region)
+
+
+def sigv4_signature(
+    ex: Exchange,
+    secret_key: str,
+    access_key: str,
+    scope: list[str],
+    amz_date: str,
+    signed: list[str],
+    query_auth: bool,
+) -> str:
+    """The SigV4 signature of a request (header-signed, or presigned when ``query_auth``),
+    computed by botocore's own signer. ``scope`` is [date, region, service, aws4_request]."""
+    from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
+
+    raw = ex.path
+    if query_auth:  # the signature is not part of what it signs
+        path, _, query = raw.partition("?")
+        kept = [p for p in query.split("&") if not p.lower().startswith("x-amz-signature=")]
+        raw = path + ("?" + "&".join(kept) if kept else "")
+    url = f"http://{ex.header('host') or 'localhost'}{raw}"
+    request = _signing_request(ex, signed, url)
+    if not query_auth and ex.header("x-amz-content-sha256"):
+        request.headers["X-Amz-Content-SHA256"] = ex.header("x-amz-content-sha256")
+    request.context["timestamp"] = amz_date
+    base = S3SigV4QueryAuth if query_auth else S3SigV4Auth
+    signer = _sigv4_signer(base, secret_key, access_key, scope[1], scope[2], signed)
+    canonical = signer.canonical_request(request)
+    return str(signer.signature(signer.string_to_sign(request, canonical), request))
+
+
+def sigv2_signature(ex: Exchange, secret_key: str, access_key: str, expires: str | None) -> str:
+    """The SigV2 (HMAC-SHA1) signature of a request, computed by botocore's HmacV1 signer."""
+    from botocore.auth import HmacV1Auth
+    from botocore.compat import HTTPHeaders
+    from botocore.credentials import Credentials
+
+    headers = HTTPHeaders()
+    for name, value in ex.headers.items():
+        if name not in ("authorization", "date"):
+            headers[name] = value
+    if expires is not None:
+        date = expires
+    else:  # with x-amz-date the date line is empty (x-amz-date is signed as an amz header)
+        date = "" if "x-amz-date" in ex.headers else ex.header("date") or ""
+
+    class _Signer(HmacV1Auth):
+        def _get_date(self) -> str:
+            return date
+
+    path, _, query = ex.path.partition("?")
+    kept = [
+        p
+        for p in query.split("&")
+        if p.split("=", 1)[0].lower() not in ("awsaccesskeyid", "signature", "expires")
+    ]
+    split = urlsplit(path + ("?" + "&".join(kept) if kept and kept != [""] else ""))
+    signer = _Signer(Credentials(access_key, secret_key))
+    return str(signer.sign_string(signer.canonical_string(ex.method, split, headers)))
+
+
+class S3Signatures:
+    """Signature checks of the S3 gate protocol (a base class of S3GateProtocol)."""
+
+    keys: dict[str, AccessKey]
+    """owner -> access key"""
+
+    def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
+        """Verify the request's signature as S3 does (SigV4 header or presigned URL, SigV2),
+        with botocore's signers: a wrong secret, a tampered or expired URL, a malformed
+        header each get AWS's status and code."""
+        auth = ex.header("authorization")
+        query = {k.lower(): v[0] for k, v in ex.query.items() if v}
+        if auth:
+            if auth.startswith(SIGV4 + " "):
+                return self._check_sigv4_header(ex, auth)
+            if auth.startswith("AWS "):
+                return self._check_sigv2(ex, auth.split(":", 1)[-1].strip(), None)
+            return _deny(400, "InvalidArgument", "Unsupported Authorization Type")
+        if "x-amz-algorithm" in query or "x-amz-credential" in query:
+            return self._check_presigned_v4(ex, query)
+        if "awsaccesskeyid" in query:
+            expires = query.get("expires", "")
+            if not expires.isdigit():
+                return _deny(
+                    403,
+                    "AccessDenied",
+                    "Query-string authentication requires the "
+                    "Signature, Expires and AWSAccessKeyId parameters",
+                )
+            if time.time() > int(expires):
+                return _deny(403, "AccessDenied", "Request has expired")
+            return self._check_sigv2(ex, query.get("signature", ""), expires)
+        return None
+
+    def _secret(self, access_key: str) -> str | None:
+        return next(
+            (k.secret_access_key for k in self.keys.values() if k.access_key_id == access_key),
+            None,
+        )
+
+    def _mismatch(self) -> Verdict:
+        return _deny(
+            403,
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match the signature you provided. "
+            "Check your key and signing method.",
+        )
+
+    def _unknown_key(self) -> Verdict:
+        return _deny(
+            403,
+            "InvalidAccessKeyId",
+            "The AWS Access Key Id you provided does not exist in our records.",
+        )
+
+    def _check_sigv4_header(self, ex: Exchange, auth: str) -> Verdict | None:
+        fields = dict(_SIGV4_FIELDS.findall(auth[len(SIGV4) :]))
+        credential = fields.get("Credential", "").split("/")
+        signed = [h for h in fields.get("SignedHeaders", "").lower().split(";") if h]
+        signature = fields.get("Signature", "")
+        if len(credential) != 5 or not signed or not signature or credential[4] != "aws4_request":
+            return _deny(
+                400,
+                "AuthorizationHeaderMalformed",
+                "The authorization header is malformed; the Credential, SignedHeaders and "
+                "Signature components are required and Credential must be "
+                "<key>/<date>/<region>/<service>/aws4_request.",
+            )
+        secret = self._secret(credential[0])
+        if secret is None:
+            return self._unknown_key()
+        amz_date = ex.header("x-amz-date") or ""
+        when = _amz_time(amz_date)
+        if when is None:
+            return _deny(
+                403, "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
+            )
+        if abs(time.time() - when) > MAX_SKEW:
+            return _deny(
+                403,
+                "RequestTimeTooSkewed",
+                "The difference between the request time and the current time is too large.",
+            )
+        if credential[1] != amz_date[:8]:
+            return self._mismatch()
+        expected = sigv4_signature(
+            ex, secret, credential[0], credential[1:], amz_date, signed, query_auth=False
+        )
+        return None if hmac.compare_digest(expected, signature) else self._mismatch()
+
+    def _check_presigned_v4(self, ex: Exchange, query: Mapping[str, str]) -> Verdict | None:
+        credential = query.get("x-amz-credential", "").split("/")
+        amz_date = query.get("x-amz-date", "")
+        expires = query.get("x-amz-expires", "")
+        signed = [h for h in query.get("x-amz-signedheaders", "").lower().split(";") if h]
+        signature = query.get("x-amz-signature", "")
+        when = _amz_time(amz_date)
+        if (
+            query.get("x-amz-algorithm") != SIGV4
+            or len(credential) != 5
+            or when is None
+            or not expires.isdigit()
+            or not signed
+            or not signature
+        ):
+            return _deny(
+                400,
+                "AuthorizationQueryParametersError",
+                "Query-string authentication version 4 requires the X-Amz-Algorithm, "
+                "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and "
+                "X-Amz-Expires parameters.",
+            )
+        if int(expires) > MAX_PRESIGN_EXPIRES:
+            return _deny(
+                400,
+                "AuthorizationQueryParametersError",
+                "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+            )
+        secret = self._secret(credential[0])
+        if secret is None:
+            return self._unknown_key()
+        if time.time() > when + int(expires):
+            return _deny(403, "AccessDenied", "Request has expired")
+        if credential[1] != amz_date[:8]:
+            return self._mismatch()
+        expected = sigv4_signature(
+            ex, secret, credential[0], credential[1:], amz_date, signed, query_auth=True
+        )
+        return None if hmac.compare_digest(expected, signature) else self._mismatch()
+
+    def _check_sigv2(self, ex: Exchange, signature: str, expires: str | None) -> Verdict | None:
+        auth = ex.header("authorization") or ""
+        match = SIGV2_KEY.match(auth)
+        key = (
+            match.group(1)
+            if match
+            else {k.lower(): v for k, v in ex.query.items()}.get("awsaccesskeyid", [""])[0]
+        )
+        secret = self._secret(key)
+        if secret is None:
+            return self._unknown_key()
+        expected = sigv2_signature(ex, secret, key, expires)
+        return None if hmac.compare_digest(expected, signature) else self._mismatch()

@@ -1,0 +1,102 @@
+"""The contract between the store-independent gate (harness.gate) and one storage API.
+
+An emulator module provides a :class:`GateProtocol`: it turns a request into an
+:class:`~harness.gate.rules.Access` and a caller identity, writes a denial in its API's
+own error format, and records write events after a successful response. The gate applies
+the shared rules (harness.gate.rules.decide) in between and streams everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.gate.rules import Access, Verdict
+from harness.gate.state import GateState
+
+
+@dataclass
+class Exchange:
+    """One request as a protocol sees it."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """Request headers, names lower-cased."""
+    query: Mapping[str, list[str]]
+    state: GateState
+    upstream: tuple[str, int]
+    read_body: Callable[[], bytes]
+    """Reads the whole (small) request body; the gate then forwards it from memory."""
+
+    def header(self, name: str) -> str | None:
+        """A request header (case-insensitive)."""
+        return self.headers.get(name.lower())
+
+    def content_length(self) -> int:
+        """The request's Content-Length (0 when absent or malformed)."""
+        try:
+            return max(0, int(self.header("content-length") or 0))
+        except ValueError:
+            return 0
+
+
+class UpstreamResponse(Protocol):
+    """The emulator's response, as far as a protocol needs it."""
+
+    status: int
+
+    def header(self, name: str) -> str | None:
+        """First value of a response header (case-insensitive)."""
+
+
+class GateProtocol:
+    """How the gate reads one storage API. Subclasses override what their API needs."""
+
+    def classify(self, ex: Exchange) -> tuple[Access, str | None]:
+        """The request's access and its caller: an owner name, ANONYMOUS or INVALID."""
+        raise NotImplementedError
+
+    def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
+        """A denial in the API's own error format: (content type, body)."""
+        raise NotImplementedError
+
+    def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
+        """Check the request's credentials the way the real service does (signatures,
+        expiry, token validity): a denial in the service's terms, or None to go on to the
+        access rules. By default nothing is checked beyond the identity."""
+        return None
+
+    def fault_verdict(self, status: int) -> Verdict:
+        """The error an injected ``errors`` fault answers with (``status``: 5xx or 4xx), in
+        the service's terms; :meth:`error_body` writes it."""
+        return Verdict(False, status, "ServiceUnavailable", "Service unavailable (injected).")
+
+    def error_headers(self, verdict: Verdict) -> dict[str, str]:
+        """Extra headers of a denial (some APIs repeat the error code in a header)."""
+        return {}
+
+    def upstream_headers(
+        self, ex: Exchange, access: Access, identity: str | None
+    ) -> dict[str, str]:
+        """Headers set on the forwarded request, replacing the client's headers of the same
+        names (none by default)."""
+        return {}
+
+    def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
+        """Read a successful response whole for :meth:`after_success`, beyond the gate's own
+        cases (writes with an event, bucket creation/deletion, bucket listings)."""
+        return False
+
+    def after_success(
+        self,
+        ex: Exchange,
+        access: Access,
+        identity: str | None,
+        up: UpstreamResponse,
+        data: bytes,
+    ) -> bytes:
+        """Bookkeeping after a 2xx response read whole (bucket table, write events); returns
+        the body to send to the client (possibly filtered)."""
+        return data
