@@ -13,28 +13,21 @@ belongs in a benchmark run on a quiet machine.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench_checks import Target, add_check_option, verdict
+from common import arg_parser, cell, print_table, save_results
 
-from bench_checks import Target, add_check_option, verdict  # noqa: E402
-
-from harness.accounts import USER  # noqa: E402
-from harness.emulators import start_all  # noqa: E402
-from harness.emulators.s3 import S3Emulator  # noqa: E402
+from harness.accounts import USER
+from harness.emulators.fleet import start_all
+from harness.emulators.s3 import S3Emulator
 
 STORES = ("s3", "r2")
 TARGET_RATIO = 0.5  # gate speed / direct speed must stay above this
@@ -64,7 +57,7 @@ def rate(argv_prefix: list[str], args: list[str]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     add_check_option(parser)
@@ -111,31 +104,24 @@ def main(argv: list[str] | None = None) -> int:
                     "x",
                 )
             )
-    print(f"{'store':6} {'direct MiB/s':>13} {'gate MiB/s':>11} {'gate/direct':>12}")
-    for r in rows:
-        d, g, q = r["direct_mib_s"], r["gate_mib_s"], r["ratio"]
-        print(f"{r['store']:6} {d or float('nan'):13.1f} {g or float('nan'):11.1f} "
-              f"{'-' if q is None else format(q, '.2f') + 'x':>12}")  # fmt: skip
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"gate_throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "gate_throughput",
-                "host": platform.node(),
-                "cpus": os.cpu_count(),
-                "time": time.time(),
-                "size_mib": args.size_mib,
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-                "results": rows,
-                "targets": {t.name: t.as_json() for t in targets},
-            },
-            indent=2,
-        )
+    print_table(
+        [("store", "<6"), ("direct MiB/s", ">13"), ("gate MiB/s", ">11"), ("gate/direct", ">12")],
+        [
+            (r["store"], cell(r["direct_mib_s"] or None, ".1f", "nan"),
+             cell(r["gate_mib_s"] or None, ".1f", "nan"), cell(r["ratio"], ".2f", "-", "x"))
+            for r in rows
+        ],
+    )  # fmt: skip
+    save_results(
+        "gate_throughput",
+        {
+            "size_mib": args.size_mib,
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "results": rows,
+            "targets": {t.name: t.as_json() for t in targets},
+        },
     )
-    print(f"wrote {out}")
     return verdict(targets, args.no_check, failures)
 
 

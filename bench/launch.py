@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     home = Path(tempfile.mkdtemp(prefix="skycore-bench-"))
     os.environ["SKYCORE_HOME"] = str(home)
-    from harness import cloud
+    from harness.cloud import cloud
     from skycore.config import load_config, save_config
 
     out.print("Bringing up the local cloud (dockerd, node image, S3, GCS)...")

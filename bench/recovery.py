@@ -25,49 +25,34 @@ after the trial.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import shutil
 import signal
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench_checks import Target, add_check_option, verdict
+from common import ROOT, arg_parser, cell, print_table, save_results, wait_for
 
-from bench_checks import Target, add_check_option, verdict  # noqa: E402
-
-from harness import chaos, emulators, registry  # noqa: E402
-from harness.accounts import USER  # noqa: E402
-from skycore.config import load_config, save_config, skycore_home  # noqa: E402
-from skycore.jobs import core  # noqa: E402
-from skycore.jobs import state as jstate  # noqa: E402
-from skycore.jobs.state import JobStatus  # noqa: E402
+from harness.accounts import USER
+from harness.cloud import chaos
+from harness.emulators import fleet as emulators
+from harness.emulators import registry
+from skycore.config import load_config, save_config, skycore_home
+from skycore.jobs import core
+from skycore.jobs import state as jstate
+from skycore.jobs.state import JobStatus
 
 TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
 DETECT_TARGET_S = 5.0
 TRAINING_TARGET_S = 20.0
 STEP_RE = re.compile(r"^step (\d+) \S+ t=([\d.]+)$", re.M)
 RESUME_RE = re.compile(r"^RESUME step=(\d+) \S+ t=([\d.]+)$", re.M)
-
-
-def wait_for(what: str, check: Any, timeout: float, poll: float = 0.05) -> Any:
-    """Poll ``check`` until truthy; TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 def fresh_home(base: Path) -> Path:
@@ -106,7 +91,7 @@ def task_yaml(base: Path, url: str, args: argparse.Namespace) -> Path:
 
 def manifests(store: str, bucket: str) -> set[int]:
     """Steps whose checkpoint manifest is in the bucket."""
-    from harness.buckets import list_keys
+    from harness.testing.buckets import list_keys
 
     out = set()
     for key in list_keys(store, bucket, USER):
@@ -209,7 +194,7 @@ def one_trial(
         row["error"] = f"not measured: {', '.join(missing)}"
 
     def fmt(key: str) -> str:
-        return "  --  " if row[key] is None else f"{row[key]:.2f}s"
+        return cell(row[key], missing="  --  ", unit="s")
 
     print(
         f"trial {n}: detect {fmt('detect_s')}  node back {fmt('node_back_s')}  "
@@ -225,7 +210,7 @@ def one_trial(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--store", default="s3", choices=registry.store_names())
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--ckpt-mib", type=float, default=2.0)
@@ -302,37 +287,32 @@ def main() -> int:
     if len(rows) < args.trials:
         failures.append(f"{len(rows)} of {args.trials} trials ran")
 
-    def cell(v: float | int | None) -> str:
-        return f"{'--':>8}" if v is None else f"{v:>8.2f}"
-
-    print(f"\n{'':<14}{'mean':>8}{'min':>8}{'max':>8}{'missing':>8}")
-    for k in keys:
-        t = totals[k]
-        print(f"{k:<14}{cell(t['mean'])}{cell(t['min'])}{cell(t['max'])}{t['missing']:>8}")
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"recovery-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "recovery",
-                "store": args.store,
-                "ckpt_mib": args.ckpt_mib,
-                "every": args.every,
-                "step_seconds": args.step_seconds,
-                "poll_interval_s": 0.5,
-                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                "trials": rows,
-                "summary": totals,
-                "targets": {t.name: t.as_json() for t in targets},
-                "failures": failures,
-                "fault": args.fault,
-                "checked": not args.no_check,
-            },
-            indent=1,
-        )
+    print()
+    print_table(
+        [("", "<14"), ("mean", ">8"), ("min", ">8"), ("max", ">8"), ("missing", ">8")],
+        [
+            (k, *(cell(totals[k][s], missing="--") for s in ("mean", "min", "max")),
+             totals[k]["missing"])
+            for k in keys
+        ],
+        sep="",
+    )  # fmt: skip
+    save_results(
+        "recovery",
+        {
+            "store": args.store,
+            "ckpt_mib": args.ckpt_mib,
+            "every": args.every,
+            "step_seconds": args.step_seconds,
+            "poll_interval_s": 0.5,
+            "trials": rows,
+            "summary": totals,
+            "targets": {t.name: t.as_json() for t in targets},
+            "failures": failures,
+            "fault": args.fault,
+            "checked": not args.no_check,
+        },
     )
-    print(f"saved {out}")
     return verdict(targets, args.no_check, failures)
 
 

@@ -22,8 +22,6 @@ failed).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -35,20 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import RCLONE, arg_parser, cell, print_table, save_results
 
-from harness.emulators import start_all  # noqa: E402
-from skycore.storage.s3 import _TRANSFER, S3Store  # noqa: E402
+from harness.emulators.fleet import start_all
+from skycore.storage.s3 import _TRANSFER, S3Store
 
-RCLONE = ROOT / ".venv" / "bin" / "rclone"
 PART = 8 << 20
-
-
-def timed(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def by_hand(
@@ -80,7 +70,7 @@ def by_hand(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
@@ -150,37 +140,31 @@ def main(argv: list[str] | None = None) -> int:
             p.unlink()
         work.rmdir()
     print(f"One {args.size_mib} MiB upload through the S3 gate to moto (median of {args.repeat})")
-    print(f"{'path':32} {'total s':>8} {'parts s':>8} {'complete s':>11}")
-    summary: dict[str, dict[str, float | None]] = {}
-    for name, runs in rows.items():
-        med = {
+    keys = ("total_s", "parts_s", "complete_s")
+    summary: dict[str, dict[str, float | None]] = {
+        name: {
             k: round(statistics.median(r[k] for r in runs), 3)
             if all(k in r for r in runs)
             else None
-            for k in ("total_s", "parts_s", "complete_s")
+            for k in keys
         }
-        summary[name] = med
-        cells = ["" if med[k] is None else f"{med[k]:.2f}" for k in ("parts_s", "complete_s")]
-        print(f"{name:32} {med['total_s']:8.2f} {cells[0]:>8} {cells[1]:>11}")
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"s3_upload_paths-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "benchmark": "s3_upload_paths",
-                "size_mib": args.size_mib,
-                "repeat": args.repeat,
-                "time": time.time(),
-                "loadavg": os.getloadavg(),
-                "runs": rows,
-                "median": summary,
-                "failures": failures,
-            },
-            indent=2,
-        )
+        for name, runs in rows.items()
+    }
+    print_table(
+        [("path", "<32"), ("total s", ">8"), ("parts s", ">8"), ("complete s", ">11")],
+        [(name, *(cell(med[k]) for k in keys)) for name, med in summary.items()],
     )
-    print(f"saved {path}")
+    save_results(
+        "s3_upload_paths",
+        {
+            "size_mib": args.size_mib,
+            "repeat": args.repeat,
+            "loadavg": os.getloadavg(),
+            "runs": rows,
+            "median": summary,
+            "failures": failures,
+        },
+    )
     for f in failures:
         print(f"FAILED: {f}")
     return 1 if failures else 0

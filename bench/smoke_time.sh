@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Wall time of the whole smoke suite (every registered store, as `make smoke` runs it) at
-# -n 2. Target (issue 10): within 8 minutes. Prints the time and writes
+# -n 2. Target: within 8 minutes. Prints the time and writes
 # bench/results/smoke_time-<timestamp>.json with the load average before and after.
 #
 #   bench/smoke_time.sh [--no-check]

@@ -10,8 +10,8 @@ The baseline ("SDK") is what a user would do without a mount: write the checkpoi
 disk, then upload the same bytes with the store's SDK (boto3 / google-cloud-storage /
 azure-storage-blob) through skycore's own store class (``upload_file``); its time until
 durable is local write + upload. Per store the benchmark prints MOUNT_CACHED's speed until
-durable as a fraction of the SDK's. Target (issue 12): >= 0.85x on S3, i.e. MOUNT_CACHED
-time / SDK time < 1/0.85.
+durable as a fraction of the SDK's. Target: >= 0.85x on S3, i.e. MOUNT_CACHED time / SDK
+time < 1/0.85.
 
     .venv/bin/python bench/storage_write.py [--size-mib 256] [--stores s3,gcs,azure]
         [--repeat 1] [--no-check]
@@ -25,38 +25,26 @@ cached mount that could not be drained has not really written its checkpoint) or
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import common
+from bench_checks import Target, add_check_option, verdict
 
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_checks import Target, add_check_option, verdict  # noqa: E402
-
-from harness import registry  # noqa: E402
-from harness.emulators import start_all  # noqa: E402
-from skycore.config import SkycoreConfig  # noqa: E402
-from skycore.storage import Storage, get_store_class, make_store, mounting  # noqa: E402
-from skycore.storage.mounting import MountOptions  # noqa: E402
+from harness.emulators.fleet import start_all
+from skycore.config import SkycoreConfig
+from skycore.storage import Storage, make_store, mounting
+from skycore.storage.mounting import MountOptions
 
 CHUNK = 8 * 1024 * 1024
 TARGET_SDK_STORE = "s3"
 TARGET_SPEED_VS_SDK = 0.85  # MOUNT_CACHED speed until durable / SDK speed until durable
-RCLONE = ROOT / ".venv" / "bin" / "rclone"
 
 
 def write_file(path: Path, size: int, block: bytes, fsync: bool = False) -> float:
@@ -73,13 +61,6 @@ def write_file(path: Path, size: int, block: bytes, fsync: bool = False) -> floa
             f.flush()
             os.fsync(f.fileno())
     return time.perf_counter() - t0
-
-
-def bash(cmd: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
-    return subprocess.run(
-        ["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
 
 
 def wait_in_store(store: Any, key: str, t_start: float, timeout: float = 900) -> float:
@@ -109,15 +90,7 @@ def bench_sdk(
         t_store = time.perf_counter() - t0
         if "ckpt.bin" not in store.list_keys("ckpt.bin"):
             raise RuntimeError(f"SDK upload to {url} returned but the object is not listed")
-        return {
-            "store": name,
-            "target": "SDK",
-            "write_s": round(t_write, 3),
-            "write_mib_s": round(size / 2**20 / t_write, 1),
-            "in_store_s": round(t_store, 3),
-            "end_to_end_mib_s": round(size / 2**20 / t_store, 1),
-            "drained": True,
-        }
+        return row(name, "SDK", size, t_write, t_store)
     finally:
         path.unlink(missing_ok=True)
         em.delete_bucket(bucket)
@@ -142,37 +115,41 @@ def bench_store(
             storage = Storage.from_spec(name=None, source=url, store=None, mode=mode)
             if flags and mode == "MOUNT_CACHED":
                 storage.mount_options = MountOptions(extra_flags=flags)
-            storage.check(config)
-            r = bash(storage.mount_command(str(dst), config, env=env))
-            if r.returncode != 0:
-                raise RuntimeError(f"mount failed: {r.stderr}")
+            common.mount(storage, dst, config, env)
             store = make_store(storage.store, storage.name, config, storage.account)
             t0 = time.perf_counter()
             t_write = write_file(dst / "ckpt.bin", size, block)
             t_store = wait_in_store(store, "ckpt.bin", t0)
-            drain = bash(mounting.drain_command(str(dst), 900, env), timeout=960)
-            if drain.returncode != 0:
-                print(f"{name} {mode}: drain failed: {drain.stderr[-1000:]}", file=sys.stderr)
-            results.append(
-                {
-                    "store": name,
-                    "target": mode,
-                    "write_s": round(t_write, 3),
-                    "write_mib_s": round(size / 2**20 / t_write, 1),
-                    "in_store_s": round(t_store, 3),
-                    "end_to_end_mib_s": round(size / 2**20 / t_store, 1),
-                    "drained": drain.returncode == 0,
-                }
-            )
-            bash(mounting.unmount_command(str(dst), 900, env), timeout=960)
+            drained = common.drain(dst, env)
+            if drained.returncode != 0:
+                print(f"{name} {mode}: drain failed: {drained.stderr[-1000:]}", file=sys.stderr)
+            results.append(row(name, mode, size, t_write, t_store, drained.returncode == 0))
         finally:
-            if dst.exists() and any(
-                line.split()[1] == str(dst)
-                for line in Path("/proc/self/mounts").read_text().splitlines()
-            ):
-                subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
+            if dst.exists():
+                common.unmount(dst, env)
             em.delete_bucket(bucket)
     return results
+
+
+def row(
+    store: str,
+    target: str,
+    size: int,
+    t_write: float,
+    t_store: float | None,
+    drained: bool = True,
+) -> dict[str, Any]:
+    """One line of the results: how long the writer was blocked and, for a store, how long
+    until the checkpoint was in it (``t_store``)."""
+    return {
+        "store": store,
+        "target": target,
+        "write_s": round(t_write, 3),
+        "write_mib_s": round(size / 2**20 / t_write, 1),
+        "in_store_s": None if t_store is None else round(t_store, 3),
+        "end_to_end_mib_s": None if t_store is None else round(size / 2**20 / t_store, 1),
+        "drained": drained,
+    }
 
 
 def _median(rows: list[dict[str, Any]], store: str, target: str, key: str) -> float | None:
@@ -181,58 +158,32 @@ def _median(rows: list[dict[str, Any]], store: str, target: str, key: str) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arg_parser(__doc__)
     parser.add_argument("--size-mib", type=int, default=256)
-    parser.add_argument("--stores", default=",".join(registry.store_names()))
+    common.add_stores_option(parser)
     parser.add_argument("--repeat", type=int, default=1, help="runs per store (median)")
-    parser.add_argument(
-        "--rclone-flags",
-        default="",
-        help="extra rclone flags for the MOUNT_CACHED daemon (experiments), e.g. "
-        "'--s3-chunk-size 16M'",
+    common.add_rclone_flags_option(
+        parser,
+        "extra rclone flags for the MOUNT_CACHED daemon (experiments), e.g. '--s3-chunk-size 16M'",
     )
     add_check_option(parser)
     args = parser.parse_args(argv)
     size = args.size_mib * 2**20
-    stores = tuple(s for s in args.stores.split(",") if s)
+    stores = common.names(args.stores)
     flags = tuple(shlex.split(args.rclone_flags))
     ems = start_all(stores=stores)
-    config = SkycoreConfig(
-        **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
-    )
     block = os.urandom(CHUNK)
-    base = Path(tempfile.mkdtemp(prefix="skb-", dir="/tmp"))
-    env = mounting.RcloneEnv(
-        rclone=str(RCLONE),
-        config_file=str(base / "rclone.conf"),
-        mounts_base=str(base / "m"),
-        helper=str(base / "skycore-mounts.py"),
-    )
-    # The same files a node gets before mounting: rclone.conf and the mount helper.
-    for path, content in mounting.node_files(config, env).items():
-        Path(path).write_text(content)
-        Path(path).chmod(0o600)
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
-    try:
+    with common.host_mounts(ems, "skb-") as (config, base, env):
         local = base / "local"
         local.mkdir()
         write_file(local / "warmup.bin", size, block, fsync=True)  # page cache warm-up
         (local / "warmup.bin").unlink()
         for label, fsync in (("local disk", False), ("local+fsync", True)):
             t = write_file(local / "ckpt.bin", size, block, fsync=fsync)
-            rows.append(
-                {
-                    "store": "-",
-                    "target": label,
-                    "write_s": round(t, 3),
-                    "write_mib_s": round(size / 2**20 / t, 1),
-                    "in_store_s": None,
-                    "end_to_end_mib_s": None,
-                    "drained": True,
-                }
-            )
+            rows.append(row("-", label, size, t, None))
             (local / "ckpt.bin").unlink()
         for _ in range(args.repeat):
             for name in stores:
@@ -240,20 +191,18 @@ def main(argv: list[str] | None = None) -> int:
                     rows.extend(bench_store(name, ems[name], config, size, block, base, env, flags))
                 except Exception as e:  # a failed measurement is reported, never hidden
                     failures.append(f"{name}: {e}")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    version = bash(f"{RCLONE} version").stdout.split("\n", 1)[0]
+    version = common.rclone_version()
     print(f"Checkpoint write, {args.size_mib} MiB ({version}, host-side mounts)")
-    print(
-        f"{'store':6} {'target':13} {'write s':>8} {'MiB/s':>8} {'in store s':>11} "
-        f"{'e2e MiB/s':>10}"
-    )
-    for r in rows:
-        print(
-            f"{r['store']:6} {r['target']:13} {r['write_s']:8.2f} {r['write_mib_s']:8.1f} "
-            f"{'' if r['in_store_s'] is None else format(r['in_store_s'], '.2f'):>11} "
-            f"{'' if r['end_to_end_mib_s'] is None else r['end_to_end_mib_s']:>10}"
-        )
+    common.print_table(
+        [("store", "<6"), ("target", "<13"), ("write s", ">8"), ("MiB/s", ">8"),
+         ("in store s", ">11"), ("e2e MiB/s", ">10")],
+        [
+            (r["store"], r["target"], common.cell(r["write_s"]),
+             common.cell(r["write_mib_s"], ".1f"), common.cell(r["in_store_s"]),
+             common.cell(r["end_to_end_mib_s"], ""))
+            for r in rows
+        ],
+    )  # fmt: skip
     vs_sdk: dict[str, Any] = {}
     targets: list[Target] = []
     for name in stores:
@@ -280,32 +229,22 @@ def main(argv: list[str] | None = None) -> int:
             )
     load_after = os.getloadavg()
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f}")
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"storage_write-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "storage_write",
-                "size_mib": args.size_mib,
-                "host": platform.node(),
-                "cpus": os.cpu_count(),
-                "rclone": version,
-                "time": time.time(),
-                "loadavg_before": load_before,
-                "loadavg_after": load_after,
-                "repeat": args.repeat,
-                "rclone_flags": list(flags),
-                "results": rows,
-                "vs_sdk": vs_sdk,
-                "targets": {t.name: t.as_json() for t in targets},
-                "failures": failures,
-                "checked": not args.no_check,
-            },
-            indent=2,
-        )
+    common.save_results(
+        "storage_write",
+        {
+            "size_mib": args.size_mib,
+            "rclone": version,
+            "loadavg_before": load_before,
+            "loadavg_after": load_after,
+            "repeat": args.repeat,
+            "rclone_flags": list(flags),
+            "results": rows,
+            "vs_sdk": vs_sdk,
+            "targets": {t.name: t.as_json() for t in targets},
+            "failures": failures,
+            "checked": not args.no_check,
+        },
     )
-    print(f"saved {out}")
     failures += [f"{r['store']} {r['target']}: not drained" for r in rows if not r["drained"]]
     return verdict(targets, args.no_check, failures)
 

@@ -13,51 +13,33 @@ the store before one created earlier is a failure.
         [--repeat 1] [--no-check]
 
 Prints the table and, per store and set, ordered speed as a fraction of parallel speed;
-writes JSON to bench/results/upload_order-<timestamp>.json. Target (issue 12): ordered
->= 0.8x parallel, i.e. ordered time / parallel time < 1.25. Exits 1 on a missed target
+writes JSON to bench/results/upload_order-<timestamp>.json. Target: ordered >= 0.8x
+parallel, i.e. ordered time / parallel time < 1.25. Exits 1 on a missed target
 (unless --no-check), a lost order or a failed run.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import common
+from bench_checks import Target, add_check_option, verdict
 
-from bench_checks import Target, add_check_option, verdict  # noqa: E402
+from harness.emulators.fleet import start_all
+from skycore.config import SkycoreConfig
+from skycore.storage import Storage, mounting
+from skycore.storage.mounting import MountOptions
 
-from harness import registry  # noqa: E402
-from harness.emulators import start_all  # noqa: E402
-from skycore.config import SkycoreConfig  # noqa: E402
-from skycore.storage import Storage, get_store_class, mounting  # noqa: E402
-from skycore.storage.mounting import MountOptions  # noqa: E402
-
-RCLONE = ROOT / ".venv" / "bin" / "rclone"
 SETS = {"big": (8, 32 << 20), "small": (200, 64 << 10)}
 PARALLEL = 4
 TARGET_TIME_RATIO = 1.25  # ordered time / parallel time; ordered speed >= 0.8x parallel
-
-
-def bash(cmd: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
-    return subprocess.run(
-        ["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
 
 
 def one_run(
@@ -71,10 +53,7 @@ def one_run(
     try:
         storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
         storage.mount_options = MountOptions(transfers=transfers, extra_flags=flags)
-        storage.check(config)
-        r = bash(storage.mount_command(str(dst), config, env=env))
-        if r.returncode != 0:
-            raise RuntimeError(f"mount failed: {r.stderr[-2000:]}")
+        common.mount(storage, dst, config, env)
         names = [f"f-{i:04d}.bin" for i in range(n)]
         payload = os.urandom(size)
         start_ns = time.time_ns()
@@ -82,10 +61,10 @@ def one_run(
             with open(dst / name, "wb") as f:
                 f.write(payload)
         written_s = (time.time_ns() - start_ns) / 1e9
-        drain = bash(mounting.drain_command(str(dst), 900, env), timeout=960)
+        drained = common.drain(dst, env)
         drained_s = (time.time_ns() - start_ns) / 1e9
-        if drain.returncode != 0:
-            raise RuntimeError(f"drain failed: {drain.stderr[-2000:]}")
+        if drained.returncode != 0:
+            raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
         events = []
         if em.records_events:
             events = [e for e in em.events(bucket) if e.op != "delete" and e.key in names]
@@ -106,49 +85,29 @@ def one_run(
             "out_of_place": out_of_place if checked else None,
         }
     finally:
-        bash(mounting.unmount_command(str(dst), 900, env), timeout=960)
-        if any(
-            line.split()[1] == str(dst)
-            for line in Path("/proc/self/mounts").read_text().splitlines()
-        ):
-            subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
+        common.unmount(dst, env)
         em.delete_bucket(bucket)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stores", default=",".join(registry.store_names()))
+    parser = common.arg_parser(__doc__)
+    common.add_stores_option(parser)
     parser.add_argument("--sets", default="big,small")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
-    parser.add_argument(
-        "--rclone-flags",
-        default="",
-        help="extra rclone flags for both daemons (experiments), e.g. '--s3-disable-checksum'",
+    common.add_rclone_flags_option(
+        parser, "extra rclone flags for both daemons (experiments), e.g. '--s3-disable-checksum'"
     )
     add_check_option(parser)
     args = parser.parse_args(argv)
     flags = tuple(shlex.split(args.rclone_flags))
-    stores = tuple(s for s in args.stores.split(",") if s)
-    sets = [s for s in args.sets.split(",") if s]
+    stores = common.names(args.stores)
+    sets = common.names(args.sets)
     ems = start_all(stores=stores)
     load_before = os.getloadavg()
-    config = SkycoreConfig(
-        **{get_store_class(s).config_section: em.config_section() for s, em in ems.items()}
-    )
-    base = Path(tempfile.mkdtemp(prefix="sko-", dir="/tmp"))
-    env = mounting.RcloneEnv(
-        rclone=str(RCLONE),
-        config_file=str(base / "rclone.conf"),
-        mounts_base=str(base / "m"),
-        helper=str(base / "skycore-mounts.py"),
-    )
-    for path, content in mounting.node_files(config, env).items():
-        Path(path).write_text(content)
-        Path(path).chmod(0o600)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     targets: list[Target] = []
-    try:
+    with common.host_mounts(ems, "sko-") as (config, base, env):
         for store in stores:
             for set_name in sets:
                 n, size = SETS[set_name]
@@ -201,42 +160,32 @@ def main(argv: list[str] | None = None) -> int:
                     f"-> ordered at {row['ordered_speed_vs_parallel']}x parallel speed",
                     flush=True,
                 )
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    version = bash(f"{RCLONE} version").stdout.split("\n", 1)[0]
+    version = common.rclone_version()
     print(f"\nOrdered (transfers 1) vs parallel (transfers {PARALLEL}), {version}")
-    print(f"{'store':6} {'set':6} {'ordered s':>10} {'parallel s':>11} {'ordered/parallel':>17}")
-    for r in rows:
-        speed = r["ordered_speed_vs_parallel"]
-        print(
-            f"{r['store']:6} {r['set']:6} {r['ordered_s'] or float('nan'):10.2f} "
-            f"{r['parallel_s'] or float('nan'):11.2f} "
-            f"{'-' if speed is None else format(speed, '.2f') + 'x':>17}"
-        )
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"upload_order-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "upload_order",
-                "host": platform.node(),
-                "cpus": os.cpu_count(),
-                "rclone": version,
-                "time": time.time(),
-                "parallel_transfers": PARALLEL,
-                "rclone_flags": list(flags),
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-                "results": rows,
-                "targets": {t.name: t.as_json() for t in targets},
-                "failures": failures,
-                "checked": not args.no_check,
-            },
-            indent=2,
-        )
+    common.print_table(
+        [("store", "<6"), ("set", "<6"), ("ordered s", ">10"), ("parallel s", ">11"),
+         ("ordered/parallel", ">17")],
+        [
+            (r["store"], r["set"], common.cell(r["ordered_s"] or None, missing="nan"),
+             common.cell(r["parallel_s"] or None, missing="nan"),
+             common.cell(r["ordered_speed_vs_parallel"], ".2f", "-", "x"))
+            for r in rows
+        ],
+    )  # fmt: skip
+    common.save_results(
+        "upload_order",
+        {
+            "rclone": version,
+            "parallel_transfers": PARALLEL,
+            "rclone_flags": list(flags),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "results": rows,
+            "targets": {t.name: t.as_json() for t in targets},
+            "failures": failures,
+            "checked": not args.no_check,
+        },
     )
-    print(f"saved {out}")
     return verdict(targets, args.no_check, failures)
 
 

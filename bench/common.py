@@ -1,0 +1,176 @@
+"""What the benchmark scripts share: the repository on ``sys.path``, argument parsing, timing,
+host-side mounts of the local cloud's buckets, result tables and the JSON under
+bench/results/. (Targets and the exit status are in bench_checks.py.)
+
+Import it before ``harness`` and ``skycore``: importing it puts the repository on
+``sys.path``, so ``python bench/X.py`` finds both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+RCLONE = ROOT / ".venv" / "bin" / "rclone"
+
+for _path in (ROOT / "bench", ROOT):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+if TYPE_CHECKING:
+    from skycore.config import SkycoreConfig
+    from skycore.storage import Storage, mounting
+
+
+# --- arguments -----------------------------------------------------------------------------
+def arg_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The script's argument parser, described by the first line of its docstring."""
+    return argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+
+
+def names(text: str) -> tuple[str, ...]:
+    """``"s3,gcs"`` -> ``("s3", "gcs")`` (empty items dropped)."""
+    return tuple(s for s in text.split(",") if s)
+
+
+def add_stores_option(p: argparse.ArgumentParser) -> None:
+    """``--stores a,b``: default every store of the emulator registry."""
+    from harness.emulators import registry
+
+    p.add_argument("--stores", default=",".join(registry.store_names()))
+
+
+def add_rclone_flags_option(p: argparse.ArgumentParser, help_text: str) -> None:
+    """``--rclone-flags``: extra flags for the rclone daemons (experiments)."""
+    p.add_argument("--rclone-flags", default="", help=help_text)
+
+
+# --- timing --------------------------------------------------------------------------------
+def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.05) -> Any:
+    """Poll ``check`` until truthy and return its value; TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
+# --- host-side mounts ------------------------------------------------------------------------
+def bash(cmd: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` with bash (without AWS_CA_BUNDLE: the local cloud's gates are plain HTTP)."""
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+    return subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def rclone_version() -> str:
+    """First line of ``rclone version`` (the venv's rclone)."""
+    return bash(f"{RCLONE} version").stdout.split("\n", 1)[0]
+
+
+@contextlib.contextmanager
+def host_mounts(
+    emulators: Mapping[str, Any], prefix: str
+) -> Iterator[tuple[SkycoreConfig, Path, mounting.RcloneEnv]]:
+    """A config for the running ``emulators`` and a fresh folder under /tmp holding what a
+    node gets before mounting (rclone.conf and the mount helper): (config, folder, env).
+    The folder is removed on exit."""
+    from skycore.config import SkycoreConfig
+    from skycore.storage import get_store_class, mounting
+
+    config = SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
+    )
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    env = mounting.RcloneEnv(
+        rclone=str(RCLONE),
+        config_file=str(base / "rclone.conf"),
+        mounts_base=str(base / "m"),
+        helper=str(base / "skycore-mounts.py"),
+    )
+    for path, content in mounting.node_files(config, env).items():
+        Path(path).write_text(content)
+        Path(path).chmod(0o600)
+    try:
+        yield config, base, env
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def mount(storage: Storage, dst: Path, config: SkycoreConfig, env: mounting.RcloneEnv) -> None:
+    """Check ``storage`` and mount it at ``dst`` with skycore's own mount script."""
+    storage.check(config)
+    r = bash(storage.mount_command(str(dst), config, env=env), timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError(f"mount failed: {r.stderr[-2000:]}")
+
+
+def drain(dst: Path, env: mounting.RcloneEnv) -> subprocess.CompletedProcess[str]:
+    """Wait (up to 900 s) until the mount at ``dst`` has uploaded everything written to it."""
+    from skycore.storage import mounting
+
+    return bash(mounting.drain_command(str(dst), 900, env), timeout=960)
+
+
+def unmount(dst: Path, env: mounting.RcloneEnv) -> None:
+    """Unmount ``dst`` with skycore's script; lazily with fusermount3 if it is still mounted."""
+    from skycore.storage import mounting
+
+    bash(mounting.unmount_command(str(dst), 900, env), timeout=960)
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    if any(line.split()[1] == str(dst) for line in mounts):
+        subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
+
+
+# --- output --------------------------------------------------------------------------------
+def cell(value: float | None, spec: str = ".2f", missing: str = "", unit: str = "") -> str:
+    """``value`` formatted with ``spec`` and followed by ``unit``; ``missing`` when it was not
+    measured (None)."""
+    return missing if value is None else format(value, spec) + unit
+
+
+def print_table(
+    columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[object]], sep: str = " "
+) -> None:
+    """A header and one line per row. ``columns``: (title, width and alignment as a format
+    spec, e.g. ``"<6"`` or ``">8"``); cells are printed with ``str``."""
+    print(sep.join(format(title, spec) for title, spec in columns))
+    for row in rows:
+        print(sep.join(format(str(v), spec) for v, (_, spec) in zip(row, columns, strict=True)))
+
+
+def machine() -> dict[str, Any]:
+    """Where and when the benchmark ran: host, CPUs, Python, wall-clock time."""
+    return {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "time": time.time(),
+    }
+
+
+def save_results(benchmark: str, data: Mapping[str, Any]) -> Path:
+    """Write ``data`` (with the benchmark's name and ``machine()``) to
+    bench/results/<benchmark>-<timestamp>.json and say where."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{benchmark}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"benchmark": benchmark, **machine(), **data}, indent=2))
+    print(f"saved {out}")
+    return out
