@@ -33,9 +33,9 @@ class DockerConfig(_Strict):
 class SkycoreConfig(BaseModel):
     """The whole config file: ``docker``, ``logs_dir`` and one section per configured store.
 
-    Store sections are named and modelled by the registered store backends
-    (``config_section`` / ``config_model``); a section left out means that store is not
-    configured, and a section no backend claims is an error that lists the known ones.
+    Store sections are named and modelled by the registered stores (``config_section`` /
+    ``config_model``); a section left out means that store is not configured, and a section
+    no store claims is an error that lists the known ones.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -73,7 +73,7 @@ class SkycoreConfig(BaseModel):
         return self
 
     def section(self, name: str) -> Any:
-        """The store section ``name`` (a backend's config model), or None if absent."""
+        """The store section ``name`` (a store's config model), or None if absent."""
         return (self.__pydantic_extra__ or {}).get(name)
 
     def sections(self) -> dict[str, BaseModel]:

@@ -1,6 +1,6 @@
 """Storage: buckets in the registered stores, and how they reach the nodes.
 
-Public names: ``StorageMode``, ``Storage``, ``AbstractStore`` (the backend contract, api.py),
+Public names: ``StorageMode``, ``Storage``, ``AbstractStore`` (the store contract, api.py),
 ``AccessInfo``, ``make_store``, the registry functions and the errors (all ``UserError``s).
 Node-side bash builders are in ``skycore.storage.mounting``; ``storage ls`` / ``storage
 delete`` logic in ``skycore.storage.catalog``.

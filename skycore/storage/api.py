@@ -1,6 +1,6 @@
-"""The store backend contract: ``AbstractStore``, one bucket in one storage service.
+"""The store contract: ``AbstractStore``, one bucket in one storage service.
 
-A backend is one subclass in one module. Its class variables say everything skycore needs to
+A store is one subclass in one module. Its class variables say everything skycore needs to
 know about the store (name, URL schemes, cloud, config section and model, bucket-name rules,
 rclone.conf section); its methods create, delete, check, list and upload through the
 service's own SDK. Register it under the entry-point group ``skycore.stores`` (see
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 from rich.progress import (
@@ -27,9 +27,17 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from skycore.config import SkycoreConfig
 from skycore.storage import mounting
-from skycore.storage.common import BucketUrl, StorageError, StorageMode, StorageSpecError
+from skycore.storage.common import (
+    BucketUrl,
+    StorageAccessError,
+    StorageError,
+    StorageMode,
+    StorageSpecError,
+)
+
+if TYPE_CHECKING:
+    from skycore.config import SkycoreConfig
 
 # Uploads bigger than this (or with more files) show a progress bar.
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
@@ -52,6 +60,32 @@ class AccessInfo:
         """The bucket exists but nobody lets us read it."""
         return self.exists and not self.can_read
 
+    @classmethod
+    def missing(cls) -> AccessInfo:
+        """The bucket does not exist."""
+        return cls(exists=False, detail="does not exist")
+
+    @classmethod
+    def private(cls) -> AccessInfo:
+        """The bucket exists, but neither the user's credentials nor anonymous access read it."""
+        return cls(exists=True, detail="private to another account")
+
+    @classmethod
+    def public(cls) -> AccessInfo:
+        """Readable only anonymously: another account's public bucket."""
+        return cls(exists=True, can_read=True, anonymous=True, detail="public")
+
+    @classmethod
+    def readable(cls, writable: bool) -> AccessInfo:
+        """Readable with the user's credentials: the user's own bucket when also ``writable``,
+        else someone else's public one."""
+        return cls(
+            exists=True,
+            can_read=True,
+            can_write=writable,
+            detail="yours" if writable else "public, read-only for you",
+        )
+
 
 @dataclass(frozen=True)
 class UploadResult:
@@ -62,9 +96,10 @@ class UploadResult:
 
 
 class AbstractStore(ABC):
-    """One bucket in one store. A subclass is a whole backend: its class variables describe
+    """One bucket in one store. A subclass is a whole store: its class variables describe
     the store, its methods implement the SDK calls (raising StorageError /
-    StorageAccessError with one clear paragraph, never a raw SDK exception)."""
+    StorageAccessError with one clear paragraph, never a raw SDK exception; ``fail``,
+    ``not_yours`` and ``name_taken`` build the common ones)."""
 
     store_name: ClassVar[str]
     """What users write after ``store:`` (also the entry-point name)."""
@@ -82,6 +117,8 @@ class AbstractStore(ABC):
     """How the store calls a bucket, for messages (e.g. ``container``)."""
     url_has_account: ClassVar[bool] = False
     """URLs carry an account before the bucket: ``scheme://ACCOUNT/BUCKET/path``."""
+    endpoint_label: ClassVar[str] = ""
+    """How messages call the service's endpoint (default: ``<store_name> endpoint``)."""
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         section = config.section(self.config_section)
@@ -94,6 +131,11 @@ class AbstractStore(ABC):
         self.name = name
         self.config = config
         self.section: Any = section
+        """The store's config section (an instance of ``config_model``). A subclass may
+        narrow its type with a class-level annotation (``section: AwsConfig``)."""
+        # A store whose URLs carry no account has none, whatever the caller passes.
+        if not self.url_has_account:
+            account = None
         self.account = account if account is not None else self.default_account(section)
 
     # --- what the store is (class level: no config, no network) ----------------------------
@@ -135,6 +177,21 @@ class AbstractStore(ABC):
         """Name of this store's rclone remote in rclone.conf (``skycore-<store>[-anon]``)."""
         return f"skycore-{cls.store_name}" + ("-anon" if anonymous else "")
 
+    @classmethod
+    def rclone_remotes(
+        cls,
+        options: dict[str, str | None],
+        credentials: dict[str, str | None],
+        anonymous: dict[str, str | None] | None = None,
+    ) -> str:
+        """rclone.conf text for ``rclone_config``: the user's remote (``options`` with
+        ``credentials``) and, when ``anonymous`` is given, the anonymous remote (``options``
+        with ``anonymous``). Options whose value is None are left out."""
+        text = mounting.rclone_section(cls.remote_name(), options | credentials)
+        if anonymous is None:
+            return text
+        return text + "\n" + mounting.rclone_section(cls.remote_name(True), options | anonymous)
+
     # --- identity ---------------------------------------------------------------------------
     @property
     def url(self) -> BucketUrl:
@@ -143,6 +200,35 @@ class AbstractStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url})"
+
+    # --- errors a user sees ---------------------------------------------------------------
+    @classmethod
+    def error_text(cls, e: Exception) -> str:
+        """What a failure message quotes of the SDK's exception ``e`` (default: ``str(e)``)."""
+        return str(e)
+
+    def fail(self, action: str, e: Exception) -> StorageError:
+        """The StorageError for an SDK call that failed: ``Could not <action> <url>: ...``,
+        naming the config section and the endpoint to check."""
+        endpoint = self.endpoint_label or f"{self.store_name} endpoint"
+        return StorageError(
+            f"Could not {action} {self.url}: {self.error_text(e)}. Check the "
+            f"{self.config_section} section of the skycore config and that the {endpoint} is "
+            "reachable."
+        )
+
+    def not_yours(self, action: str) -> StorageAccessError:
+        """``You may not <action> <url>: it belongs to another account.``"""
+        return StorageAccessError(
+            f"You may not {action} {self.url}: it belongs to another account."
+        )
+
+    def name_taken(self) -> StorageAccessError:
+        """The bucket name is another account's (``create``)."""
+        return StorageAccessError(
+            f"The {self.bucket_label} name '{self.name}' is already taken by another account. "
+            "Choose another name."
+        )
 
     # --- SDK operations ---------------------------------------------------------------------
     @abstractmethod

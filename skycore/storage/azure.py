@@ -1,4 +1,4 @@
-"""The Azure Blob backend: ``store: azure``, ``azure://account/container``, config section
+"""The Azure Blob store: ``store: azure``, ``azure://account/container``, config section
 ``azure``, azure-storage-blob, rclone ``azureblob``.
 
 Containers of the user's own account (``config.azure.account_name``) use the account key;
@@ -7,7 +7,6 @@ containers of any other account are reached anonymously (public containers only)
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,8 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 from pydantic import BaseModel, ConfigDict
 
-from skycore.config import SkycoreConfig
 from skycore.storage.api import AbstractStore, AccessInfo
-from skycore.storage.common import StorageAccessError, StorageError
-from skycore.storage.mounting import rclone_section
+from skycore.storage.common import StorageAccessError, basic_name_problem
 
 
 class AzureConfig(BaseModel):
@@ -48,12 +45,9 @@ class AzureConfig(BaseModel):
 
 def azure_name_problem(name: str) -> str | None:
     """Azure Blob container naming rules."""
-    if not 3 <= len(name) <= 63:
-        return f"must be 3 to 63 characters long (it has {len(name)})"
-    if not re.fullmatch(r"[a-z0-9-]+", name):
-        return "may contain only lowercase letters, digits and hyphens"
-    if not (name[0].isalnum() and name[-1].isalnum()):
-        return "must begin and end with a lowercase letter or digit"
+    problem = basic_name_problem(name, "[a-z0-9-]", "lowercase letters, digits and hyphens")
+    if problem:
+        return problem
     if "--" in name:
         return "must not contain two consecutive hyphens"
     return None
@@ -73,6 +67,8 @@ class AzureBlobStore(AbstractStore):
     config_model = AzureConfig
     bucket_label = "Azure container"
     url_has_account = True
+    endpoint_label = "blob endpoint"
+    section: AzureConfig
     cached_upload_config = (("MultiThreadCutoff", "1"),)
     """Cached mounts upload every non-empty file with rclone's multi-thread copy, which reads
     it straight from the cache file. rclone 1.75.2's other Azure upload paths send a copy of
@@ -80,10 +76,6 @@ class AzureBlobStore(AbstractStore):
     answers (a 403, say) before it has read the body, the HTTP transport may still be reading
     that buffer, and the daemon panics (``lib/pool.(*RW).readPage: index out of range``,
     seen in CI under ``harness fault azure deny``), taking every mount of the node down."""
-
-    def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
-        super().__init__(name, config, account)
-        self.az: AzureConfig = self.section
 
     @classmethod
     def name_problem(cls, name: str) -> str | None:
@@ -95,8 +87,7 @@ class AzureBlobStore(AbstractStore):
 
     @classmethod
     def rclone_config(cls, section: Any) -> str:
-        return rclone_section(
-            cls.remote_name(),
+        return cls.rclone_remotes(
             {
                 "type": "azureblob",
                 "account": section.account_name,
@@ -104,24 +95,25 @@ class AzureBlobStore(AbstractStore):
                 "endpoint": section.blob_endpoint(),
                 "no_check_container": "true",
             },
+            {},
         )
 
     @property
     def own_account(self) -> bool:
         """True when the container lives in the user's own storage account."""
-        return self.account == self.az.account_name
+        return self.account == self.section.account_name
 
     @cached_property
     def service(self) -> BlobServiceClient:
         """Service client: account key for the user's account, anonymous for any other."""
         assert self.account is not None
         credential = (
-            {"account_name": self.az.account_name, "account_key": self.az.account_key}
+            {"account_name": self.section.account_name, "account_key": self.section.account_key}
             if self.own_account
             else None
         )
         return BlobServiceClient(
-            account_url=self.az.blob_endpoint(self.account),
+            account_url=self.section.blob_endpoint(self.account),
             credential=credential,
             retry_total=3,
             connection_timeout=10,
@@ -132,12 +124,9 @@ class AzureBlobStore(AbstractStore):
         """Client of this container."""
         return self.service.get_container_client(self.name)
 
-    def _fail(self, action: str, e: Exception) -> StorageError:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return StorageError(
-            f"Could not {action} {self.url}: {msg}. Check the azure section of the skycore "
-            "config and that the blob endpoint is reachable."
-        )
+    @classmethod
+    def error_text(cls, e: Exception) -> str:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
 
     def exists(self) -> bool:
         return self.access().exists
@@ -146,33 +135,31 @@ class AzureBlobStore(AbstractStore):
         if not self.own_account:
             raise StorageAccessError(
                 f"Cannot create {self.url}: the account '{self.account}' is not yours "
-                f"('{self.az.account_name}')."
+                f"('{self.section.account_name}')."
             )
         try:
             self.container.create_container()
         except ResourceExistsError:
             return
         except AzureError as e:
-            raise self._fail("create", e) from None
+            raise self.fail("create", e) from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
         try:
             return [b.name for b in self.container.list_blobs(name_starts_with=prefix or None)]
         except AzureError as e:
-            raise self._fail("list", e) from None
+            raise self.fail("list", e) from None
 
     def delete(self) -> int:
         if not self.own_account:
-            raise StorageAccessError(
-                f"You may not delete {self.url}: it belongs to another account."
-            )
+            raise self.not_yours("delete")
         try:
             count = len(self.list_keys())
             self.container.delete_container()  # the service deletes every blob with it
         except ResourceNotFoundError:
             return 0
         except AzureError as e:
-            raise self._fail("delete", e) from None
+            raise self.fail("delete", e) from None
         return count
 
     def access(self) -> AccessInfo:
@@ -187,19 +174,19 @@ class AzureBlobStore(AbstractStore):
             # With the account key: ContainerNotFound. Anonymous on another account: Azure
             # answers alike for a private and a missing container.
             if _error_code(e) == "ContainerNotFound" or self.own_account:
-                return AccessInfo(exists=False, detail="does not exist")
+                return AccessInfo.missing()
             return hidden
         except ClientAuthenticationError:
             return hidden
         except HttpResponseError as e:
             if e.status_code in (401, 403):
                 return hidden
-            raise self._fail("check access to", e) from None
+            raise self.fail("check access to", e) from None
         except AzureError as e:
-            raise self._fail("check access to", e) from None
+            raise self.fail("check access to", e) from None
         if self.own_account:
-            return AccessInfo(exists=True, can_read=True, can_write=True, detail="yours")
-        return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
+            return AccessInfo.readable(writable=True)
+        return AccessInfo.public()
 
     def is_object(self, key: str) -> bool:
         if not key:
@@ -215,12 +202,10 @@ class AzureBlobStore(AbstractStore):
                 self.container.upload_blob(key, f, overwrite=True, max_concurrency=4)
         except HttpResponseError as e:
             if e.status_code in (401, 403, 404) and not self.own_account:
-                raise StorageAccessError(
-                    f"You may not write to {self.url}: it belongs to another account."
-                ) from None
-            raise self._fail(f"upload {path} to", e) from None
+                raise self.not_yours("write to") from None
+            raise self.fail(f"upload {path} to", e) from None
         except AzureError as e:
-            raise self._fail(f"upload {path} to", e) from None
+            raise self.fail(f"upload {path} to", e) from None
 
     def rclone_remote(self, anonymous: bool = False) -> str:
         """The user's own remote for the own account; for any other account an on-the-fly
@@ -228,5 +213,5 @@ class AzureBlobStore(AbstractStore):
         if self.own_account and not anonymous:
             return self.remote_name() + ":"
         assert self.account is not None
-        endpoint = self.az.blob_endpoint(self.account)
+        endpoint = self.section.blob_endpoint(self.account)
         return f':azureblob,account={self.account},endpoint="{endpoint}":'

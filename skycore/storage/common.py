@@ -99,6 +99,19 @@ def parse_url(url: str, field: str = "source") -> BucketUrl:
 # ---------------------------------------------------------------------------------------------
 
 
+def basic_name_problem(name: str, chars: str, chars_text: str) -> str | None:
+    """The rules S3, R2 and Azure share, checked in this order: 3 to 63 characters, only
+    the characters of the regex class ``chars`` (``chars_text`` says which in words), a
+    lowercase letter or digit at both ends."""
+    if not 3 <= len(name) <= 63:
+        return f"must be 3 to 63 characters long (it has {len(name)})"
+    if not re.fullmatch(f"{chars}+", name):
+        return f"may contain only {chars_text}"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit"
+    return None
+
+
 def is_ip_address(name: str) -> bool:
     """True when ``name`` is formatted as an IPv4 address (most stores forbid that)."""
     try:

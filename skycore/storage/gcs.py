@@ -1,4 +1,4 @@
-"""The Google Cloud Storage backend: ``store: gcs``, ``gs://bucket``, config section ``gcp``,
+"""The Google Cloud Storage store: ``store: gcs``, ``gs://bucket``, config section ``gcp``,
 google-cloud-storage, rclone ``google cloud storage``."""
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from google.resumable_media.common import InvalidResponse
 from google.resumable_media.requests import ResumableUpload
 from pydantic import BaseModel, ConfigDict
 
-from skycore.config import SkycoreConfig
 from skycore.storage.api import AbstractStore, AccessInfo
-from skycore.storage.common import StorageAccessError, StorageError, is_ip_address
-from skycore.storage.mounting import rclone_section
+from skycore.storage.common import StorageError, is_ip_address
 
 
 class GcpConfig(BaseModel):
@@ -76,10 +74,8 @@ class GcsStore(AbstractStore):
     config_section = "gcp"
     config_model = GcpConfig
     bucket_label = "GCS bucket"
-
-    def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
-        super().__init__(name, config, None)
-        self.gcp: GcpConfig = self.section
+    endpoint_label = "GCS endpoint"
+    section: GcpConfig
 
     @classmethod
     def name_problem(cls, name: str) -> str | None:
@@ -88,7 +84,7 @@ class GcsStore(AbstractStore):
     @classmethod
     def rclone_config(cls, section: Any) -> str:
         endpoint = gcs_rclone_endpoint(section.api_endpoint) if section.api_endpoint else None
-        common: dict[str, str | None] = {
+        options: dict[str, str | None] = {
             "type": "google cloud storage",
             "endpoint": endpoint,
             "project_number": section.project,
@@ -97,41 +93,35 @@ class GcsStore(AbstractStore):
         auth: dict[str, str | None] = (
             {"access_token": section.access_token} if section.access_token else {"env_auth": "true"}
         )
-        return (
-            rclone_section(cls.remote_name(), common | auth)
-            + "\n"
-            + rclone_section(cls.remote_name(anonymous=True), common | {"anonymous": "true"})
-        )
+        return cls.rclone_remotes(options, auth, anonymous={"anonymous": "true"})
 
     def _options(self) -> dict[str, Any]:
-        return {"api_endpoint": self.gcp.api_endpoint} if self.gcp.api_endpoint else {}
+        return {"api_endpoint": self.section.api_endpoint} if self.section.api_endpoint else {}
 
     @cached_property
     def client(self) -> gcs.Client:
         """Client with the user's credentials (bearer token, or application defaults)."""
         creds = (
-            google.oauth2.credentials.Credentials(self.gcp.access_token)
-            if self.gcp.access_token
+            google.oauth2.credentials.Credentials(self.section.access_token)
+            if self.section.access_token
             else None
         )
         return gcs.Client(
-            project=self.gcp.project, credentials=creds, client_options=self._options()
+            project=self.section.project, credentials=creds, client_options=self._options()
         )
 
     @cached_property
     def anon_client(self) -> gcs.Client:
         """Client sending anonymous requests (public buckets)."""
         return gcs.Client(
-            project=self.gcp.project,
+            project=self.section.project,
             credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
             client_options=self._options(),
         )
 
-    def _fail(self, action: str, e: Exception) -> StorageError:
-        return StorageError(
-            f"Could not {action} {self.url}: {getattr(e, 'message', e)}. Check the gcp "
-            "section of the skycore config and that the GCS endpoint is reachable."
-        )
+    @classmethod
+    def error_text(cls, e: Exception) -> str:
+        return str(getattr(e, "message", e))
 
     def exists(self) -> bool:
         try:
@@ -148,7 +138,7 @@ class GcsStore(AbstractStore):
                 "access_token, or remove it to use application default credentials."
             ) from None
         except gexc.GoogleAPIError as e:
-            raise self._fail("check", e) from None
+            raise self.fail("check", e) from None
 
     def create(self) -> None:
         try:
@@ -156,17 +146,11 @@ class GcsStore(AbstractStore):
         except gexc.Conflict:
             if self.access().can_write:
                 return
-            raise StorageAccessError(
-                f"The GCS bucket name '{self.name}' is already taken by another account. "
-                "Choose another name."
-            ) from None
+            raise self.name_taken() from None
         except _DENIED:
-            raise StorageAccessError(
-                f"The GCS bucket name '{self.name}' is already taken by another account. "
-                "Choose another name."
-            ) from None
+            raise self.name_taken() from None
         except gexc.GoogleAPIError as e:
-            raise self._fail("create", e) from None
+            raise self.fail("create", e) from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
         try:
@@ -176,7 +160,7 @@ class GcsStore(AbstractStore):
                 blobs = self.anon_client.list_blobs(self.name, prefix=prefix or None)
                 return [b.name for b in blobs]
         except gexc.GoogleAPIError as e:
-            raise self._fail("list", e) from None
+            raise self.fail("list", e) from None
 
     def delete(self) -> int:
         keys = self.list_keys()
@@ -191,17 +175,15 @@ class GcsStore(AbstractStore):
             self.run_parallel(batch, keys, 50)
             bucket.delete()
         except _DENIED:
-            raise StorageAccessError(
-                f"You may not delete {self.url}: it belongs to another account."
-            ) from None
+            raise self.not_yours("delete") from None
         except gexc.GoogleAPIError as e:
-            raise self._fail("delete", e) from None
+            raise self.fail("delete", e) from None
         return len(keys)
 
     def _can_write(self) -> bool:
         """Start a resumable upload session and never finish it: needs write permission,
         creates no object."""
-        base = (self.gcp.api_endpoint or "https://storage.googleapis.com").rstrip("/")
+        base = (self.section.api_endpoint or "https://storage.googleapis.com").rstrip("/")
         url = f"{base}/upload/storage/v1/b/{self.name}/o?uploadType=resumable"
         upload = ResumableUpload(url, chunk_size=256 * 1024)
         transport = self.client._http
@@ -216,7 +198,7 @@ class GcsStore(AbstractStore):
         except InvalidResponse as e:
             if getattr(e.response, "status_code", None) in (401, 403):
                 return False
-            raise self._fail("check write access to", e) from None
+            raise self.fail("check write access to", e) from None
         return True
 
     def access(self) -> AccessInfo:
@@ -224,24 +206,18 @@ class GcsStore(AbstractStore):
             try:
                 list(self.client.list_blobs(self.name, max_results=1))
             except gexc.NotFound:
-                return AccessInfo(exists=False, detail="does not exist")
+                return AccessInfo.missing()
             except _DENIED:
                 try:
                     list(self.anon_client.list_blobs(self.name, max_results=1))
                 except gexc.NotFound:
-                    return AccessInfo(exists=False, detail="does not exist")
+                    return AccessInfo.missing()
                 except _DENIED:
-                    return AccessInfo(exists=True, detail="private to another account")
-                return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
-            writable = self._can_write()
-            return AccessInfo(
-                exists=True,
-                can_read=True,
-                can_write=writable,
-                detail="yours" if writable else "public, read-only for you",
-            )
+                    return AccessInfo.private()
+                return AccessInfo.public()
+            return AccessInfo.readable(self._can_write())
         except gexc.GoogleAPIError as e:
-            raise self._fail("check access to", e) from None
+            raise self.fail("check access to", e) from None
 
     def is_object(self, key: str) -> bool:
         if not key:
@@ -257,8 +233,6 @@ class GcsStore(AbstractStore):
         try:
             self.client.bucket(self.name).blob(key).upload_from_filename(str(path))
         except _DENIED:
-            raise StorageAccessError(
-                f"You may not write to {self.url}: it belongs to another account."
-            ) from None
+            raise self.not_yours("write to") from None
         except gexc.GoogleAPIError as e:
-            raise self._fail(f"upload {path} to", e) from None
+            raise self.fail(f"upload {path} to", e) from None

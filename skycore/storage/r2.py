@@ -1,18 +1,18 @@
-"""The Cloudflare R2 backend: ``store: r2``, ``r2://bucket``, config section ``r2``.
+"""The Cloudflare R2 store: ``store: r2``, ``r2://bucket``, config section ``r2``.
 
 R2 speaks the S3 API at an account endpoint (``https://ACCOUNT_ID.r2.cloudflarestorage.com``)
 with its own access keys, so the store is the S3 store with R2's name, URL scheme, config
 model, bucket-name rules and rclone provider. This module and its emulator module
-(harness/emulators/r2.py) are the whole backend; docs/backends.md walks through both.
+(harness/emulators/r2.py) are the whole store; docs/backends.md walks through both.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import model_validator
 
+from skycore.storage.common import basic_name_problem
 from skycore.storage.s3 import AwsConfig, S3Store
 
 
@@ -39,13 +39,7 @@ class R2Config(AwsConfig):
 
 def r2_name_problem(name: str) -> str | None:
     """Cloudflare R2 bucket naming rules."""
-    if not 3 <= len(name) <= 63:
-        return f"must be 3 to 63 characters long (it has {len(name)})"
-    if not re.fullmatch(r"[a-z0-9-]+", name):
-        return "may contain only lowercase letters, digits and hyphens"
-    if not (name[0].isalnum() and name[-1].isalnum()):
-        return "must begin and end with a lowercase letter or digit"
-    return None
+    return basic_name_problem(name, "[a-z0-9-]", "lowercase letters, digits and hyphens")
 
 
 class R2Store(S3Store):

@@ -1,7 +1,7 @@
-"""The registry of store backends: every class under the entry-point group ``skycore.stores``.
+"""The registry of stores: every store class under the entry-point group ``skycore.stores``.
 
 The built-in stores are registered exactly like a third-party one, in pyproject.toml, so
-nothing here names a store. A backend package declares::
+nothing here names a store. A package that adds a store declares::
 
     [project.entry-points."skycore.stores"]
     mystore = "my_package.store:MyStore"
@@ -27,11 +27,15 @@ _CACHE: dict[str, type[AbstractStore]] | None = None
 
 
 class UnknownStoreError(StorageError):
-    """A store name, URL scheme or config section that no registered backend has."""
+    """A store name, URL scheme or config section that no registered store has."""
 
 
-class BackendLoadError(StorageError):
-    """A registered backend could not be imported or does not follow the contract."""
+class StoreLoadError(StorageError):
+    """A registered store could not be imported or does not follow the contract."""
+
+
+BackendLoadError = StoreLoadError
+"""The former name of ``StoreLoadError``, kept for code that catches it."""
 
 
 def _load() -> dict[str, type[AbstractStore]]:
@@ -42,24 +46,24 @@ def _load() -> dict[str, type[AbstractStore]]:
         try:
             cls = ep.load()
         except Exception as e:
-            raise BackendLoadError(
-                f"The store backend '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
+            raise StoreLoadError(
+                f"The store '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
                 "uninstall the package that registers it."
             ) from None
         if not (isinstance(cls, type) and issubclass(cls, AbstractStore)):
-            raise BackendLoadError(
+            raise StoreLoadError(
                 f"The entry point '{ep.name}' of group {GROUP} ({ep.value}) is not an "
                 "AbstractStore subclass; see docs/backends.md."
             )
         if cls.store_name != ep.name:
-            raise BackendLoadError(
+            raise StoreLoadError(
                 f"The entry point '{ep.name}' of group {GROUP} loads a store named "
                 f"'{cls.store_name}'; the entry point's name must equal store_name."
             )
         found[ep.name] = cls
     if not found:
-        raise BackendLoadError(
-            f"No store backend is registered (entry-point group {GROUP}). Install skycore "
+        raise StoreLoadError(
+            f"No store is registered (entry-point group {GROUP}). Install skycore "
             "into the environment you run it from ('pip install -e .' or 'make venv')."
         )
     return dict(sorted(found.items()))

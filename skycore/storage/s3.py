@@ -1,4 +1,4 @@
-"""The S3 backend: ``store: s3``, ``s3://bucket``, config section ``aws``, boto3, rclone ``s3``.
+"""The S3 store: ``store: s3``, ``s3://bucket``, config section ``aws``, boto3, rclone ``s3``.
 
 ``S3Store`` also serves S3-compatible stores: a subclass changes the class variables, the
 config model and the rclone provider.
@@ -6,7 +6,6 @@ config model and the rclone provider.
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from functools import cached_property
@@ -20,10 +19,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
-from skycore.config import SkycoreConfig
 from skycore.storage.api import AbstractStore, AccessInfo
-from skycore.storage.common import StorageAccessError, StorageError, is_ip_address
-from skycore.storage.mounting import rclone_section
+from skycore.storage.common import StorageError, basic_name_problem, is_ip_address
 
 _TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
 
@@ -50,12 +47,9 @@ class AwsConfig(BaseModel):
 
 def s3_name_problem(name: str) -> str | None:
     """Amazon S3 general-purpose bucket naming rules."""
-    if not 3 <= len(name) <= 63:
-        return f"must be 3 to 63 characters long (it has {len(name)})"
-    if not re.fullmatch(r"[a-z0-9.-]+", name):
-        return "may contain only lowercase letters, digits, dots and hyphens"
-    if not (name[0].isalnum() and name[-1].isalnum()):
-        return "must begin and end with a lowercase letter or digit"
+    problem = basic_name_problem(name, "[a-z0-9.-]", "lowercase letters, digits, dots and hyphens")
+    if problem:
+        return problem
     if ".." in name:
         return "must not contain two adjacent dots"
     if is_ip_address(name):
@@ -84,10 +78,7 @@ class S3Store(AbstractStore):
     """rclone's ``provider`` for this S3 service."""
     location_constraint: ClassVar[bool] = True
     """create_bucket sends the region as LocationConstraint (outside us-east-1)."""
-
-    def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
-        super().__init__(name, config, None)
-        self.aws: AwsConfig = self.section
+    section: AwsConfig
 
     @classmethod
     def name_problem(cls, name: str) -> str | None:
@@ -100,7 +91,7 @@ class S3Store(AbstractStore):
 
     @classmethod
     def rclone_config(cls, section: Any) -> str:
-        common: dict[str, str | None] = {
+        options: dict[str, str | None] = {
             "type": "s3",
             "provider": cls.rclone_provider_for(section),
             "region": section.region,
@@ -118,17 +109,13 @@ class S3Store(AbstractStore):
                 "access_key_id": section.access_key_id,
                 "secret_access_key": section.secret_access_key,
             }
-        return (
-            rclone_section(cls.remote_name(), common | creds)
-            + "\n"
-            + rclone_section(cls.remote_name(anonymous=True), common | {"env_auth": "false"})
-        )
+        return cls.rclone_remotes(options, creds, anonymous={"env_auth": "false"})
 
     def _make_client(self, anonymous: bool) -> Any:
         """One boto3 client per endpoint, credentials and signing mode, shared by every
         S3Store of the process (a new Session costs ~0.5 s of CPU; clients are
         thread-safe)."""
-        aws = self.aws
+        aws = self.section
         key = (aws.endpoint_url, aws.region, aws.access_key_id, aws.secret_access_key, anonymous)
         with _CLIENTS_LOCK:
             client = _CLIENTS.get(key)
@@ -145,12 +132,12 @@ class S3Store(AbstractStore):
             max_pool_connections=32,
             signature_version=UNSIGNED if anonymous else None,
         )
-        kwargs: dict[str, Any] = {"region_name": self.aws.region, "config": cfg}
-        if self.aws.endpoint_url:
-            kwargs["endpoint_url"] = self.aws.endpoint_url
-        if not anonymous and self.aws.access_key_id:
-            kwargs["aws_access_key_id"] = self.aws.access_key_id
-            kwargs["aws_secret_access_key"] = self.aws.secret_access_key
+        kwargs: dict[str, Any] = {"region_name": self.section.region, "config": cfg}
+        if self.section.endpoint_url:
+            kwargs["endpoint_url"] = self.section.endpoint_url
+        if not anonymous and self.section.access_key_id:
+            kwargs["aws_access_key_id"] = self.section.access_key_id
+            kwargs["aws_secret_access_key"] = self.section.secret_access_key
         return boto3.session.Session().client("s3", **kwargs)
 
     @cached_property
@@ -163,12 +150,6 @@ class S3Store(AbstractStore):
         """boto3 S3 client sending unsigned (anonymous) requests."""
         return self._make_client(anonymous=True)
 
-    def _fail(self, action: str, e: Exception) -> StorageError:
-        return StorageError(
-            f"Could not {action} {self.url}: {e}. Check the {self.config_section} section "
-            f"of the skycore config and that the {self.store_name} endpoint is reachable."
-        )
-
     # --- operations ---------------------------------------------------------------------------
     def exists(self) -> bool:
         try:
@@ -179,25 +160,22 @@ class S3Store(AbstractStore):
                 return False
             if _status(e) == 403:
                 return True
-            raise self._fail("check", e) from None
+            raise self.fail("check", e) from None
         except BotoCoreError as e:
-            raise self._fail("check", e) from None
+            raise self.fail("check", e) from None
 
     def create(self) -> None:
         kwargs: dict[str, Any] = {"Bucket": self.name}
-        if self.location_constraint and self.aws.region != "us-east-1":
-            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.aws.region}
+        if self.location_constraint and self.section.region != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.section.region}
         try:
             self.client.create_bucket(**kwargs)
         except ClientError as e:
             if _code(e) == "BucketAlreadyOwnedByYou":
                 return
             if _code(e) in ("BucketAlreadyExists", "AccessDenied") or _status(e) in (403, 409):
-                raise StorageAccessError(
-                    f"The {self.bucket_label} name '{self.name}' is already taken by another "
-                    "account. Choose another name."
-                ) from None
-            raise self._fail("create", e) from None
+                raise self.name_taken() from None
+            raise self.fail("create", e) from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
         keys: list[str] = []
@@ -215,7 +193,7 @@ class S3Store(AbstractStore):
                         raise
                     keys = []
         except (ClientError, BotoCoreError) as e:
-            raise self._fail("list", e) from None
+            raise self.fail("list", e) from None
         return keys
 
     def delete(self) -> int:
@@ -237,10 +215,8 @@ class S3Store(AbstractStore):
             self.client.delete_bucket(Bucket=self.name)
         except ClientError as e:
             if _status(e) == 403:
-                raise StorageAccessError(
-                    f"You may not delete {self.url}: it belongs to another account."
-                ) from None
-            raise self._fail("delete", e) from None
+                raise self.not_yours("delete") from None
+            raise self.fail("delete", e) from None
         return len(keys)
 
     def _can_write(self) -> bool:
@@ -261,25 +237,19 @@ class S3Store(AbstractStore):
                 self.client.list_objects_v2(Bucket=self.name, MaxKeys=1)
             except ClientError as e:
                 if _status(e) == 404 or _code(e) == "NoSuchBucket":
-                    return AccessInfo(exists=False, detail="does not exist")
+                    return AccessInfo.missing()
                 if _status(e) != 403:
                     raise
                 try:
                     self.anon_client.list_objects_v2(Bucket=self.name, MaxKeys=1)
                 except ClientError as e2:
                     if _status(e2) == 404:
-                        return AccessInfo(exists=False, detail="does not exist")
-                    return AccessInfo(exists=True, detail="private to another account")
-                return AccessInfo(exists=True, can_read=True, anonymous=True, detail="public")
-            writable = self._can_write()
-            return AccessInfo(
-                exists=True,
-                can_read=True,
-                can_write=writable,
-                detail="yours" if writable else "public, read-only for you",
-            )
+                        return AccessInfo.missing()
+                    return AccessInfo.private()
+                return AccessInfo.public()
+            return AccessInfo.readable(self._can_write())
         except (ClientError, BotoCoreError) as e:
-            raise self._fail("check access to", e) from None
+            raise self.fail("check access to", e) from None
 
     def is_object(self, key: str) -> bool:
         if not key:
@@ -297,10 +267,8 @@ class S3Store(AbstractStore):
         try:
             self.client.upload_file(str(path), self.name, key, Config=_TRANSFER)
         except (ClientError, BotoCoreError) as e:
-            raise self._fail(f"upload {path} to", e) from None
+            raise self.fail(f"upload {path} to", e) from None
         except Exception as e:  # boto3's S3UploadFailedError wraps ClientError
             if "AccessDenied" in str(e) or "403" in str(e):
-                raise StorageAccessError(
-                    f"You may not write to {self.url}: it belongs to another account."
-                ) from None
-            raise self._fail(f"upload {path} to", e) from None
+                raise self.not_yours("write to") from None
+            raise self.fail(f"upload {path} to", e) from None
