@@ -1,4 +1,11 @@
-"""Fixtures for unit tests that need the storage emulators (real processes).
+"""Fixtures every test folder may use, on top of the harness plugin's (harness.plugin:
+``local_cloud``, ``node_engine``, ``skycore_home``, ``bucket_factory``, ``store_faults``,
+``side_by_side``, the ``store`` parameter, ...).
+
+Layers: the harness plugin (the local cloud, stores, buckets and clusters of the smoke tests)
+-> this file (the emulators on their own, rclone, ``unique_name``, the ``cloud`` marker) ->
+tests/integration/conftest.py (``config``, ``docker_config``, ``store_config``, ``cluster``,
+``bucket``) -> a test file's own fixtures, which never redefine one of these.
 
 ``emulators`` starts them once (or reuses the ones already running in ``$HARNESS_HOME``),
 so repeated runs and pytest-xdist workers share the same processes. Tests make bucket
@@ -10,22 +17,35 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from harness import registry
 from harness.accounts import USER
-from harness.emulators import RunningEmulator, start_all
+from harness.emulators import registry
+from harness.emulators.fleet import RunningEmulator, start_all
+from tests import names
 
 RCLONE = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "rclone"
 
 
+# A test whose fixtures reach any of these needs the local cloud (emulators, dockerd, node
+# image): it is marked ``cloud`` (pyproject.toml), so ``-m "not cloud"`` runs without one.
+CLOUD_FIXTURES = frozenset({"local_cloud", "node_engine", "emulators"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``cloud`` every test that uses the local cloud, before ``-m`` selects."""
+    for item in items:
+        if CLOUD_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cloud)
+
+
 def _selected(config: pytest.Config) -> tuple[str, ...]:
     try:
-        from harness.plugin import selected_stores
+        from harness.testing.plugin import selected_stores
     except ImportError:
         return registry.store_names()
     return tuple(selected_stores(config))
@@ -38,13 +58,9 @@ def emulators(request: pytest.FixtureRequest) -> dict[str, RunningEmulator]:
 
 
 @pytest.fixture
-def unique_name() -> Callable[[str], str]:
-    """``unique_name(prefix)`` -> a bucket name no other test or worker uses."""
-
-    def make(prefix: str) -> str:
-        return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-    return make
+def unique_name() -> Callable[..., str]:
+    """``unique_name(prefix)`` -> a name no other test or worker uses (tests.names)."""
+    return names.unique_name
 
 
 def rclone_env() -> dict[str, str]:

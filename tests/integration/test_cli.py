@@ -9,8 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,7 @@ import pytest
 import yaml
 
 from skycore import backend, provision, state
-from skycore.config import DockerConfig, SkycoreConfig, save_config
-
-pytestmark = pytest.mark.cloud
+from skycore.config import SkycoreConfig
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]
 
@@ -29,26 +26,13 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def home(
-    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    docker_config: SkycoreConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> SkycoreConfig:
-    host, image = node_engine
-    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    """``docker_config``, with the CLI run from tmp_path, next to a workdir ``wd``."""
     monkeypatch.chdir(tmp_path)
-    cfg = SkycoreConfig(
-        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
-    )
-    save_config(cfg)
     (tmp_path / "wd").mkdir()
     (tmp_path / "wd" / "msg.txt").write_text("from-workdir\n")
-    return cfg
-
-
-@pytest.fixture
-def cluster(home: SkycoreConfig) -> Iterator[str]:
-    name = f"tc-{uuid.uuid4().hex[:8]}"
-    yield name
-    provision.terminate_instances("docker", name, home)
-    state.remove_cluster(name, "test teardown")
+    return docker_config
 
 
 @pytest.fixture
@@ -64,6 +48,23 @@ def sky(home: SkycoreConfig) -> Run:
         )
 
     return run
+
+
+def exec_terminal(*args: str) -> subprocess.Popen[str]:
+    """``skycore exec ARGS`` as a user's terminal runs it, its output read as it comes."""
+    return subprocess.Popen(
+        [*SKYCORE, "exec", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def kill_terminal_after(proc: subprocess.Popen[str], marker: str) -> None:
+    """kill -9 the terminal ``proc`` once its job printed ``marker``."""
+    try:
+        wait_for_line(proc, marker)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
 
 
 def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
@@ -191,12 +192,7 @@ def test_dryrun_changes_nothing(cluster: str, sky: Run) -> None:
 
 def test_cancel_a_running_job(cluster: str, sky: Run, home: SkycoreConfig) -> None:
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
-    proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, "echo job-$((6*7)); sleep 120; echo finished"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = exec_terminal(cluster, "echo job-$((6*7)); sleep 120; echo finished")
     try:
         lines = wait_for_line(proc, "job-42")
         r = sky("cancel", cluster, "2", "-y")
@@ -227,12 +223,7 @@ def test_ctrl_c_detaches_and_cancel_from_another_terminal_stops_it(
     reattach); 'skycore cancel' from another terminal is what stops it. (This test used to
     assert that Ctrl-C cancels the job on the nodes.)"""
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
-    proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, "echo job-$((6*7)); sleep 300; echo finished"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = exec_terminal(cluster, "echo job-$((6*7)); sleep 300; echo finished")
     try:
         lines = wait_for_line(proc, "job-42")
         proc.send_signal(signal.SIGINT)
@@ -258,18 +249,8 @@ def test_a_killed_client_changes_nothing_on_the_cluster(
     cluster: str, sky: Run, home: SkycoreConfig
 ) -> None:
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
-    proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, "echo start-$((6*7)); sleep 3; echo finished-ok"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_line(proc, "start-42")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
+    proc = exec_terminal(cluster, "echo start-$((6*7)); sleep 3; echo finished-ok")
+    kill_terminal_after(proc, "start-42")
     # Any terminal: the job's own log to its end, and its real outcome.
     r = sky("logs", cluster, "2")
     assert r.returncode == 0, r.stderr
@@ -336,18 +317,8 @@ def test_logs_of_a_job_whose_terminal_was_killed_are_whole(
     job = write(
         "job.yaml", yaml.safe_dump({"num_nodes": nodes, "run": f"{TEN_LINES}; exit {exit_code}"})
     )
-    proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, job],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_line(proc, "line-2-0")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
+    proc = exec_terminal(cluster, job)
+    kill_terminal_after(proc, "line-2-0")
     row = _wait_ended(sky, cluster, 2)
     assert row["status"] == status, row
     log_dir = Path(row["log_dir"])
@@ -368,18 +339,8 @@ def test_logs_of_a_job_that_ended_unfollowed_before_a_stop_are_whole(
     stop records its outcome and fetches its log while the nodes still answer, so 'logs'
     of the stopped cluster prints all of it."""
     assert sky("launch", write("idle.yaml", "run: echo up\n"), "-c", cluster, "-y").returncode == 0
-    proc = subprocess.Popen(
-        [*SKYCORE, "exec", cluster, TEN_LINES],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_line(proc, "line-2-0")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
+    proc = exec_terminal(cluster, TEN_LINES)
+    kill_terminal_after(proc, "line-2-0")
     record = state.get_cluster(cluster)
     assert record is not None
     runner = backend.get_handle(record, home).runners[0]

@@ -7,12 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from harness import cloud, emulators, registry
-from harness.procs import Proc
-
-pytestmark = pytest.mark.cloud
+from harness.cloud import cloud
+from harness.cloud.procs import Proc
+from harness.emulators import fleet as emulators
+from harness.emulators import registry
 
 
 def test_second_up_is_a_no_op(local_cloud) -> None:
@@ -34,7 +32,7 @@ def _emulator_rows() -> list[str]:
 
 
 def test_status_lists_every_component(local_cloud) -> None:
-    from harness import emulators
+    from harness.emulators import fleet as emulators
 
     rows = {row.component: row for row in cloud.status()}
     for component in ("dockerd", "node image", *_emulator_rows()):

@@ -16,21 +16,21 @@ from typing import Any, ClassVar
 import pytest
 import requests
 
-from harness import registry
 from harness.accounts import OTHER, USER
-from harness.emulators import (
+from harness.cloud.procs import Proc, free_port
+from harness.emulators import registry
+from harness.emulators.azure import ACCOUNTS as AZURE_ACCOUNTS
+from harness.emulators.azure import AzureEmulator, npm_dir
+from harness.emulators.base import CAPABILITIES, state_file
+from harness.emulators.fleet import (
     EmulatorError,
     RunningEmulator,
     start_all,
     status_all,
     stop_all,
 )
-from harness.emulators.azure import ACCOUNTS as AZURE_ACCOUNTS
-from harness.emulators.azure import AzureEmulator, npm_dir
-from harness.emulators.base import CAPABILITIES, state_file
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator
-from harness.procs import Proc, free_port
 from skycore.storage.registry import get_store_class
 
 ALL = [
@@ -385,6 +385,7 @@ def _wait_gone(proc: Proc) -> None:
 
 
 @pytest.mark.gcp
+@pytest.mark.cloud  # starts emulator processes of its own
 def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -406,6 +407,7 @@ class _DiesAtStart(GcsEmulator):
 
 
 @pytest.mark.gcp
+@pytest.mark.cloud  # starts emulator processes of its own
 def test_process_exiting_early_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EmulatorError) as info:
         _DiesAtStart.launch(tmp_path)
@@ -451,6 +453,7 @@ def test_gate_streams_large_uploads(
 
 
 @pytest.mark.gcp
+@pytest.mark.cloud  # starts emulator processes of its own
 def test_gate_health_reports_a_dead_emulator(tmp_path: Path) -> None:
     emulator = GcsEmulator.launch(tmp_path)
     try:
@@ -468,6 +471,7 @@ def test_gate_health_reports_a_dead_emulator(tmp_path: Path) -> None:
 
 
 @pytest.mark.gcp
+@pytest.mark.cloud  # starts emulator processes of its own
 def test_a_dead_or_outdated_gate_is_restarted_alone(tmp_path: Path) -> None:
     """The emulator (and its buckets) survive; the gate reloads bucket ownership from its
     state file."""
@@ -498,10 +502,11 @@ def test_a_dead_or_outdated_gate_is_restarted_alone(tmp_path: Path) -> None:
 
 
 @pytest.mark.gcp
+@pytest.mark.cloud  # starts emulator processes of its own
 def test_concurrent_starts_share_one_emulator(tmp_path: Path) -> None:
     """Several processes starting at once (pytest-xdist workers) end up with one emulator."""
     script = (
-        "import sys\nfrom pathlib import Path\nfrom harness.emulators import start_all\n"
+        "import sys\nfrom pathlib import Path\nfrom harness.emulators.fleet import start_all\n"
         "e = start_all(Path(sys.argv[1]), stores=('gcs',))['gcs']\n"
         "print(e.record.pid, e.record.gate_pid, e.endpoint)\n"
     )
@@ -522,7 +527,7 @@ def test_concurrent_starts_share_one_emulator(tmp_path: Path) -> None:
 # --- capabilities ----------------------------------------------------------------------
 
 CAPABILITY_CONFTEST = """
-from harness import registry
+from harness.emulators import registry
 from harness.emulators.gcs import GcsEmulator
 
 

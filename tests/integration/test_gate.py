@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 import requests
 
-from harness import registry
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.emulators import RunningEmulator
-from harness.emulators.azure import classify_azure
-from harness.emulators.gcs import GcsEmulator, classify_gcs, classify_gcs_batch
-from harness.emulators.s3 import S3Emulator, classify_s3
-from harness.gate_rules import ANONYMOUS, INVALID, Bucket, Kind, decide
+from harness.emulators import registry
+from harness.emulators.azure_protocol import classify_azure
+from harness.emulators.fleet import RunningEmulator
+from harness.emulators.gcs import GcsEmulator
+from harness.emulators.gcs_protocol import classify_gcs, classify_gcs_batch
+from harness.emulators.s3 import S3Emulator
+from harness.emulators.s3_protocol import classify_s3
+from harness.gate.rules import ANONYMOUS, INVALID, Bucket, Kind, decide
 
 SEED_KEY = "seed/hello world.txt"
 SEED = b"hello from the seed object\n"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.emulators import RunningEmulator
+from harness.emulators.fleet import RunningEmulator
 from skycore import node
 from skycore.config import SkycoreConfig
 from skycore.node import mounts as node_mounts
@@ -28,6 +28,7 @@ from skycore.storage.gcs import GcpConfig
 from skycore.storage.mounting import MountOptions, RcloneEnv
 from skycore.storage.r2 import R2Config
 from skycore.storage.s3 import AwsConfig
+from tests.integration.helpers import emulator_bucket
 
 # --- pure builders ------------------------------------------------------------------------------
 
@@ -196,17 +197,8 @@ RCLONE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
 
 
 @pytest.fixture
-def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    from skycore.storage import get_store_class
-
-    return SkycoreConfig(
-        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
-    )
-
-
-@pytest.fixture
-def host_env(config: SkycoreConfig) -> Iterator[RcloneEnv]:
-    """rclone config written like a node's (0600) and a short per-test mounts folder."""
+def host_env(store_config: SkycoreConfig) -> Iterator[RcloneEnv]:
+    """rclone store_config written like a node's (0600) and a short per-test mounts folder."""
     if not Path("/dev/fuse").exists() or not shutil.which("fusermount3"):
         pytest.fail("FUSE is missing: /dev/fuse and fusermount3 are needed (apt install fuse3).")
     base = Path(tempfile.mkdtemp(prefix="skm-", dir="/tmp"))
@@ -217,7 +209,7 @@ def host_env(config: SkycoreConfig) -> Iterator[RcloneEnv]:
         mounts_base=str(base / "m"),
         helper=str(base / "skycore-mounts.py"),
     )
-    for path, content in mounting.node_files(config, env).items():
+    for path, content in mounting.node_files(store_config, env).items():
         Path(path).write_text(content)
         os.chmod(path, 0o600)
     yield env
@@ -245,28 +237,17 @@ def mounted(path: Path) -> bool:
     )
 
 
-@pytest.fixture
-def user_bucket(
-    store: str, emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
-) -> Iterator[str]:
-    em = emulators[store]
-    name = unique_name("mnt")
-    url = em.make_bucket(name, owner="user", public=False)
-    yield url
-    em.delete_bucket(name)
-
-
 def test_cached_mount_uploads_in_creation_order_and_drains(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    user_bucket: str,
+    bucket: str,
 ) -> None:
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(config)
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "data"
-    cmd = storage.mount_command(str(dst), config, env=host_env)
+    cmd = storage.mount_command(str(dst), store_config, env=host_env)
     r = bash(cmd)
     assert r.returncode == 0, r.stderr
     assert mounted(dst)
@@ -284,10 +265,14 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     dirs = mounting.mount_dirs(str(dst), host_env.mounts_base)
     stats = bash(f"{RCLONE} rc --unix-socket {dirs.rc_socket} vfs/stats").stdout
     assert '"uploadsQueued": 0' in stats and '"uploadsInProgress": 0' in stats
-    bucket = storage.name
-    writes = [e.key for e in emulators[store].events(bucket) if e.op != "delete" and e.key in names]
+    bucket_name = storage.name
+    writes = [
+        e.key for e in emulators[store].events(bucket_name) if e.op != "delete" and e.key in names
+    ]
     assert writes == names, f"upload order {writes}"
-    assert sorted(make_store(store, bucket, config, storage.account).list_keys()) == names
+    assert (
+        sorted(make_store(store, bucket_name, store_config, storage.account).list_keys()) == names
+    )
     un = bash(mounting.unmount_command(str(dst), 60, host_env))
     assert un.returncode == 0, un.stderr
     assert not mounted(dst)
@@ -296,9 +281,9 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
 def test_reopened_file_ends_as_one_complete_object(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    user_bucket: str,
+    bucket: str,
 ) -> None:
     """The short write-back never uploads a torn file: a writer that closes, reopens within
     the write-back delay and keeps writing for longer than it ends with one complete object.
@@ -306,10 +291,10 @@ def test_reopened_file_ends_as_one_complete_object(
     cancel a queued upload on open); such an upload is that closed version, whole (rclone's
     reader fails an upload whose source changes under it), and the file goes up again after
     its final close."""
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(config)
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "reopen"
-    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
     parts = [os.urandom(256 << 10) for _ in range(6)]
     with open(dst / "ckpt.bin", "wb") as f:
         f.write(parts[0])
@@ -323,11 +308,11 @@ def test_reopened_file_ends_as_one_complete_object(
         closed_ns = time.time_ns()
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
     assert drain.returncode == 0, drain.stderr
-    bucket = storage.name
-    st = make_store(store, bucket, config, storage.account)
+    bucket_name = storage.name
+    st = make_store(store, bucket_name, store_config, storage.account)
     assert st.list_keys() == ["ckpt.bin"]
-    assert emulators[store].read_object(bucket, "ckpt.bin") == b"".join(parts)
-    writes = [e for e in emulators[store].events(bucket) if e.key == "ckpt.bin"]
+    assert emulators[store].read_object(bucket_name, "ckpt.bin") == b"".join(parts)
+    writes = [e for e in emulators[store].events(bucket_name) if e.key == "ckpt.bin"]
     assert writes, "no upload recorded"
     closed_sizes = {len(parts[0]), sum(map(len, parts))}
     assert all(e.size in closed_sizes for e in writes if e.size >= 0), writes
@@ -338,16 +323,16 @@ def test_reopened_file_ends_as_one_complete_object(
 
 
 def test_one_daemon_serves_every_mount_and_quits_when_idle(
-    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+    store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """A MOUNT and a MOUNT_CACHED mount of the same node share one rclone process; the
     live-mount probe sees both; unmounting the last one stops the daemon."""
     dsts = []
     for mode in ("MOUNT", "MOUNT_CACHED"):
-        storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode=mode)
-        storage.check(config)
+        storage = Storage.from_spec(name=None, source=bucket, store=None, mode=mode)
+        storage.check(store_config)
         dst = Path(host_env.mounts_base).parent / mode.lower()
-        r = bash(storage.mount_command(str(dst), config, env=host_env))
+        r = bash(storage.mount_command(str(dst), store_config, env=host_env))
         assert r.returncode == 0, r.stderr
         dsts.append(str(dst))
     sock = mounting.daemon_dirs(base=host_env.mounts_base).rc_socket
@@ -373,15 +358,15 @@ def test_one_daemon_serves_every_mount_and_quits_when_idle(
 
 
 def test_ordered_mount_fails_when_releases_cannot_be_serialized(
-    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+    store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """Upload order is a promise: when the FUSE connection's max_background cannot be set
     (fusectl read-only here, in a private mount namespace) the ordered MOUNT_CACHED mount
     fails with a clear error and is undone, instead of mounting with a warning."""
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(config)
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "ordered"
-    script = storage.mount_command(str(dst), config, env=host_env)
+    script = storage.mount_command(str(dst), store_config, env=host_env)
     r = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "bash", "-c",
          "mountpoint -q /sys/fs/fuse/connections || mount -t fusectl fusectl "
@@ -396,15 +381,15 @@ def test_ordered_mount_fails_when_releases_cannot_be_serialized(
 
 
 def test_plain_mount_writes_through_and_remounts_after_stale(
-    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+    store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT")
-    storage.check(config)
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT")
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "plain"
-    cmd = storage.mount_command(str(dst), config, env=host_env)
+    cmd = storage.mount_command(str(dst), store_config, env=host_env)
     assert bash(cmd).returncode == 0
     (dst / "hello.txt").write_text("hi")  # MOUNT: the upload is done when close returns
-    st = make_store(store, storage.name, config, storage.account)
+    st = make_store(store, storage.name, store_config, storage.account)
     assert st.list_keys() == ["hello.txt"]
     # kill rclone: the mount goes stale; the mount script recovers it
     sock = mounting.mount_dirs(str(dst), host_env.mounts_base).rc_socket
@@ -422,19 +407,19 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
 def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    user_bucket: str,
+    bucket: str,
 ) -> None:
     """Nothing written is lost when a node's rclone daemon dies with uploads pending: the
     closed files stay in the daemon's cache folder, the dead mount fails at once (ENOTCONN,
     never a hang), and the next mount of the same destination (what a relaunch does with a
     stale mount) uploads every one of them whole."""
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(config)
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "crash"
     storage.mount_options = MountOptions(write_back_s=120)  # still pending when rclone dies
-    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
     names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
     payloads = {n: os.urandom((1 << 20) + i) for i, n in enumerate(names)}
     for n in names:
@@ -458,7 +443,7 @@ def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
         os.stat(dst / names[0])
     assert dead.value.errno == errno.ENOTCONN
     storage.mount_options = MountOptions()  # the next mount: today's write-back
-    r = bash(storage.mount_command(str(dst), config, env=host_env))
+    r = bash(storage.mount_command(str(dst), store_config, env=host_env))
     assert r.returncode == 0, r.stderr
     assert "stale mount" in r.stderr
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
@@ -477,7 +462,7 @@ WRITE_S = 1.0  # 5 small files created, written, closed: ~0.01 s measured (held:
 def test_cached_writer_never_waits_for_the_store(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
     unique_name: Callable[[str], str],
     record_property: Callable[[str, object], None],
@@ -503,9 +488,9 @@ def test_cached_writer_never_waits_for_the_store(
             url = em.make_bucket(name, owner="user", public=False)
             storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
             storage.mount_options = MountOptions(refresh_s=1)
-            storage.check(config)
+            storage.check(store_config)
             dst = Path(host_env.mounts_base).parent / kind
-            r = bash(storage.mount_command(str(dst), config, env=host_env))
+            r = bash(storage.mount_command(str(dst), store_config, env=host_env))
             assert r.returncode == 0, r.stderr
             mounts[kind] = dst
         served = node_mounts.served(host_env.mounts_base)[0]
@@ -562,18 +547,18 @@ def test_cached_writer_never_waits_for_the_store(
 def test_objects_others_add_show_up_after_a_refresh(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    user_bucket: str,
+    bucket: str,
 ) -> None:
     """A MOUNT_CACHED mount keeps its listing, so an object another writer adds shows up
     only when the node's refresher lists the mount again: within the refresh period, a
     1 s tick and one listing (here refresh_s=1; 10 s by default), never on its own."""
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
     storage.mount_options = MountOptions(refresh_s=1)
-    storage.check(config)
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "others"
-    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
     (dst / "mine.bin").write_bytes(b"m" * 1000)
     assert bash(mounting.drain_command(str(dst), 60, host_env)).returncode == 0
     emulators[store].write_object(storage.name, "theirs/added.txt", b"theirs")
@@ -589,18 +574,18 @@ def test_objects_others_add_show_up_after_a_refresh(
 def test_public_bucket_of_other_account_mounts_read_only(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("pub")
-    url = em.make_bucket(name, owner="other", public=True, objects={"data/a.txt": b"public"})
-    try:
+    with emulator_bucket(
+        em, "pub", owner="other", public=True, objects={"data/a.txt": b"public"}
+    ) as (_name, url):
         storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-        assert storage.check(config).read_only
+        assert storage.check(store_config).read_only
         dst = Path(host_env.mounts_base).parent / "pub"
-        r = bash(storage.mount_command(str(dst), config, env=host_env))
+        r = bash(storage.mount_command(str(dst), store_config, env=host_env))
         assert r.returncode == 0, r.stderr
         assert (dst / "data" / "a.txt").read_text() == "public"
         t0 = time.monotonic()
@@ -611,29 +596,27 @@ def test_public_bucket_of_other_account_mounts_read_only(
         # COPY of the same public bucket
         copy_dst = Path(host_env.mounts_base).parent / "copy"
         c = Storage.from_spec(name=None, source=url + "/data", store=None, mode="COPY")
-        c.check(config)
-        r = bash(c.copy_command(str(copy_dst), config, env=host_env))
+        c.check(store_config)
+        r = bash(c.copy_command(str(copy_dst), store_config, env=host_env))
         assert r.returncode == 0, r.stderr
         assert (copy_dst / "a.txt").read_text() == "public"
-    finally:
-        em.delete_bucket(name)
 
 
 def test_drain_lets_uploads_waiting_for_the_write_back_go_at_once(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    user_bucket: str,
+    bucket: str,
 ) -> None:
     """A drain does not wait out the write-back delay: files closed just before it are
     uploaded at once, in creation order (with a 20 s write-back, a drain given 10 s would
     time out otherwise)."""
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
     storage.mount_options = MountOptions(write_back_s=20)
-    storage.check(config)
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "hurried"
-    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
     names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
     for n in names:
         (dst / n).write_bytes(n.encode() * 1000)
@@ -647,13 +630,13 @@ def test_drain_lets_uploads_waiting_for_the_write_back_go_at_once(
 
 
 def test_unmount_refuses_with_uploads_pending(
-    store: str, config: SkycoreConfig, host_env: RcloneEnv, user_bucket: str
+    store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
-    storage = Storage.from_spec(name=None, source=user_bucket, store=None, mode="MOUNT_CACHED")
+    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
     storage.mount_options = MountOptions(write_back_s=120)  # hold uploads back
-    storage.check(config)
+    storage.check(store_config)
     dst = Path(host_env.mounts_base).parent / "pending"
-    assert bash(storage.mount_command(str(dst), config, env=host_env)).returncode == 0
+    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
     (dst / "late.bin").write_bytes(b"x" * 1000)
     r = bash(mounting.unmount_command(str(dst), 2, host_env))
     assert r.returncode == 1

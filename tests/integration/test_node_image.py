@@ -7,11 +7,8 @@ import subprocess
 import uuid
 
 import docker
-import pytest
 
-from harness import nodes
-
-pytestmark = pytest.mark.cloud
+from harness.cloud import nodes
 
 
 def run_in_node(

@@ -5,47 +5,21 @@ from __future__ import annotations
 import io
 import textwrap
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from rich.console import Console
 
-from skycore import execution, provision, state
-from skycore.backend import ClusterError, StageError
-from skycore.config import DockerConfig, SkycoreConfig, save_config
+from skycore import core, execution, provision, state
+from skycore.config import SkycoreConfig
+from skycore.errors import ClusterError, StageError
 from skycore.execution import Stage
 from skycore.provision import NodeStatus
 from skycore.provision import docker as dprov
 from skycore.task import Task
-
-pytestmark = pytest.mark.cloud
-
-
-@pytest.fixture
-def config(
-    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> SkycoreConfig:
-    """This test's own skycore home: docker section only, logs under tmp_path."""
-    host, image = node_engine
-    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
-    cfg = SkycoreConfig(
-        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
-    )
-    save_config(cfg)
-    return cfg
-
-
-@pytest.fixture
-def cluster(config: SkycoreConfig) -> Iterator[str]:
-    """A unique cluster name, torn down after the test whatever happened."""
-    name = f"tpl-{uuid.uuid4().hex[:8]}"
-    yield name
-    provision.terminate_instances("docker", name, config)
-    state.remove_cluster(name, "test teardown")
+from tests.integration.helpers import quiet, task_maker
+from tests.names import unique_name
 
 
 @pytest.fixture
@@ -59,16 +33,7 @@ def make_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     (tmp_path / "data" / "sub").mkdir(exist_ok=True)
     (tmp_path / "data" / "sub" / "a.txt").write_text("a\n")
 
-    def make(**fields: Any) -> Task:
-        path = tmp_path / f"task-{uuid.uuid4().hex[:6]}.yaml"
-        path.write_text(yaml.safe_dump(fields))
-        return Task.from_yaml(path)
-
-    return make
-
-
-def quiet() -> Console:
-    return Console(file=io.StringIO(), width=200)
+    return task_maker(tmp_path)
 
 
 def text_of(console: Console) -> str:
@@ -89,13 +54,13 @@ RUN_REPORT = textwrap.dedent(
 
 
 def test_single_node_launch(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(
         name="single", workdir="wd", envs={"FOO": "bar"}, setup="echo setup-ran", run=RUN_REPORT
     )
     console = quiet()
-    result = execution.launch(task, cluster, console=console, config=config, stream=False)
+    result = execution.launch(task, cluster, console=console, config=docker_config, stream=False)
     assert result.exit_code == 0
     assert result.job_status == state.JOB_SUCCEEDED
     assert [s.stage for s in result.stages] == [
@@ -125,7 +90,7 @@ def test_single_node_launch(
 
 
 def test_three_nodes_workdir_file_mounts_and_env_everywhere(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(
         num_nodes=3,
@@ -136,9 +101,9 @@ def test_three_nodes_workdir_file_mounts_and_env_everywhere(
         setup="cp /etc/app/config.txt ~/setup-saw.txt",
         run=RUN_REPORT + "cat ~/setup-saw.txt ~/datadir/sub/a.txt\n",
     )
-    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    result = execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
     assert result.exit_code == 0, result
-    info = provision.get_cluster_info("docker", cluster, config)
+    info = provision.get_cluster_info("docker", cluster, docker_config)
     ips = ",".join(info.ips)
     for rank in range(3):
         run = (result.log_dir / f"run-{rank}.log").read_text()
@@ -157,23 +122,23 @@ def test_three_nodes_workdir_file_mounts_and_env_everywhere(
 
 def test_output_streams_with_node_prefixes(
     cluster: str,
-    config: SkycoreConfig,
+    docker_config: SkycoreConfig,
     make_task: Callable[..., Task],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     task = make_task(num_nodes=2, run="echo streamed-$SKYPILOT_NODE_RANK")
-    execution.launch(task, cluster, console=quiet(), config=config)
+    execution.launch(task, cluster, console=quiet(), config=docker_config)
     out = capsys.readouterr().out
     assert "(head, rank=0) streamed-0" in out
     assert "(worker1, rank=1) streamed-1" in out
 
 
 def test_setup_failure_keeps_cluster_up_then_exec_works(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     bad = make_task(setup="echo about-to-fail; exit 3", run="echo never")
     console = quiet()
-    result = execution.launch(bad, cluster, console=console, config=config, stream=False)
+    result = execution.launch(bad, cluster, console=console, config=docker_config, stream=False)
     assert result.exit_code == 100
     assert result.job_status == state.JOB_FAILED_SETUP
     assert Stage.EXEC not in [s.stage for s in result.stages]
@@ -185,18 +150,18 @@ def test_setup_failure_keeps_cluster_up_then_exec_works(
     assert "about-to-fail" in out  # the tail of the failed log is shown
     assert str(result.log_dir / "setup-0.log") in out
     fixed = make_task(run="echo exec-works")
-    again = execution.exec_task(fixed, cluster, console=quiet(), config=config, stream=False)
+    again = execution.exec_task(fixed, cluster, console=quiet(), config=docker_config, stream=False)
     assert again.exit_code == 0
     assert (again.log_dir / "run-0.log").read_text() == "exec-works\n"
     assert [s.stage for s in again.stages] == [Stage.SYNC_WORKDIR, Stage.EXEC]
 
 
 def test_failed_run_is_exit_100_with_log_tail(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     console = quiet()
     task = make_task(run="echo last-words; exit 9")
-    result = execution.launch(task, cluster, console=console, config=config, stream=False)
+    result = execution.launch(task, cluster, console=console, config=docker_config, stream=False)
     assert result.exit_code == 100
     assert result.job_status == state.JOB_FAILED
     assert "last-words" in text_of(console)
@@ -205,24 +170,26 @@ def test_failed_run_is_exit_100_with_log_tail(
 
 
 def test_relaunch_skips_provision_and_resyncs_only_changed_files(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task], tmp_path: Path
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task], tmp_path: Path
 ) -> None:
     for i in range(20):
         (tmp_path / "wd" / f"file{i}.txt").write_text(f"{i}\n")
     task = make_task(workdir="wd", run="cat file7.txt")
-    first = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    first = execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
     assert first.exit_code == 0
-    ids = [n.instance_id for n in provision.get_cluster_info("docker", cluster, config).nodes]
+    ids = [
+        n.instance_id for n in provision.get_cluster_info("docker", cluster, docker_config).nodes
+    ]
     (tmp_path / "wd" / "file7.txt").write_text("seven, changed\n")
     console = quiet()
-    second = execution.launch(task, cluster, console=console, config=config, stream=False)
+    second = execution.launch(task, cluster, console=console, config=docker_config, stream=False)
     assert second.exit_code == 0
     prov = next(s for s in second.stages if s.stage is Stage.PROVISION)
     assert prov.skipped and "provisioning skipped" in prov.note
     assert "provisioning skipped" in text_of(console)
-    assert [n.instance_id for n in provision.get_cluster_info("docker", cluster, config).nodes] == (
-        ids
-    )
+    assert [
+        n.instance_id for n in provision.get_cluster_info("docker", cluster, docker_config).nodes
+    ] == (ids)
     sync_log = (second.log_dir / "workdir_sync.log").read_text()
     assert "Number of regular files transferred: 1" in sync_log
     assert (second.log_dir / "run-0.log").read_text() == "seven, changed\n"
@@ -235,12 +202,12 @@ def test_relaunch_skips_provision_and_resyncs_only_changed_files(
 
 
 def test_relaunch_with_different_resources_is_a_clear_error(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
-    execution.launch(make_task(run="true"), cluster, console=quiet(), config=config)
+    execution.launch(make_task(run="true"), cluster, console=quiet(), config=docker_config)
     with pytest.raises(ClusterError) as exc:
         execution.launch(
-            make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config
+            make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=docker_config
         )
     msg = exc.value.message
     assert "num_nodes=1" in msg and "num_nodes=2" in msg and cluster in msg
@@ -248,106 +215,112 @@ def test_relaunch_with_different_resources_is_a_clear_error(
 
 
 def test_exec_on_stopped_or_missing_cluster_says_what_to_run(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(run="true")
     with pytest.raises(ClusterError, match="does not exist"):
-        execution.exec_task(task, cluster, console=quiet(), config=config)
-    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
-    execution.stop(cluster, console=quiet(), config=config)
-    assert set(provision.query_instances("docker", cluster, config).values()) == {
+        execution.exec_task(task, cluster, console=quiet(), config=docker_config)
+    execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
+    execution.stop(cluster, console=quiet(), config=docker_config)
+    assert set(provision.query_instances("docker", cluster, docker_config).values()) == {
         NodeStatus.STOPPED
     }
     with pytest.raises(ClusterError, match=f"skycore start {cluster}"):
-        execution.exec_task(task, cluster, console=quiet(), config=config)
-    execution.start(cluster, console=quiet(), config=config)
-    res = execution.exec_task(task, cluster, console=quiet(), config=config, stream=False)
+        execution.exec_task(task, cluster, console=quiet(), config=docker_config)
+    execution.start(cluster, console=quiet(), config=docker_config)
+    res = execution.exec_task(task, cluster, console=quiet(), config=docker_config, stream=False)
     assert res.exit_code == 0
 
 
 def test_node_that_fails_to_start_leaves_init_and_next_launch_repairs(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
-    client = dprov.client(config)
+    client = dprov.client(docker_config)
     blocker = client.containers.create(
-        config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
+        docker_config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
     )
     task = make_task(num_nodes=2, run="echo ok")
     try:
         with pytest.raises(StageError, match="node 1"):
-            execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+            execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
         rec = state.get_cluster(cluster)
         assert rec is not None and rec.status == state.CLUSTER_INIT
         assert "node 1" in rec.status_reason
         with pytest.raises(ClusterError, match="repair"):
-            execution.exec_task(task, cluster, console=quiet(), config=config)
+            execution.exec_task(task, cluster, console=quiet(), config=docker_config)
     finally:
         blocker.remove(force=True)
-    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    result = execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
     assert result.exit_code == 0
     rec = state.get_cluster(cluster)
     assert rec is not None and rec.status == state.CLUSTER_UP
-    assert set(provision.query_instances("docker", cluster, config).values()) == {NodeStatus.UP}
+    assert set(provision.query_instances("docker", cluster, docker_config).values()) == {
+        NodeStatus.UP
+    }
 
 
 def test_relaunch_repairs_a_gone_node(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(num_nodes=2, run="hostname")
-    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
-    dprov.client(config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
+    execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
+    dprov.client(docker_config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
     with pytest.raises(ClusterError, match="not healthy"):
-        execution.exec_task(task, cluster, console=quiet(), config=config)
+        execution.exec_task(task, cluster, console=quiet(), config=docker_config)
     rec = state.get_cluster(cluster)
     assert rec is not None and rec.status == state.CLUSTER_INIT
-    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    result = execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
     prov = next(s for s in result.stages if s.stage is Stage.PROVISION)
     assert not prov.skipped
     assert (result.log_dir / "run-1.log").read_text().strip() == f"{cluster}-1"
 
 
 def test_down_removes_nodes_and_record(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
-    execution.launch(make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config)
-    execution.down(cluster, console=quiet(), config=config)
-    assert provision.query_instances("docker", cluster, config) == {}
+    execution.launch(
+        make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=docker_config
+    )
+    execution.down(cluster, console=quiet(), config=docker_config)
+    assert provision.query_instances("docker", cluster, docker_config) == {}
     assert state.get_cluster(cluster) is None
     assert state.cluster_events(cluster)[-1].to_status == state.CLUSTER_TERMINATED
     with pytest.raises(ClusterError, match="does not exist"):
-        execution.down(cluster, console=quiet(), config=config)
+        execution.down(cluster, console=quiet(), config=docker_config)
 
 
 def test_launch_with_down_flag(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     result = execution.launch(
-        make_task(run="echo bye"), cluster, down=True, console=quiet(), config=config
+        make_task(run="echo bye"), cluster, down=True, console=quiet(), config=docker_config
     )
     assert result.exit_code == 0
     assert result.stages[-1].stage is Stage.DOWN
-    assert provision.query_instances("docker", cluster, config) == {}
+    assert provision.query_instances("docker", cluster, docker_config) == {}
     assert state.get_cluster(cluster) is None
 
 
 def test_refresh_marks_a_cluster_with_a_gone_node_init(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
-    execution.launch(make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=config)
-    dprov.client(config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
-    rec = execution.refresh_status(cluster, config)
+    execution.launch(
+        make_task(num_nodes=2, run="true"), cluster, console=quiet(), config=docker_config
+    )
+    dprov.client(docker_config).containers.get(dprov.container_name(cluster, 1)).remove(force=True)
+    rec = core.refresh_status(cluster, docker_config)
     assert rec is not None and rec.status == state.CLUSTER_INIT
     assert "node 1 is gone" in rec.status_reason
     assert state.cluster_events(cluster)[-1].to_status == state.CLUSTER_INIT
 
 
 def test_launch_on_a_stopped_cluster_resumes_it(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(num_nodes=2, run="cat ~/marker 2>/dev/null || echo first > ~/marker")
-    execution.launch(task, cluster, console=quiet(), config=config, stream=False)
-    execution.stop(cluster, console=quiet(), config=config)
-    result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
+    execution.stop(cluster, console=quiet(), config=docker_config)
+    result = execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
     assert result.exit_code == 0
     assert (result.log_dir / "run-0.log").read_text() == "first\n"  # same disk, resumed
     rec = state.get_cluster(cluster)
@@ -357,11 +330,11 @@ def test_launch_on_a_stopped_cluster_resumes_it(
 
 
 def test_no_setup_skips_setup_and_every_log_file_exists(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     task = make_task(setup="echo should-not-run > ~/setup-ran", run="ls ~/setup-ran || echo none")
     result = execution.launch(
-        task, cluster, no_setup=True, console=quiet(), config=config, stream=False
+        task, cluster, no_setup=True, console=quiet(), config=docker_config, stream=False
     )
     assert result.exit_code == 0
     setup = next(s for s in result.stages if s.stage is Stage.SETUP)
@@ -371,11 +344,11 @@ def test_no_setup_skips_setup_and_every_log_file_exists(
         assert (result.log_dir / name).exists(), name
 
 
-def _image_without(config: SkycoreConfig, repo: str, paths: str) -> str:
+def _image_without(docker_config: SkycoreConfig, repo: str, paths: str) -> str:
     """A local image made from the node image with ``paths`` removed; returns its tag."""
-    client = dprov.client(config)
-    tag = uuid.uuid4().hex[:8]
-    base = client.containers.create(config.docker.image, ["sleep", "60"])
+    client = dprov.client(docker_config)
+    tag = unique_name("t", 8)
+    base = client.containers.create(docker_config.docker.image, ["sleep", "60"])
     try:
         base.start()
         assert base.exec_run(["sh", "-c", f"rm -f {paths}"]).exit_code == 0
@@ -386,45 +359,47 @@ def _image_without(config: SkycoreConfig, repo: str, paths: str) -> str:
 
 
 def test_node_runtime_is_installed_or_refused_at_provision(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     """An image without fusermount gets it (and rclone) from the host at PROVISION and the
     cluster comes UP; an image without python3 (which the node programs need and the host
     cannot give) is refused at once at PROVISION, naming it: INIT with the reason, no job.
     (This test used to assert that a node without fusermount fails its health check.)"""
-    client = dprov.client(config)
-    no_fuse = _image_without(config, "skycore-test-nofuse", "/usr/bin/fusermount3 "
+    client = dprov.client(docker_config)
+    no_fuse = _image_without(docker_config, "skycore-test-nofuse", "/usr/bin/fusermount3 "
                              "/usr/bin/fusermount /usr/local/bin/rclone")  # fmt: skip
-    no_python = _image_without(config, "skycore-test-nopython", "/usr/bin/python3*")
+    no_python = _image_without(docker_config, "skycore-test-nopython", "/usr/bin/python3*")
     try:
         task = make_task(
             run="command -v fusermount3 rclone", resources={"image_id": f"docker:{no_fuse}"}
         )
-        result = execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+        result = execution.launch(
+            task, cluster, console=quiet(), config=docker_config, stream=False
+        )
         assert result.exit_code == 0
         run_log = (result.log_dir / "run-0.log").read_text()
         assert "/usr/local/bin/fusermount3" in run_log and "/usr/local/bin/rclone" in run_log
-        provision.terminate_instances("docker", cluster, config)
+        provision.terminate_instances("docker", cluster, docker_config)
         state.remove_cluster(cluster, "test: next image")
 
         task = make_task(run="true", resources={"image_id": f"docker:{no_python}"})
         started = time.monotonic()
         with pytest.raises(StageError, match="python3"):
-            execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+            execution.launch(task, cluster, console=quiet(), config=docker_config, stream=False)
         assert time.monotonic() - started < 20  # a definitive failure is not waited out
         rec = state.get_cluster(cluster)
         assert rec is not None and rec.status == state.CLUSTER_INIT
         assert "lacks python3" in rec.status_reason
         assert state.list_jobs(cluster) == []
-        assert provision.query_instances("docker", cluster, config) == {}  # node removed
+        assert provision.query_instances("docker", cluster, docker_config) == {}  # node removed
     finally:
-        provision.terminate_instances("docker", cluster, config)
+        provision.terminate_instances("docker", cluster, docker_config)
         for tag in (no_fuse, no_python):
             client.images.remove(tag, force=True)
 
 
 def test_launch_keeps_a_given_task_id(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     """Managed jobs relaunch with their own SKYPILOT_TASK_ID: setup and run both see it."""
     task = make_task(
@@ -433,7 +408,7 @@ def test_launch_keeps_a_given_task_id(
     task_id = "sky-managed-2026-11-29-00-00-00-000000_train_3-0"
     for _ in range(2):  # a relaunch keeps it too
         result = execution.launch(
-            task, cluster, console=quiet(), config=config, stream=False, task_id=task_id
+            task, cluster, console=quiet(), config=docker_config, stream=False, task_id=task_id
         )
         assert result.exit_code == 0
         assert (result.log_dir / "setup-0.log").read_text() == f"setup-task={task_id}\n"
@@ -441,35 +416,35 @@ def test_launch_keeps_a_given_task_id(
 
 
 def test_cancel_before_the_pid_file_exists_still_stops_the_job(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     from skycore import backend
 
     assert execution.launch(make_task(run="true"), cluster, console=quiet()).exit_code == 0
     record = state.get_cluster(cluster)
     assert record is not None
-    handle = backend.get_handle(record, config)
+    handle = backend.get_handle(record, docker_config)
     # The cancel lands first (RUNNING recorded, script not started yet on the node) ...
     backend.cancel_job(handle, 77)
     task = make_task(run="echo started; sleep 60")
     t0 = time.monotonic()
     codes = backend.run_on_nodes(
-        handle, task, task.run or "", "run", Path(config.logs_dir or "."), "t", 77, False
+        handle, task, task.run or "", "run", Path(docker_config.logs_dir or "."), "t", 77, False
     )
     # ... and the script, once it starts, finds the marker and exits instead of running.
     assert codes == [backend.CANCELLED_EXIT]
     assert time.monotonic() - t0 < 30
     # A job cancelled while still PENDING never runs at all.
-    job = state.add_job(cluster, "late", 1, str(Path(config.logs_dir or ".")), None)
+    job = state.add_job(cluster, "late", 1, str(Path(docker_config.logs_dir or ".")), None)
     assert state.set_job_status(cluster, job.job_id, state.JOB_CANCELLED)
-    result = execution.RunResult(cluster, Path(config.logs_dir or "."))
+    result = execution.RunResult(cluster, Path(docker_config.logs_dir or "."))
     console = quiet()
     execution._exec(
         handle,
         make_task(run="echo should-not-run > ~/ran"),
         job,
         execution.Reporter(console, result),
-        Path(config.logs_dir or "."),
+        Path(docker_config.logs_dir or "."),
         False,
         result,
     )
@@ -478,21 +453,21 @@ def test_cancel_before_the_pid_file_exists_still_stops_the_job(
 
 
 def test_a_part_that_cannot_start_is_a_stage_error_naming_the_node(
-    cluster: str, config: SkycoreConfig, make_task: Callable[..., Task]
+    cluster: str, docker_config: SkycoreConfig, make_task: Callable[..., Task]
 ) -> None:
     """Start and follow share one exec per node; a part that cannot start there is still a
     StageError that names the node and the reason (not an exit code of the user's)."""
     from skycore import backend
-    from skycore.backend import StageError
+    from skycore.errors import StageError
 
     assert execution.launch(make_task(run="true"), cluster, console=quiet()).exit_code == 0
     record = state.get_cluster(cluster)
     assert record is not None
-    handle = backend.get_handle(record, config)
+    handle = backend.get_handle(record, docker_config)
     # The job's folder in the node's job table is taken by a file: nothing can start there.
     assert handle.runners[0].run_output("mkdir -p ~/.sky/jobs && : > ~/.sky/jobs/88")[0] == 0
     task = make_task(run="echo never")
-    logs_dir = Path(config.logs_dir or ".")
+    logs_dir = Path(docker_config.logs_dir or ".")
     with pytest.raises(StageError) as raised:
         backend.run_on_nodes(handle, task, task.run or "", "run", logs_dir, "t", 88, False)
     message = raised.value.message
@@ -502,7 +477,7 @@ def test_a_part_that_cannot_start_is_a_stage_error_naming_the_node(
 
 
 def test_drain_progress_is_throttled_to_one_line_a_second() -> None:
-    from skycore.backend import _Throttled
+    from skycore.backend.mounts import _Throttled
 
     said: list[str] = []
     sink = _Throttled(said.append, interval=0.3)

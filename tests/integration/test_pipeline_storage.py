@@ -5,39 +5,35 @@ FUSE mounts inside real containers."""
 from __future__ import annotations
 
 import io
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from rich.console import Console
 
-from skycore import execution, provision, state
-from skycore.backend import ClusterError, StageError
-from skycore.config import SkycoreConfig, load_config
+from skycore import core, execution, provision, state
+from skycore.config import SkycoreConfig
+from skycore.errors import ClusterError, StageError
 from skycore.storage import catalog, make_store
 from skycore.task import Task
+from tests.integration.helpers import quiet, task_maker
+from tests.names import unique_name
 
-pytestmark = [pytest.mark.cloud, pytest.mark.aws]
-
-
-@pytest.fixture
-def config(skycore_home: Path) -> SkycoreConfig:
-    return load_config()
+pytestmark = pytest.mark.aws
 
 
 @pytest.fixture
 def run_id() -> str:
-    return uuid.uuid4().hex[:8]
+    return unique_name("r", 8)
 
 
-@pytest.fixture
-def cluster(config: SkycoreConfig, run_id: str) -> Iterator[str]:
-    name = f"tps-{run_id}"
-    yield name
-    # Drain, unmount and remove whatever the test left; then the buckets it made.
+@pytest.fixture(autouse=True)
+def down_and_delete_storage(cluster: str, config: SkycoreConfig, run_id: str) -> Iterator[None]:
+    """After the test, before ``cluster`` removes what is left: drain, unmount and take the
+    cluster down, then delete the buckets the test made."""
+    yield
+    name = cluster
     if state.get_cluster(name) is not None:
         try:
             execution.down(name, console=quiet(), config=config)
@@ -59,16 +55,7 @@ def make_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     src.mkdir()
     (src / "seed.txt").write_text("seeded\n")
 
-    def make(**fields: Any) -> Task:
-        path = tmp_path / f"task-{uuid.uuid4().hex[:6]}.yaml"
-        path.write_text(yaml.safe_dump(fields))
-        return Task.from_yaml(path)
-
-    return make
-
-
-def quiet() -> Console:
-    return Console(file=io.StringIO(), width=200)
+    return task_maker(tmp_path)
 
 
 def keys(config: SkycoreConfig, bucket: str) -> list[str]:
@@ -230,7 +217,7 @@ def test_stop_or_down_failing_after_unmount_leaves_the_cluster_init(
         rec = state.get_cluster(cluster)
         assert rec is not None and rec.status == state.CLUSTER_INIT
         reasons = [e.reason for e in state.cluster_events(cluster)]
-        assert execution.MOUNTS_REMOVED in reasons
+        assert core.MOUNTS_REMOVED in reasons
         # No exec writes into the plain local folder where the mount was.
         with pytest.raises(ClusterError, match="INIT"):
             execution.exec_task(make_task(run="echo x > /m/leak"), cluster, console=quiet())

@@ -2,40 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from skycore import provision
-from skycore.config import DockerConfig, SkycoreConfig, save_config
+from skycore.config import DockerConfig, SkycoreConfig
 from skycore.provision import NodeStatus, ProvisionError
 from skycore.provision import docker as dprov
-
-pytestmark = pytest.mark.cloud
-
-
-@pytest.fixture
-def docker_config(
-    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> SkycoreConfig:
-    """A skycore home of this test with only the docker section (no emulators needed)."""
-    host, image = node_engine
-    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
-    config = SkycoreConfig(
-        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
-    )
-    save_config(config)
-    return config
-
-
-@pytest.fixture
-def cluster(docker_config: SkycoreConfig) -> Iterator[str]:
-    """A unique cluster name; its nodes are removed after the test."""
-    name = f"tp-{uuid.uuid4().hex[:8]}"
-    yield name
-    provision.terminate_instances("docker", name, docker_config)
 
 
 def test_run_instances_creates_labelled_nodes(cluster: str, docker_config: SkycoreConfig) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import system
-from harness.report import CellResult, ReportData, Timeline, parse_matrix_id, render
+from harness.cloud import system
+from harness.testing.report import CellResult, ReportData, Timeline, parse_matrix_id, render
 
 
 def sample() -> ReportData:
@@ -80,7 +80,7 @@ def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
 def test_faults_section_per_store_with_shaded_spans(tmp_path: Path):
     """The "faults" section: per store, each scenario with files lost, order kept and time
     to durable; the timeline PNG shades each fault's span."""
-    from harness.report import FaultScenario, plot_fault_timelines
+    from harness.testing.report import FaultScenario, plot_fault_timelines
 
     data = sample()
     DENY_SPAN: dict[str, object] = {"kind": "deny", "start": 0.0, "end": 30.0}

@@ -13,8 +13,6 @@ from skycore import provision
 from skycore.config import DockerConfig, SkycoreConfig
 from skycore.runner import CommandRunner, ignore_args
 
-pytestmark = pytest.mark.cloud
-
 
 @pytest.fixture(scope="module")
 def runner(

@@ -10,11 +10,9 @@ workdir in place; no nodes without a record), and one relaunch must repair it.
 
 from __future__ import annotations
 
-import io
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -28,16 +26,17 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from rich.console import Console
 
-from skycore import execution, provision, state
-from skycore.backend import ClusterError
-from skycore.config import DockerConfig, SkycoreConfig, save_config
+from skycore import core, execution, provision, state
+from skycore.config import SkycoreConfig
+from skycore.errors import ClusterError
 from skycore.provision import NodeStatus
 from skycore.provision import docker as dprov
 from skycore.task import Task
+from tests.integration.helpers import quiet
+from tests.names import unique_name
 
-pytestmark = [pytest.mark.cloud, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 NUM_NODES = 2
 
@@ -53,19 +52,8 @@ def budget() -> tuple[int, int]:
     return BUDGET.get(settings.get_current_profile_name(), BUDGET_DEV)
 
 
-def quiet() -> Console:
-    return Console(file=io.StringIO(), width=200)
-
-
-def test_recorded_state_matches_provider(
-    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    host, image = node_engine
-    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
-    config = SkycoreConfig(
-        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
-    )
-    save_config(config)
+def test_recorded_state_matches_provider(docker_config: SkycoreConfig, tmp_path: Path) -> None:
+    config = docker_config
     (tmp_path / "wd").mkdir()
     task_path = tmp_path / "task.yaml"
     task_path.write_text(
@@ -84,7 +72,7 @@ def test_recorded_state_matches_provider(
     class ClusterMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.name = f"tsm-{uuid.uuid4().hex[:8]}"
+            self.name = unique_name("tsm", 8)
             names.append(self.name)
             self.expected: str | None = None  # None: no cluster
 
@@ -93,7 +81,7 @@ def test_recorded_state_matches_provider(
 
         @rule(marker=st.integers(0, 3))
         def launch(self, marker: int) -> None:
-            (tmp_path / "wd" / f"f{marker}.txt").write_text(uuid.uuid4().hex)
+            (tmp_path / "wd" / f"f{marker}.txt").write_text(unique_name("f", 32))
             res = execution.launch(task, self.name, console=quiet(), config=config, stream=False)
             assert res.exit_code == 0
             self.expected = state.CLUSTER_UP
@@ -141,7 +129,7 @@ def test_recorded_state_matches_provider(
             ):
                 if c.labels[dprov.LABEL_RANK] == str(rank):
                     c.remove(force=True)
-            record = execution.refresh_status(self.name, config)
+            record = core.refresh_status(self.name, config)
             assert record is not None and record.status == state.CLUSTER_INIT
             if self.expected != state.CLUSTER_INIT:
                 assert f"node {rank} is gone" in record.status_reason

@@ -10,22 +10,14 @@ import pytest
 import yaml
 from rich.console import Console
 
-from harness.buckets import list_keys
-from harness.emulators import RunningEmulator
+from harness.emulators.fleet import RunningEmulator
+from harness.testing.buckets import list_keys
 from skycore import state as core_state
 from skycore.config import SkycoreConfig
 from skycore.plan import dryrun_plan, stages
 from skycore.storage import StorageAccessError, make_store, parse_url
 from skycore.task import Task
-
-
-@pytest.fixture
-def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    from skycore.storage import get_store_class
-
-    return SkycoreConfig(
-        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
-    )
+from tests.integration.helpers import emulator_bucket
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +34,7 @@ def render(renderable: object) -> str:
 def test_dryrun_plan_lists_everything_and_changes_nothing(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
@@ -85,7 +77,7 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
         task = Task.from_yaml(f)
         mine_before = (em.events(mine), list_keys(store, mine))
         assert stages(task) == ["PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC"]
-        out = render(dryrun_plan(task, config))
+        out = render(dryrun_plan(task, store_config))
         assert "PROVISION -> SYNC_WORKDIR -> SYNC_FILE_MOUNTS -> SETUP -> EXEC" in out
         assert "Nodes: 2 on docker" in out
         assert "create bucket, upload 1 files" in out and "MOUNT_CACHED" in out
@@ -95,7 +87,7 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
         assert mine in out
         # Nothing changed: no bucket created, no write to a bucket the user may write to,
         # nothing recorded in skycore's state.
-        assert not make_store(parse_url(pub_url).store, managed, config).exists()
+        assert not make_store(parse_url(pub_url).store, managed, store_config).exists()
         assert (em.events(mine), list_keys(store, mine)) == mine_before
         assert core_state.list_storage() == [] and core_state.list_clusters() == []
     finally:
@@ -106,16 +98,12 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
 def test_dryrun_fails_cleanly_for_private_bucket(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("prv")
-    url = em.make_bucket(name, owner="other", public=False)
-    try:
+    with emulator_bucket(em, "prv", owner="other", public=False) as (_name, url):
         task = Task.from_dict({"file_mounts": {"/p": {"source": url}, "/c": url + "/k"}})
         with pytest.raises(StorageAccessError) as info:
-            dryrun_plan(task, config)
+            dryrun_plan(task, store_config)
         assert info.value.exit_code == 2 and "\n" not in str(info.value)
-    finally:
-        em.delete_bucket(name)

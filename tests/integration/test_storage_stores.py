@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.emulators import RunningEmulator
+from harness.emulators.fleet import RunningEmulator
 from skycore import state
 from skycore.config import SkycoreConfig
 from skycore.storage import (
@@ -25,13 +25,7 @@ from skycore.storage import (
 )
 from skycore.storage.catalog import delete_storage, list_storage_rows
 from skycore.storage.upload import list_upload_files
-
-
-@pytest.fixture
-def config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
-    return SkycoreConfig(
-        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
-    )
+from tests.integration.helpers import emulator_bucket
 
 
 @pytest.fixture(autouse=True)
@@ -48,14 +42,14 @@ def spec(store: str, **kw: object) -> Storage:
 
 
 def test_create_upload_list_delete(
-    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+    store: str, store_config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
 ) -> None:
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     (src / "a.txt").write_text("a")
     (src / "sub" / "b.bin").write_bytes(b"b" * 5000)
     name = unique_name("scm")
-    st = make_store(store, name, config)
+    st = make_store(store, name, store_config)
     assert not st.exists()
     st.create()
     try:
@@ -75,109 +69,99 @@ def test_create_upload_list_delete(
 def test_access_of_readable_buckets(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
     owner_public: tuple[str, bool],
 ) -> None:
     owner, public = owner_public
     em = emulators[store]
-    name = unique_name("acc")
-    url = em.make_bucket(name, owner=owner, public=public, objects={"d/x.txt": b"x"})
-    try:
+    with emulator_bucket(em, "acc", owner=owner, public=public, objects={"d/x.txt": b"x"}) as (
+        _name,
+        url,
+    ):
         st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-        plan = st.check(config)
+        plan = st.check(store_config)
         info = plan.access
         assert info.exists and info.can_read
         assert info.can_write is (owner == "user")
         assert plan.read_only is (owner != "user") and not plan.create
-        mount = st.mount_command("/data", config)
+        mount = st.mount_command("/data", store_config)
         assert ('"read_only": true' in mount) is (owner != "user")
         assert st.kind == "external"
-    finally:
-        em.delete_bucket(name)
 
 
 def test_private_other_and_missing(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("prv")
-    url = em.make_bucket(name, owner="other", public=False, objects={"x": b"x"})
-    try:
+    with emulator_bucket(em, "prv", owner="other", public=False, objects={"x": b"x"}) as (
+        name,
+        url,
+    ):
         st = Storage.from_spec(name=None, source=url, store=None, field="file_mounts./p")
-        info = st.access(config)
+        info = st.access(store_config)
         assert info.exists and not info.can_read
         with pytest.raises(StorageAccessError, match="private"):
-            st.check(config)
-    finally:
-        em.delete_bucket(name)
+            st.check(store_config)
     missing = url.replace(name, unique_name("nope"))
     st = Storage.from_spec(name=None, source=missing, store=None, field="file_mounts./m")
     with pytest.raises(StorageAccessError, match="does not exist"):
-        st.check(config)
+        st.check(store_config)
     if store == "azure":
         # anonymous callers cannot tell missing from private; with the key we can
-        assert "private to account 'skyother' or does not exist" in st.access(config).detail
+        assert "private to account 'skyother' or does not exist" in st.access(store_config).detail
         missing = f"azure://skyuser/{unique_name('nope')}"
         st = Storage.from_spec(name=None, source=missing, store=None)
-    assert not st.access(config).exists
+    assert not st.access(store_config).exists
 
 
 def test_name_taken_by_other_account(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("tkn")
-    em.make_bucket(name, owner="other", public=True)
-    try:
+    with emulator_bucket(em, "tkn", owner="other", public=True) as (name, _):
         st = spec(store, name=name)
         if store == "azure":
             # Container names are per storage account: the other account's container does
             # not block ours; skycore creates its own in the user's account.
-            st.check(config)
-            st.prepare(config, progress=False)
+            st.check(store_config)
+            st.prepare(store_config, progress=False)
             assert state.get_storage(name) is not None
             assert em.client("user").get_container_client(name).exists()
             em.client("user").delete_container(name)
             return
         with pytest.raises(StorageAccessError, match="already taken by another account"):
-            st.check(config)
+            st.check(store_config)
         with pytest.raises(StorageAccessError):
-            st.prepare(config)
+            st.prepare(store_config)
         assert state.get_storage(name) is None
-    finally:
-        em.delete_bucket(name)
 
 
 def test_mount_of_single_object_refused(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("obj")
-    url = em.make_bucket(name, owner="user", objects={"dir/file.txt": b"x"})
-    try:
+    with emulator_bucket(em, "obj", owner="user", objects={"dir/file.txt": b"x"}) as (_name, url):
         st = Storage.from_spec(name=None, source=url + "/dir/file.txt", store=None, mode="MOUNT")
         with pytest.raises(StorageSpecError, match="single object"):
-            st.check(config)
+            st.check(store_config)
         copy = Storage.from_spec(name=None, source=url + "/dir/file.txt", store=None, mode="COPY")
-        copy.check(config)
+        copy.check(store_config)
         folder = Storage.from_spec(name=None, source=url + "/dir", store=None, mode="MOUNT")
-        folder.check(config)
-    finally:
-        em.delete_bucket(name)
+        folder.check(store_config)
 
 
 def test_prepare_sky_managed_honours_gitignore_and_catalog(
-    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+    store: str, store_config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
 ) -> None:
     src = tmp_path / "proj"
     (src / "logs").mkdir(parents=True)
@@ -190,27 +174,27 @@ def test_prepare_sky_managed_honours_gitignore_and_catalog(
         (src / rel).write_text(rel)
     name = unique_name("mgd")
     st = spec(store, name=name, source=str(src), mode="COPY")
-    plan = st.check(config)
+    plan = st.check(store_config)
     assert plan.create and plan.upload_files == 5  # incl. both .gitignore files
-    assert not make_store(store, name, config).exists()  # check changed nothing
-    st.prepare(config, progress=False)
-    keys = sorted(make_store(store, name, config).list_keys())
+    assert not make_store(store, name, store_config).exists()  # check changed nothing
+    st.prepare(store_config, progress=False)
+    keys = sorted(make_store(store, name, store_config).list_keys())
     assert keys == [".gitignore", "keep.log", "main.py", "pkg/.gitignore", "pkg/m.py"]
     rows = {r.name: r for r in list_storage_rows()}
     assert rows[name].kind == "sky-managed" and rows[name].status == "READY"
     assert rows[name].store == store
     # prepared again: reuses the bucket
-    spec(store, name=name, source=str(src), mode="COPY").prepare(config, progress=False)
+    spec(store, name=name, source=str(src), mode="COPY").prepare(store_config, progress=False)
     # the same name for another store is refused
     other = next(s for s in store_names() if s != store)
-    if config.section(get_store_class(other).config_section) is not None:
+    if store_config.section(get_store_class(other).config_section) is not None:
         with pytest.raises(StorageAccessError, match=f"created earlier for the {store} store"):
-            spec(other, name=name).check(config)
-    assert "Deleted" in delete_storage(name, config)
+            spec(other, name=name).check(store_config)
+    assert "Deleted" in delete_storage(name, store_config)
     assert state.get_storage(name) is None
-    assert not make_store(store, name, config).exists()
+    assert not make_store(store, name, store_config).exists()
     with pytest.raises(StorageError, match="No storage named"):
-        delete_storage(name, config)
+        delete_storage(name, store_config)
 
 
 def test_skyignore_wins(tmp_path: Path) -> None:
@@ -226,42 +210,38 @@ def test_skyignore_wins(tmp_path: Path) -> None:
 def test_external_bucket_never_deleted(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
     em = emulators[store]
-    name = unique_name("ext")
-    url = em.make_bucket(name, owner="user", objects={"k": b"v"})
-    try:
+    with emulator_bucket(em, "ext", owner="user", objects={"k": b"v"}) as (name, url):
         st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
-        st.prepare(config)
+        st.prepare(store_config)
         row = next(r for r in list_storage_rows() if r.name == name)
         assert row.kind == "external"
         with pytest.raises(StorageError, match="never deletes buckets it did not create"):
-            delete_storage(name, config)
+            delete_storage(name, store_config)
         with pytest.raises(StorageError, match="not created by skycore"):
-            st.delete(config)
+            st.delete(store_config)
         p = parse_url(url)
-        assert make_store(p.store, p.bucket, config, p.account).exists()
-    finally:
-        em.delete_bucket(name)
+        assert make_store(p.store, p.bucket, store_config, p.account).exists()
 
 
 def test_scratch_bucket_and_nonpersistent_delete(
-    store: str, config: SkycoreConfig, unique_name: Callable[[str], str]
+    store: str, store_config: SkycoreConfig, unique_name: Callable[[str], str]
 ) -> None:
     name = unique_name("scr")
     st = spec(store, name=name, mode="MOUNT_CACHED", persistent=False)
-    assert st.check(config).create
-    st.prepare(config)
-    store_obj = make_store(store, name, config)
+    assert st.check(store_config).create
+    st.prepare(store_config)
+    store_obj = make_store(store, name, store_config)
     assert store_obj.exists() and store_obj.list_keys() == []
-    assert st.delete(config) == 0
+    assert st.delete(store_config) == 0
     assert not store_obj.exists()
 
 
 def test_delete_bucket_with_1000_objects(
-    store: str, config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
+    store: str, store_config: SkycoreConfig, tmp_path: Path, unique_name: Callable[[str], str]
 ) -> None:
     src = tmp_path / "many"
     src.mkdir()
@@ -269,16 +249,16 @@ def test_delete_bucket_with_1000_objects(
         (src / f"o{i:04d}").write_text(str(i))
     name = unique_name("big")
     st = spec(store, name=name, source=str(src), mode="COPY")
-    st.prepare(config, progress=True)
-    assert len(make_store(store, name, config).list_keys()) == 1000
-    assert "(1000 objects)" in delete_storage(name, config)
-    assert not make_store(store, name, config).exists()
+    st.prepare(store_config, progress=True)
+    assert len(make_store(store, name, store_config).list_keys()) == 1000
+    assert "(1000 objects)" in delete_storage(name, store_config)
+    assert not make_store(store, name, store_config).exists()
 
 
 def test_anonymous_read_of_public_bucket(
     store: str,
     emulators: dict[str, RunningEmulator],
-    config: SkycoreConfig,
+    store_config: SkycoreConfig,
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
@@ -290,7 +270,7 @@ def test_anonymous_read_of_public_bucket(
 
     em = emulators[store]
     section_name = get_store_class(store).config_section
-    section = config.section(section_name)
+    section = store_config.section(section_name)
     assert section is not None
     if hasattr(section, "access_key_id"):  # key-signed stores
         unknown = {"access_key_id": "AKIAUNKNOWN000000000"}
@@ -300,7 +280,7 @@ def test_anonymous_read_of_public_bucket(
         unknown = {}  # another account's containers are always read anonymously
     bad = SkycoreConfig.model_validate(
         {
-            **config.model_dump(exclude_none=True),
+            **store_config.model_dump(exclude_none=True),
             section_name: section.model_copy(update=unknown).model_dump(exclude_none=True),
         }
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plugin import explicit_store_selection
+from harness.testing.plugin import explicit_store_selection
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tests" / "fixtures" / "backend_pkg"
@@ -42,7 +42,9 @@ def site(
         timeout=300,
     )  # fmt: skip
     yield target
-    _python(target, f"from harness.emulators import stop_one; stop_one({STORE!r})", check=False)
+    _python(
+        target, f"from harness.emulators.fleet import stop_one; stop_one({STORE!r})", check=False
+    )
 
 
 def _env(site: Path) -> dict[str, str]:
@@ -71,7 +73,7 @@ def test_the_package_is_discovered_through_its_entry_points(site: Path) -> None:
         site,
         "from skycore.storage import store_names, parse_url\n"
         "from skycore.task import Task\n"
-        "from harness.registry import store_names as emulator_names\n"
+        "from harness.emulators.registry import store_names as emulator_names\n"
         "print(store_names()); print(emulator_names())\n"
         "print(parse_url('wasabi://b/p'))\n"
         "t = Task.from_dict({'file_mounts': {'/d': {'name': 'abc', 'store': 'wasabi'}}})\n"
@@ -90,6 +92,7 @@ def test_the_package_is_discovered_through_its_entry_points(site: Path) -> None:
     assert here.returncode != 0 and "unknown store 'wasabi'" in here.stderr
 
 
+@pytest.mark.cloud  # the smoke tests it runs need the local cloud
 def test_the_mount_matrix_runs_on_the_package(site: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/smoke/test_mount_matrix.py", "--store", STORE,

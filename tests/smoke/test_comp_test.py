@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import emulators, registry
-from harness.buckets import list_keys, read_object
+from harness.emulators import fleet as emulators
+from harness.emulators import registry
+from harness.testing.buckets import list_keys, read_object
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = FIXTURES.parents[1]
@@ -72,7 +73,7 @@ def test_comp_test(store, run_id, cluster_factory, monkeypatch) -> None:
 @pytest.fixture
 def user_image(node_engine: tuple[str, str]) -> str:
     """A user image: another Debian release with python3 and rsync but no rclone or fuse3."""
-    from harness import nodes
+    from harness.cloud import nodes
 
     return nodes.ensure_user_image(node_engine[0], say=lambda _msg: None)
 
@@ -83,7 +84,7 @@ def test_comp_test_on_a_user_image(
     """The seed's 'sky launch comp_test.yaml --image-id docker:continuumio/miniconda3':
     PROVISION brings skycore's runtime (rclone, fusermount3) into a node whose image lacks it,
     and the whole comp test passes there."""
-    from harness.plugin import selected_stores
+    from harness.testing.plugin import selected_stores
 
     store = selected_stores(request.config)[0]
     monkeypatch.chdir(REPO)

@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
-from harness.plugin import all_store_params
-from harness.side_by_side import ScenarioKit, scenario
+from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
+from harness.testing.plugin import all_store_params
+from harness.testing.side_by_side import ScenarioKit, scenario
 from skycore import backend, execution, state
-from skycore.backend import StageError
+from skycore.errors import StageError
 from tests.smoke.test_faults import MIB, make_dir, report, shell
 
 pytestmark = [

@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 
-from harness import chaos, emulators
-from harness.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
-from harness.plugin import all_store_params
-from harness.report_collector import FAULTS_PROPERTY
-from harness.side_by_side import ScenarioKit, scenario
+from harness.cloud import chaos
+from harness.emulators import fleet as emulators
+from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
+from harness.testing.plugin import all_store_params
+from harness.testing.report_collector import FAULTS_PROPERTY
+from harness.testing.side_by_side import ScenarioKit, scenario
 
 MIB = 1 << 20
 N_FILES = 8
@@ -744,81 +745,74 @@ def emulator_ports_from_a_node(store: str, kit: ScenarioKit) -> None:
 
 # --- the tests: each joins its scenario, run side by side with the store's others ----------
 
-
-@scenario(outage_then_stop)
-def test_outage_then_stop_waits_and_keeps_everything(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A 30 s outage during write-back, then stop: stop waits, nothing lost, order kept."""
-    side_by_side.join(request)
-
-
-@scenario(error_storm)
-def test_error_storm_loses_nothing_and_keeps_order(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A 503 storm (rate 0.5, 20 s) during write-back: nothing lost, order kept."""
-    side_by_side.join(request)
-
-
-@scenario(slow_store)
-def test_slow_store_does_not_slow_the_writer(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A slow store (300 ms, 5 MiB/s) does not slow the writer; the data becomes durable."""
-    side_by_side.join(request)
-
-
-@scenario(writer_never_waits)
-def test_writer_never_waits_for_the_store(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """403, outage, 503 storm (8 s each) on cold listings: 5 files in <= 1 s each, 200 at
-    a fault-free mount's speed; all in the bucket afterwards, the first five in order."""
-    side_by_side.join(request)
-
-
-@scenario(resets_during_a_big_upload)
-def test_resets_during_a_big_upload_deliver_it_whole(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """Resets (rate 0.3) during a 64 MiB upload: the object arrives whole."""
-    side_by_side.join(request)
-
-
-@scenario(deny_during_writes)
-def test_deny_loses_nothing(side_by_side: Any, request: pytest.FixtureRequest) -> None:
-    """403 for 30 s while files are written: nothing lost, order kept."""
-    side_by_side.join(request)
-
-
-@scenario(deny_then_more_writes)
-def test_deny_then_more_writes_keeps_order(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """403 for 30 s, then more files: nothing lost, order kept."""
-    side_by_side.join(request)
-
-
-@scenario(deny_then_more_writes_slow_keeper)
-def test_deny_then_more_writes_keeps_order_with_a_slow_keeper(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """The same with the node's order keeper off the CPU 0.3 s in every 0.6 s: order kept."""
-    side_by_side.join(request)
+# (scenario, test name, what the test claims): one test each, made below.
+SCENARIOS: list[tuple[Any, str, str]] = [
+    (
+        outage_then_stop,
+        "test_outage_then_stop_waits_and_keeps_everything",
+        "A 30 s outage during write-back, then stop: stop waits, nothing lost, order kept.",
+    ),
+    (
+        error_storm,
+        "test_error_storm_loses_nothing_and_keeps_order",
+        "A 503 storm (rate 0.5, 20 s) during write-back: nothing lost, order kept.",
+    ),
+    (
+        slow_store,
+        "test_slow_store_does_not_slow_the_writer",
+        "A slow store (300 ms, 5 MiB/s) does not slow the writer; the data becomes durable.",
+    ),
+    (
+        writer_never_waits,
+        "test_writer_never_waits_for_the_store",
+        "403, outage, 503 storm (8 s each) on cold listings: 5 files in <= 1 s each, 200 at "
+        "a fault-free mount's speed; all in the bucket afterwards, the first five in order.",
+    ),
+    (
+        resets_during_a_big_upload,
+        "test_resets_during_a_big_upload_deliver_it_whole",
+        "Resets (rate 0.3) during a 64 MiB upload: the object arrives whole.",
+    ),
+    (
+        deny_during_writes,
+        "test_deny_loses_nothing",
+        "403 for 30 s while files are written: nothing lost, order kept.",
+    ),
+    (
+        deny_then_more_writes,
+        "test_deny_then_more_writes_keeps_order",
+        "403 for 30 s, then more files: nothing lost, order kept.",
+    ),
+    (
+        deny_then_more_writes_slow_keeper,
+        "test_deny_then_more_writes_keeps_order_with_a_slow_keeper",
+        "The same with the node's order keeper off the CPU 0.3 s in every 0.6 s: order kept.",
+    ),
+    (
+        spot_preempted_during_outage,
+        "test_spot_job_preempted_during_an_outage_recovers",
+        "A spot job preempted during an outage recovers from the newest checkpoint.",
+    ),
+    (
+        emulator_ports_from_a_node,
+        "test_emulator_ports_are_unreachable_from_a_node",
+        "A node reaches the gate, never the emulator behind it, nor the token.",
+    ),
+]
 
 
-@scenario(spot_preempted_during_outage)
-def test_spot_job_preempted_during_an_outage_recovers(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A spot job preempted during an outage recovers from the newest checkpoint."""
-    side_by_side.join(request)
+def _joining_test(fn: Any, name: str, doc: str) -> Any:
+    """A test named ``name`` that joins scenario ``fn`` (harness.side_by_side keys on the
+    ``scenario`` marker; the module's pytestmark adds the store and its xdist group)."""
+
+    @scenario(fn)
+    def test(side_by_side: Any, request: pytest.FixtureRequest) -> None:
+        side_by_side.join(request)
+
+    test.__name__ = test.__qualname__ = name
+    test.__doc__ = doc
+    return test
 
 
-@scenario(emulator_ports_from_a_node)
-def test_emulator_ports_are_unreachable_from_a_node(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A node reaches the gate, never the emulator behind it, nor the token."""
-    side_by_side.join(request)
+for _fn, _name, _doc in SCENARIOS:
+    globals()[_name] = _joining_test(_fn, _name, _doc)

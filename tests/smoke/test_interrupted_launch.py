@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.buckets import SKY_MANAGED
-from harness.plugin import selected_stores
+from harness.testing.buckets import SKY_MANAGED
+from harness.testing.plugin import selected_stores
 from skycore import state
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]

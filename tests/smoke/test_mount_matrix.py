@@ -13,15 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
-from harness.buckets import KINDS, PUBLIC_NOT_BY_USER, SEED_KEY, TestBucket, make_test_bucket
-from harness.clusters import Outcome, SmokeCluster
+from harness.emulators import registry
+from harness.testing.buckets import (
+    KINDS,
+    PUBLIC_NOT_BY_USER,
+    SEED_KEY,
+    TestBucket,
+    make_test_bucket,
+)
+from harness.testing.clusters import Outcome, SmokeCluster
 from skycore.storage import mounting
 
 MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
 
 
-# A write to a public bucket of another account: the error and how soon it must come (issue 13).
+# A write to a public bucket of another account: the error and how soon it must come.
 REFUSAL = "Read-only file system"
 REFUSAL_WITHIN_S = 2.0
 

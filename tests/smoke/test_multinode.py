@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from harness.buckets import SKY_MANAGED
+from harness.testing.buckets import SKY_MANAGED
 
 RUN = (
     'echo "rank=$SKYPILOT_NODE_RANK num=$SKYPILOT_NUM_NODES '

@@ -27,9 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import chaos, emulators
-from harness.buckets import PRIVATE_BY_USER, TestBucket, write_object
-from harness.plugin import selected_stores
+from harness.cloud import chaos
+from harness.emulators import fleet as emulators
+from harness.testing.buckets import PRIVATE_BY_USER, TestBucket, write_object
+from harness.testing.plugin import selected_stores
 from skycore import provision
 from skycore import state as core_state
 from skycore.config import load_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from harness.buckets import SKY_MANAGED
+from harness.testing.buckets import SKY_MANAGED
 
 WRITE = (
     "set -e; echo before-stop > /data/mount/before.txt; "

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from harness.buckets import SKY_MANAGED
-from harness.report_collector import TIMELINE_PROPERTY
+from harness.testing.buckets import SKY_MANAGED
+from harness.testing.report_collector import TIMELINE_PROPERTY
 
 KIB, MIB = 1024, 1024 * 1024
 

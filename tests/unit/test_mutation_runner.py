@@ -1,4 +1,4 @@
-"""The upload-order mutation runner (tests/mutation/run_order_mutations.py) stays usable:
+"""The upload-order mutation runner (tools/run_order_mutations.py) stays usable:
 every mutation still applies to the code as it is now, and a pattern that no longer matches
 stops the runner instead of silently mutating nothing."""
 
@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
-    "run_order_mutations", REPO / "tests" / "mutation" / "run_order_mutations.py"
+    "run_order_mutations", REPO / "tools" / "run_order_mutations.py"
 )
 assert _spec is not None and _spec.loader is not None
 runner = importlib.util.module_from_spec(_spec)

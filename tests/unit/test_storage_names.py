@@ -163,7 +163,7 @@ def test_unknown_store_is_a_clear_error_listing_the_registered_ones() -> None:
     assert all(name in msg for name in store_names())
 
 
-# --- near-valid names, drawn from the documented rules (issue 13) ------------------------------
+# --- near-valid names, drawn from the documented rules ----------------------------------------
 #
 # Each store's rules written once more, as one regex per store straight from the providers'
 # documentation (independently of skycore/storage/<store>.py, which they check). The names

@@ -1,4 +1,4 @@
-"""Mutation runner for the upload-order smoke test (issue 13, item 1).
+"""Mutation runner for the upload-order smoke test.
 
 Breaks one guarded mechanism at a time in a COPY of the repository and runs
 ``tests/smoke/test_upload_order.py -k follows_creation`` from that copy N times (default 3),
@@ -6,8 +6,8 @@ recording pass/fail and which assertion fired. A mutation is *killed* only if ev
 in the test body (a pytest ``<failure>``, not a setup ``<error>``); the unmutated baseline
 must pass every run, or the figures prove nothing.
 
-    .venv/bin/python tests/mutation/run_order_mutations.py              # baseline + all
-    .venv/bin/python tests/mutation/run_order_mutations.py --source worktree -m a-serialize-removed
+    .venv/bin/python tools/run_order_mutations.py              # baseline + all
+    .venv/bin/python tools/run_order_mutations.py --source worktree -m a-serialize-removed
 
 ``--source head`` (default) copies the committed tree (``git archive HEAD``); ``worktree``
 copies the tracked and untracked-but-not-ignored files as they are on disk now. The copy is
@@ -39,8 +39,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MOUNTING = "skycore/storage/mounting.py"
+MOUNT_PROGRAM = "skycore/node/mountd/mount.py"  # the node's mount step (serialisation)
 STORAGE = "skycore/storage/storage.py"
 ORDER_TEST = "tests/smoke/test_upload_order.py"
 
@@ -149,10 +150,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         description="the serialisation step kept but made a no-op that still exits 0 (writes "
         "to /dev/null, read-back check always true)",
         edits=(
-            Edit(MOUNTING, '{ echo 1 > "$conn/max_background" && ', "{ echo 1 > /dev/null && "),
-            Edit(MOUNTING, '[ "$(cat "$conn/max_background")" = 1 ]; }', "true; }"),
+            Edit(MOUNT_PROGRAM, 'with open(f"{conn}/{setting}", "w") as f:',
+                 'with open(os.devnull, "w") as f:'),
+            Edit(MOUNT_PROGRAM, 'ok = f.read().strip() == "1"', "ok = True"),
         ),
-        probe=MOUNT_SCRIPT + "assert 'echo 1 > /dev/null && true; }' in script, script\n",
+        probe="from skycore import node\n"
+        "assert 'open(os.devnull' in node.mountd_program() and 'ok = True' in "
+        "node.mountd_program()\n",
     ),
     Mutation(
         name="a0-serialize-removed-no-node-check",
@@ -303,10 +307,11 @@ def gate_notice(store: str, root: Path) -> None:
     restart it (as any test run from the repository would), emptying its event log."""
     code = (
         "import json\n"
-        "from harness.emulators import emulator_class\n"
-        "from harness.emulators.base import gate_version, state_file\n"
-        "from harness.paths import harness_home_path\n"
-        f"rec = json.loads(state_file(harness_home_path(), {store!r}).read_text())\n"
+        "from harness.emulators.fleet import emulator_class\n"
+        "from harness.emulators.launcher import gate_version\n"
+        "from harness.emulators.records import state_file\n"
+        "from harness.paths import harness_home\n"
+        f"rec = json.loads(state_file(harness_home(), {store!r}).read_text())\n"
         f"print(rec['gate_version'], gate_version(emulator_class({store!r})))\n"
     )
     out = subprocess.run(

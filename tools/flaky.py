@@ -1,7 +1,7 @@
 """Run a pytest command several times in a row and report every test that failed at least
 once (``make flaky N=3``).
 
-    python tests/tools/flaky.py --runs 3 --logs build/test-logs/flaky -- pytest tests/smoke ...
+    python tools/flaky.py --runs 3 --logs build/test-logs/flaky -- pytest tests/smoke ...
 
 Each run writes its whole output to ``LOGS/run-K.log`` and a JUnit XML report to
 ``LOGS/run-K.xml`` (``--junitxml`` is added to the command). At the end it prints each run's

@@ -1,0 +1,79 @@
+"""The integration tests' shared fixtures (the layers are in tests/conftest.py's docstring).
+
+Three configs, by what the test needs of the local cloud:
+
+- ``config``: the local cloud's whole config (docker and every selected store) in the test's
+  own skycore home (the harness's ``skycore_home``).
+- ``docker_config``: a skycore home of the test's own with the docker section only (node
+  engine and image): no emulator is needed.
+- ``store_config``: the emulators' sections only, no docker and no home written: the stores
+  on their own.
+
+``cluster`` is a unique cluster name on the test's home, cleaned up after the test;
+``bucket`` is a private bucket of the user's on the test's ``store``, deleted after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.emulators.fleet import RunningEmulator
+from skycore import provision, state
+from skycore.config import DockerConfig, SkycoreConfig, load_config, save_config
+from tests.names import unique_name
+
+
+@pytest.fixture
+def config(skycore_home: Path) -> SkycoreConfig:
+    """The local cloud's whole config (docker and every selected store), in a fresh home."""
+    return load_config()
+
+
+@pytest.fixture
+def docker_config(
+    node_engine: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SkycoreConfig:
+    """This test's own skycore home with only the docker section, logs under tmp_path."""
+    host, image = node_engine
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
+    cfg = SkycoreConfig(
+        docker=DockerConfig(host=host, image=image), logs_dir=str(tmp_path / "sky_logs")
+    )
+    save_config(cfg)
+    return cfg
+
+
+@pytest.fixture
+def store_config(emulators: dict[str, RunningEmulator]) -> SkycoreConfig:
+    """The emulators' store sections only (no docker section, nothing written)."""
+    from skycore.storage import get_store_class
+
+    return SkycoreConfig(
+        **{get_store_class(s).config_section: em.config_section() for s, em in emulators.items()}
+    )
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A unique cluster name on the test's home (``config`` if the test uses it, else
+    ``docker_config``); its nodes and its record are removed after the test, whatever
+    happened."""
+    home = "config" if "config" in request.fixturenames else "docker_config"
+    cfg: SkycoreConfig = request.getfixturevalue(home)
+    name = unique_name("tc")
+    yield name
+    provision.terminate_instances("docker", name, cfg)
+    state.remove_cluster(name, "test teardown")
+
+
+@pytest.fixture
+def bucket(store: str, emulators: dict[str, RunningEmulator]) -> Iterator[str]:
+    """The URL of a private bucket of the user's on ``store``, deleted after the test."""
+    em = emulators[store]
+    name = unique_name("tb")
+    url = em.make_bucket(name, owner="user", public=False)
+    yield url
+    em.delete_bucket(name)

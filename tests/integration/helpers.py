@@ -1,0 +1,46 @@
+"""Plain helpers of the integration tests (their fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from harness.emulators.fleet import RunningEmulator
+from skycore.task import Task
+from tests.names import unique_name
+
+
+def quiet() -> Console:
+    """A console that prints nowhere (its text: ``console.file.getvalue()``)."""
+    return Console(file=io.StringIO(), width=200)
+
+
+def task_maker(folder: Path) -> Callable[..., Task]:
+    """``make(**fields)``: the fields written as a task YAML of its own in ``folder``, loaded."""
+
+    def make(**fields: Any) -> Task:
+        path = folder / f"{unique_name('task', 6)}.yaml"
+        path.write_text(yaml.safe_dump(fields))
+        return Task.from_yaml(path)
+
+    return make
+
+
+@contextlib.contextmanager
+def emulator_bucket(
+    emulator: RunningEmulator, prefix: str, **make: Any
+) -> Iterator[tuple[str, str]]:
+    """(name, url) of a new bucket on ``emulator`` (``make_bucket``'s keywords: owner,
+    public, objects), deleted when the block ends, whatever happened in it."""
+    name = unique_name(prefix)
+    url = emulator.make_bucket(name, **make)
+    try:
+        yield name, url
+    finally:
+        emulator.delete_bucket(name)
