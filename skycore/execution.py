@@ -9,7 +9,6 @@ Each stage prints one line with its duration; node output streams to the termina
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from skycore import backend, core, logs, provision, state
 from skycore.backend import ClusterHandle
 from skycore.config import SkycoreConfig, load_config
 from skycore.errors import ClusterError
-from skycore.provision import ProvisionError
 from skycore.stages import (
     EXIT_JOB_CANCELLED,
     EXIT_JOB_FAILED,
@@ -35,26 +33,6 @@ from skycore.task import Task
 
 def _console(console: Console | None) -> Console:
     return console or Console()
-
-
-def _provider(task: Task) -> str:
-    try:
-        return provision.provider_for_cloud(task.resources.cloud)
-    except ProvisionError as e:
-        raise ClusterError(str(e)) from None
-
-
-def _check_same_resources(record: state.ClusterRecord, task: Task) -> None:
-    wanted = backend.resources_of(task)
-    if record.resources != wanted:
-        diff = [k for k in wanted if record.resources.get(k) != wanted[k]]
-        raise ClusterError(
-            f"Cluster '{record.name}' was launched with "
-            f"{backend.describe_resources(record.resources)}, but the task asks for "
-            f"{backend.describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
-            f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
-            "task's num_nodes/resources back to match."
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +67,7 @@ def launch(
     core.check_name(cluster_name)
     config = config or load_config()
     console = _console(console)
-    provider = _provider(task)
+    provider = core.provider_of(task)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -107,7 +85,7 @@ def launch(
         with core.cluster_lock(cluster_name):
             record = state.get_cluster(cluster_name)
             if record is not None:
-                _check_same_resources(record, task)
+                core.check_same_resources(record, task)
             touched = True
             if task.storage_mounts:
                 # Buckets and uploads need no node: they run while the nodes come up.
@@ -250,7 +228,7 @@ def _setup(
             st.skipped = True
             st.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
             return True
-        codes = _run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
+        codes = core.run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if not failed:
             st.note = f"done on {len(codes)} node(s)"
@@ -265,10 +243,7 @@ def _setup(
             f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
             f"job {job.job_id} is FAILED_SETUP, the cluster stays UP"
         )
-    state.set_job_status(handle.name, job.job_id, state.JOB_FAILED_SETUP, codes[rank])
-    state.add_cluster_event(
-        handle.name, f"job {job.job_id}: setup failed on node {rank} (exit {codes[rank]})"
-    )
+    core.setup_failed(handle.name, job.job_id, rank, codes[rank])
     setup_log = log_dir / f"setup-{rank}.log"
     rep.show_failure(logs.tail(setup_log, 20), setup_log)
     rep.console.print(
@@ -277,40 +252,6 @@ def _setup(
         highlight=False,
     )
     return False
-
-
-def _run_job_part(
-    handle: ClusterHandle,
-    task: Task,
-    body: str,
-    kind: str,
-    log_dir: Path,
-    job: state.JobRecord,
-    stream: bool,
-    follow: bool = True,
-) -> list[int]:
-    """Setup or run of a job on its nodes. The nodes own the run: Ctrl-C while it streams
-    detaches (the job goes on; 'skycore logs' reattaches, 'skycore cancel' stops it). Ctrl-C
-    during setup cancels the job: nothing would start its run afterwards. Without
-    ``follow`` the part is only started (exit codes: [])."""
-    drain = core.cached_mounts(handle.name) if kind == "run" else []
-    try:
-        return backend.run_on_nodes(
-            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream, drain, follow
-        )
-    except KeyboardInterrupt:
-        if kind == "run":
-            print(
-                f"\nDetached from job {job.job_id} on {handle.name}: it keeps running on the "
-                f"cluster. Reattach with 'skycore logs {handle.name} {job.job_id} --follow'; "
-                f"stop it with 'skycore cancel {handle.name} {job.job_id}'.",
-                file=sys.stderr,
-                flush=True,
-            )
-            raise
-        state.set_job_status(handle.name, job.job_id, state.JOB_CANCELLED)
-        backend.cancel_job(handle, job.job_id)
-        raise
 
 
 def _exec(
@@ -331,10 +272,9 @@ def _exec(
             st.note = "no run command"
             result.job_status = state.JOB_SUCCEEDED
             return
-        if not state.set_job_status(name, job.job_id, state.JOB_RUNNING):
+        status = core.start_job(name, job.job_id)
+        if status != state.JOB_RUNNING:
             # Cancelled (or otherwise finished) before it started: run nothing.
-            current = state.get_job(name, job.job_id)
-            status = current.status if current is not None else state.JOB_CANCELLED
             result.job_status = status
             if status == state.JOB_CANCELLED:
                 result.exit_code = EXIT_JOB_CANCELLED
@@ -342,14 +282,14 @@ def _exec(
             st.note = f"job {job.job_id} {status} before it started"
             return
         if detach_run:
-            _run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
+            core.run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
             result.job_status = state.JOB_RUNNING
             st.note = (
                 f"job {job.job_id} runs on the cluster (detached): 'skycore logs {name} "
                 f"{job.job_id}' follows it"
             )
             return
-        codes = _run_job_part(handle, task, task.run, "run", log_dir, job, stream)
+        codes = core.run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         if not any(codes):
             # Every node's part ended and its follow printed it all. (After a failure, a
             # short copy cannot be told from a failed follow: 'skycore logs' fetches it.)
@@ -358,14 +298,7 @@ def _exec(
         # before it recorded its exit code, and says so here if that drain failed.
         core.check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep.progress)
         failed = [r for r, c in enumerate(codes) if c != 0]
-        if failed:
-            status, code = state.JOB_FAILED, codes[failed[0]]
-        else:
-            status, code = state.JOB_SUCCEEDED, 0
-        if not state.set_job_status(name, job.job_id, status, code):
-            # Someone finished it first (a cancel): that outcome stands.
-            current = state.get_job(name, job.job_id)
-            status = current.status if current is not None else state.JOB_CANCELLED
+        status, code = core.finish_job(name, job.job_id, codes)
         if status == state.JOB_CANCELLED:
             result.exit_code = EXIT_JOB_CANCELLED
         elif status != state.JOB_SUCCEEDED:

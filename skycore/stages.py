@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from skycore.backend import StageError
+from skycore.errors import StageError
 
 EXIT_JOB_FAILED = 100  # FAILED and FAILED_SETUP, as SkyPilot's JobExitCode.FAILED
 EXIT_JOB_CANCELLED = 103

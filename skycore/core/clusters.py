@@ -16,6 +16,7 @@ from skycore.backend import ClusterError, ClusterHandle, StageError
 from skycore.config import SkycoreConfig, skycore_home
 from skycore.core.jobs import settle_orphan_jobs
 from skycore.provision import ProvisionError
+from skycore.task import Task
 
 
 @contextmanager
@@ -45,6 +46,28 @@ def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def provider_of(task: Task) -> str:
+    """The provider that runs ``task``'s cloud; ClusterError naming the field if none does."""
+    try:
+        return provision.provider_for_cloud(task.resources.cloud)
+    except ProvisionError as e:
+        raise ClusterError(str(e)) from None
+
+
+def check_same_resources(record: state.ClusterRecord, task: Task) -> None:
+    """ClusterError (saying what to do) when a relaunch asks for other resources."""
+    wanted = backend.resources_of(task)
+    if record.resources != wanted:
+        diff = [k for k in wanted if record.resources.get(k) != wanted[k]]
+        raise ClusterError(
+            f"Cluster '{record.name}' was launched with "
+            f"{backend.describe_resources(record.resources)}, but the task asks for "
+            f"{backend.describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
+            f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
+            "task's num_nodes/resources back to match."
+        )
 
 
 def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:

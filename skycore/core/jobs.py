@@ -4,6 +4,7 @@ another terminal submitted, complete its logs, drain failures, refresh, cancel."
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -268,3 +269,64 @@ def stop_jobs_and_drain(
         if job.status not in state.JOB_TERMINAL:
             backend.cancel_job(running, job.job_id)
     return backend.drain_mounts(running, log, unmount=True)
+
+
+def run_job_part(
+    handle: ClusterHandle,
+    task: Task,
+    body: str,
+    kind: str,
+    log_dir: Path,
+    job: state.JobRecord,
+    stream: bool,
+    follow: bool = True,
+) -> list[int]:
+    """Setup or run of a job on its nodes. The nodes own the run: Ctrl-C while it streams
+    detaches (the job goes on; 'skycore logs' reattaches, 'skycore cancel' stops it). Ctrl-C
+    during setup cancels the job: nothing would start its run afterwards. Without
+    ``follow`` the part is only started (exit codes: [])."""
+    drain = cached_mounts(handle.name) if kind == "run" else []
+    try:
+        return backend.run_on_nodes(
+            handle, task, body, kind, log_dir, job.task_id, job.job_id, stream, drain, follow
+        )
+    except KeyboardInterrupt:
+        if kind == "run":
+            print(
+                f"\nDetached from job {job.job_id} on {handle.name}: it keeps running on the "
+                f"cluster. Reattach with 'skycore logs {handle.name} {job.job_id} --follow'; "
+                f"stop it with 'skycore cancel {handle.name} {job.job_id}'.",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
+        state.set_job_status(handle.name, job.job_id, state.JOB_CANCELLED)
+        backend.cancel_job(handle, job.job_id)
+        raise
+
+
+def setup_failed(cluster: str, job_id: int, rank: int, code: int) -> None:
+    """Record job ``job_id`` FAILED_SETUP (its setup exited ``code`` on node ``rank``); the
+    cluster stays UP."""
+    state.set_job_status(cluster, job_id, state.JOB_FAILED_SETUP, code)
+    state.add_cluster_event(cluster, f"job {job_id}: setup failed on node {rank} (exit {code})")
+
+
+def start_job(cluster: str, job_id: int) -> str:
+    """Record job ``job_id`` RUNNING; the status it has afterwards (CANCELLED or another end
+    when it finished before it started: then nothing may run)."""
+    if state.set_job_status(cluster, job_id, state.JOB_RUNNING):
+        return state.JOB_RUNNING
+    current = state.get_job(cluster, job_id)
+    return current.status if current is not None else state.JOB_CANCELLED
+
+
+def finish_job(cluster: str, job_id: int, codes: list[int]) -> tuple[str, int]:
+    """Record the end of a run from each node's exit code: (status, exit code). When someone
+    finished it first (a cancel), that outcome stands."""
+    failed = [c for c in codes if c != 0]
+    status, code = (state.JOB_FAILED, failed[0]) if failed else (state.JOB_SUCCEEDED, 0)
+    if not state.set_job_status(cluster, job_id, status, code):
+        current = state.get_job(cluster, job_id)
+        status = current.status if current is not None else state.JOB_CANCELLED
+    return status, code
