@@ -14,9 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-
-class ConfigError(Exception):
-    """The config file is missing or malformed; the message says how to fix it."""
+from skycore.errors import ConfigError as ConfigError
 
 
 class _Strict(BaseModel):

@@ -26,7 +26,7 @@ from pydantic import (
     ValidationError,
 )
 
-from skycore.errors import UserError
+from skycore.errors import TaskError as TaskError
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
 from skycore.storage.registry import clouds, store_for_cloud, store_names
 from skycore.storage.storage import Storage
@@ -37,10 +37,6 @@ from skycore.user_paths import (
     resolve_local_path,
     show,
 )
-
-
-class TaskError(UserError):
-    """The task YAML is invalid; the message names the field and the fix."""
 
 
 def _lower(v: Any) -> Any:

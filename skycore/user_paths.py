@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import NoReturn
 
-from skycore.errors import UserError
+from skycore.errors import UserPathError as UserPathError
 
 MAX_PATH_BYTES = 4096
 """Linux PATH_MAX: the longest path (in bytes, with its terminating NUL: so 4095 usable)."""
@@ -29,18 +29,6 @@ MAX_NAME_BYTES = 255
 """Linux NAME_MAX: the longest name between two slashes, in bytes."""
 
 _HEAD, _TAIL = 60, 20
-
-
-class UserPathError(UserError):
-    """A path the user gave cannot be used. ``field``/``shown``/``problem``/``fix`` are the
-    parts of the one-paragraph message: ``{field}: the {noun} '{shown}' {problem}. {fix}``."""
-
-    def __init__(self, field: str, shown: str, problem: str, fix: str, noun: str) -> None:
-        super().__init__(f"{field}: the {noun} '{shown}' {problem}. {fix}")
-        self.field = field
-        self.shown = shown
-        self.problem = problem
-        self.fix = fix
 
 
 def show(value: object) -> str:

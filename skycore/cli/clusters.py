@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -115,34 +116,34 @@ def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> l
     return list(names)
 
 
-@cli.command()
-@click.argument("clusters", nargs=-1)
-@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
-@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors()
-def stop(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
-    """Stop clusters: drain cached mounts (no write is lost), unmount, stop the nodes."""
-    for name in _each_cluster(clusters, all_, yes, "stop"):
-        execution.stop(name, console=console)
+def _lifecycle_command(name: str, verb: str, action: Callable[..., Any], help_text: str) -> None:
+    """Register ``skycore NAME CLUSTER... [-a] [-y]``: ``action`` on each named cluster."""
+
+    @cli.command(name=name, help=help_text)
+    @click.argument("clusters", nargs=-1)
+    @click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
+    @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+    @handle_errors()
+    def command(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
+        for cluster in _each_cluster(clusters, all_, yes, verb):
+            action(cluster, console=console)
 
 
-@cli.command()
-@click.argument("clusters", nargs=-1)
-@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
-@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors()
-def start(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
-    """Start stopped clusters: resume the nodes and mount their storage again."""
-    for name in _each_cluster(clusters, all_, yes, "start"):
-        execution.start(name, console=console)
-
-
-@cli.command()
-@click.argument("clusters", nargs=-1)
-@click.option("-a", "--all", "all_", is_flag=True, help="Every cluster.")
-@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
-@handle_errors()
-def down(clusters: tuple[str, ...], all_: bool, yes: bool) -> None:
-    """Tear clusters down: drain, unmount, remove nodes, delete persistent: false storage."""
-    for name in _each_cluster(clusters, all_, yes, "tear down"):
-        execution.down(name, console=console)
+_lifecycle_command(
+    "stop",
+    "stop",
+    execution.stop,
+    "Stop clusters: drain cached mounts (no write is lost), unmount, stop the nodes.",
+)
+_lifecycle_command(
+    "start",
+    "start",
+    execution.start,
+    "Start stopped clusters: resume the nodes and mount their storage again.",
+)
+_lifecycle_command(
+    "down",
+    "tear down",
+    execution.down,
+    "Tear clusters down: drain, unmount, remove nodes, delete persistent: false storage.",
+)

@@ -58,21 +58,24 @@ def queue(clusters: tuple[str, ...], as_json: bool) -> None:
         console.print(table)
 
 
+_JOB_JSON_FIELDS = (
+    "cluster",
+    "job_id",
+    "name",
+    "status",
+    "num_nodes",
+    "task_id",
+    "exit_code",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "log_dir",
+)
+
+
 def _job_json(j: state.JobRecord) -> dict[str, Any]:
-    """A cluster job for ``queue --json``."""
-    return {
-        "cluster": j.cluster,
-        "job_id": j.job_id,
-        "name": j.name,
-        "status": j.status,
-        "num_nodes": j.num_nodes,
-        "task_id": j.task_id,
-        "exit_code": j.exit_code,
-        "submitted_at": j.submitted_at,
-        "started_at": j.started_at,
-        "ended_at": j.ended_at,
-        "log_dir": j.log_dir,
-    }
+    """A cluster job for ``queue --json`` (the stable field names listed in README)."""
+    return {f: getattr(j, f) for f in _JOB_JSON_FIELDS}
 
 
 @cli.command(name="logs")

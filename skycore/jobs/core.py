@@ -26,6 +26,7 @@ import filelock
 import yaml
 
 from skycore.config import load_config
+from skycore.errors import JobNotFound as JobNotFound
 from skycore.errors import UserError
 from skycore.jobs import paths
 from skycore.jobs import state as jstate
@@ -33,10 +34,6 @@ from skycore.jobs.recovery import FAILOVER
 from skycore.task import Task
 
 ADOPT_AFTER_S = 5.0
-
-
-class JobNotFound(UserError):
-    """No managed job has the given id."""
 
 
 def cluster_name_for(job_id: int, name: str | None) -> str:

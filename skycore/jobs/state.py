@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skycore import state as core_state
+from skycore.errors import TransitionError as TransitionError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS managed_jobs (
@@ -95,10 +96,6 @@ ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.RUNNING: frozenset({JobStatus.RECOVERING, *TERMINAL}),
     JobStatus.RECOVERING: frozenset({JobStatus.RUNNING, *TERMINAL}),
 }
-
-
-class TransitionError(Exception):
-    """A status change the state machine does not allow (a bug, not a user error)."""
 
 
 @dataclass(frozen=True)
@@ -295,15 +292,13 @@ def request_cancel(job_id: int) -> bool:
 
 def get(job_id: int) -> ManagedJob | None:
     """One job, or None."""
-    with connect() as conn:
-        row = conn.execute("SELECT * FROM managed_jobs WHERE job_id = ?", (job_id,)).fetchone()
+    row = core_state.query_one("SELECT * FROM managed_jobs WHERE job_id = ?", (job_id,), connect)
     return _row(row) if row else None
 
 
 def list_jobs() -> list[ManagedJob]:
     """Every managed job, newest first."""
-    with connect() as conn:
-        rows = conn.execute("SELECT * FROM managed_jobs ORDER BY job_id DESC").fetchall()
+    rows = core_state.query_all("SELECT * FROM managed_jobs ORDER BY job_id DESC", (), connect)
     return [_row(r) for r in rows]
 
 

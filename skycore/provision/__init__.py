@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from skycore.config import SkycoreConfig
+from skycore.errors import ProvisionError as ProvisionError
 
 if TYPE_CHECKING:
     from skycore.runner import CommandRunner
@@ -41,10 +42,6 @@ _CLOUD_TO_PROVIDER: dict[str | None, str] = {
 _DEFAULT_PROVIDER = "docker"
 
 CLUSTER_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-
-
-class ProvisionError(Exception):
-    """Nodes could not be created, resumed, stopped or removed; the message says why."""
 
 
 class NodeStatus(enum.StrEnum):

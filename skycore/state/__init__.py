@@ -34,6 +34,8 @@ from skycore.state.db import (
     connect,
     db_path,
     legacy_mount_spec,
+    query_all,
+    query_one,
 )
 from skycore.state.jobs import (
     JOB_CANCELLED,
@@ -108,6 +110,8 @@ __all__ = [
     "list_storage",
     "new_task_id",
     "next_job_id",
+    "query_all",
+    "query_one",
     "remove_cluster",
     "remove_storage",
     "set_cluster_handle",

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from skycore.state.db import add_event, connect
+from skycore.errors import ClusterTransitionError as ClusterTransitionError
+from skycore.state.db import add_event, connect, query_all, query_one
 
 
 class ClusterStatus(enum.StrEnum):
@@ -36,10 +37,6 @@ CLUSTER_TRANSITIONS: dict[ClusterStatus | None, frozenset[ClusterStatus]] = {
     ClusterStatus.UP: frozenset(ClusterStatus),
     ClusterStatus.STOPPED: frozenset({ClusterStatus.STOPPED, ClusterStatus.INIT}),
 }
-
-
-class ClusterTransitionError(RuntimeError):
-    """A status change the cluster state machine forbids (a bug, never a user error)."""
 
 
 def _check_transition(name: str, old: str | None, new: ClusterStatus, reason: str) -> None:
@@ -160,16 +157,13 @@ def set_cluster_handle(name: str, handle: dict[str, Any] | None) -> None:
 
 def get_cluster(name: str) -> ClusterRecord | None:
     """The record of one cluster, or None."""
-    with connect() as conn:
-        row = conn.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
+    row = query_one("SELECT * FROM clusters WHERE name = ?", (name,))
     return _cluster(row) if row else None
 
 
 def list_clusters() -> list[ClusterRecord]:
     """Every recorded cluster, oldest first."""
-    with connect() as conn:
-        rows = conn.execute("SELECT * FROM clusters ORDER BY created_at").fetchall()
-    return [_cluster(r) for r in rows]
+    return [_cluster(r) for r in query_all("SELECT * FROM clusters ORDER BY created_at")]
 
 
 def remove_cluster(name: str, reason: str) -> None:

@@ -7,8 +7,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +173,23 @@ def add_event(
         "VALUES (?, ?, ?, ?, ?)",
         (cluster, time.time(), from_status, to_status, reason),
     )
+
+
+Connect = Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+
+def query_one(
+    sql: str, params: tuple[Any, ...] = (), connection: Connect | None = None
+) -> sqlite3.Row | None:
+    """The first row ``sql`` selects, or None (``connection``: another way to ``connect``)."""
+    with (connection or connect)() as conn:
+        row: sqlite3.Row | None = conn.execute(sql, params).fetchone()
+    return row
+
+
+def query_all(
+    sql: str, params: tuple[Any, ...] = (), connection: Connect | None = None
+) -> list[sqlite3.Row]:
+    """Every row ``sql`` selects (``connection``: another way to ``connect``)."""
+    with (connection or connect)() as conn:
+        return list(conn.execute(sql, params).fetchall())

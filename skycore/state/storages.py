@@ -6,7 +6,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from skycore.state.db import connect
+from skycore.state.db import connect, query_all, query_one
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,13 @@ def set_storage_status(name: str, status: str) -> None:
 
 def get_storage(name: str) -> StorageRecord | None:
     """The record of one bucket, or None."""
-    with connect() as conn:
-        row = conn.execute("SELECT * FROM storage WHERE name = ?", (name,)).fetchone()
+    row = query_one("SELECT * FROM storage WHERE name = ?", (name,))
     return _storage(row) if row else None
 
 
 def list_storage() -> list[StorageRecord]:
     """Every recorded bucket, oldest first."""
-    with connect() as conn:
-        rows = conn.execute("SELECT * FROM storage ORDER BY created_at").fetchall()
-    return [_storage(r) for r in rows]
+    return [_storage(r) for r in query_all("SELECT * FROM storage ORDER BY created_at")]
 
 
 def remove_storage(name: str) -> None:

@@ -7,16 +7,9 @@ from dataclasses import dataclass
 
 from skycore import state
 from skycore.config import SkycoreConfig, load_config
+from skycore.errors import StorageInUse as StorageInUse
 from skycore.storage.api import make_store
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
-
-
-class StorageInUse(StorageError):
-    """A bucket that the recorded mounts of another cluster still use."""
-
-    def __init__(self, message: str, clusters: list[str]) -> None:
-        super().__init__(message)
-        self.clusters = clusters
 
 
 @dataclass(frozen=True)

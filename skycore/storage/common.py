@@ -10,23 +10,10 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from skycore.errors import UserError
-
-
-class StorageError(UserError):
-    """A storage problem the user can fix (bad spec, access, name); one paragraph."""
-
-
-class StorageSpecError(StorageError):
-    """A file_mounts storage entry is inconsistent (e.g. COPY without a source)."""
-
-
-class BucketNameError(StorageError):
-    """A bucket name breaks its store's naming rules."""
-
-
-class StorageAccessError(StorageError):
-    """A bucket does not exist, is private to someone else, or its name is taken."""
+from skycore.errors import BucketNameError as BucketNameError
+from skycore.errors import StorageAccessError as StorageAccessError
+from skycore.errors import StorageError as StorageError
+from skycore.errors import StorageSpecError as StorageSpecError
 
 
 class StorageMode(enum.StrEnum):

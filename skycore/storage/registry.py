@@ -15,7 +15,8 @@ import threading
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from skycore.storage.common import StorageError
+from skycore.errors import StoreLoadError as StoreLoadError
+from skycore.errors import UnknownStoreError as UnknownStoreError
 
 if TYPE_CHECKING:
     from skycore.storage.api import AbstractStore
@@ -24,14 +25,6 @@ GROUP = "skycore.stores"
 
 _LOCK = threading.Lock()
 _CACHE: dict[str, type[AbstractStore]] | None = None
-
-
-class UnknownStoreError(StorageError):
-    """A store name, URL scheme or config section that no registered store has."""
-
-
-class StoreLoadError(StorageError):
-    """A registered store could not be imported or does not follow the contract."""
 
 
 BackendLoadError = StoreLoadError
