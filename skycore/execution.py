@@ -126,14 +126,14 @@ def _launch_provision(
 ) -> ClusterHandle:
     log_path = log_dir / LOG_NAMES[Stage.PROVISION]
     record = state.get_cluster(name)
-    with rep.stage(Stage.PROVISION) as st:
+    with rep.stage(Stage.PROVISION) as step:
         if record is not None and record.status == state.CLUSTER_UP:
             handle = backend.get_handle(record, config)
             problems = backend.node_problems(handle, task.num_nodes)
             if not problems:
-                st.skipped = True
-                st.note = "cluster is UP and healthy: provisioning skipped"
-                logs.append(log_path, st.note)
+                step.skipped = True
+                step.note = "cluster is UP and healthy: provisioning skipped"
+                logs.append(log_path, step.note)
                 state.add_cluster_event(name, "relaunch: UP and healthy, provisioning skipped")
                 return handle
             reason = "relaunch: repairing (" + "; ".join(problems) + ")"
@@ -155,7 +155,7 @@ def _launch_provision(
         if record is not None and record.status == state.CLUSTER_STOPPED:
             # The nodes came back from a stop: their mounts are gone; mount them again.
             backend.remount(handle, log_path)
-        st.note = f"{handle.num_nodes} node(s) up: {', '.join(handle.info.ips)}"
+        step.note = f"{handle.num_nodes} node(s) up: {', '.join(handle.info.ips)}"
         return handle
 
 
@@ -177,11 +177,11 @@ def _sync_workdir_and_file_mounts(
     )
     if task.workdir is None or nested:
         _sync_workdir(handle, task, rep, log_dir)
-        with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
+        with rep.stage(Stage.SYNC_FILE_MOUNTS) as step:
             n_copies, n_storage = backend.sync_file_mounts(
                 handle, task, fm_log, rep.progress, prepared=prepared
             )
-            st.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
+            step.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
         return n_copies, n_storage
     held: list[str] = []  # the file mounts' progress, shown once their stage reports
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-mounts") as pool:
@@ -189,11 +189,11 @@ def _sync_workdir_and_file_mounts(
             backend.sync_file_mounts, handle, task, fm_log, held.append, prepared=prepared
         )
         _sync_workdir(handle, task, rep, log_dir)  # a failure still waits for the mounts
-        with rep.stage(Stage.SYNC_FILE_MOUNTS) as st:
+        with rep.stage(Stage.SYNC_FILE_MOUNTS) as step:
             for msg in held:
                 rep.progress(msg)
             n_copies, n_storage = fm.result()
-            st.note = (
+            step.note = (
                 f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s), "
                 "alongside the workdir sync"
             )
@@ -201,16 +201,16 @@ def _sync_workdir_and_file_mounts(
 
 
 def _sync_workdir(handle: ClusterHandle, task: Task, rep: Reporter, log_dir: Path) -> None:
-    with rep.stage(Stage.SYNC_WORKDIR) as st:
+    with rep.stage(Stage.SYNC_WORKDIR) as step:
         if task.workdir is None:
-            st.note = "no workdir"
-            st.skipped = True
+            step.note = "no workdir"
+            step.skipped = True
             logs.append(log_dir / LOG_NAMES[Stage.SYNC_WORKDIR], "no workdir in the task")
             return
         sent = backend.sync_workdir(
             handle, Path(task.workdir), log_dir / LOG_NAMES[Stage.SYNC_WORKDIR]
         )
-        st.note = f"{task.workdir} -> {backend.WORKDIR} ({sent} changed file(s) sent per node)"
+        step.note = f"{task.workdir} -> {backend.WORKDIR} ({sent} changed file(s) sent per node)"
 
 
 def _setup(
@@ -223,23 +223,23 @@ def _setup(
     stream: bool,
 ) -> bool:
     """Run setup on every node; False (job FAILED_SETUP, cluster stays UP) if it failed."""
-    with rep.stage(Stage.SETUP, quiet_progress=True) as st:
+    with rep.stage(Stage.SETUP, quiet_progress=True) as step:
         if no_setup or not task.setup:
-            st.skipped = True
-            st.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
+            step.skipped = True
+            step.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
             return True
         codes = core.run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if not failed:
-            st.note = f"done on {len(codes)} node(s)"
+            step.note = f"done on {len(codes)} node(s)"
             return True
-        st.ok = False
+        step.ok = False
         current = state.get_job(handle.name, job.job_id)
         if current is not None and current.status == state.JOB_CANCELLED:
-            st.note = f"job {job.job_id} cancelled during setup"
+            step.note = f"job {job.job_id} cancelled during setup"
             return False
         rank = failed[0]
-        st.note = (
+        step.note = (
             f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
             f"job {job.job_id} is FAILED_SETUP, the cluster stays UP"
         )
@@ -265,11 +265,11 @@ def _exec(
     detach_run: bool = False,
 ) -> None:
     name = handle.name
-    with rep.stage(Stage.EXEC, quiet_progress=True) as st:
+    with rep.stage(Stage.EXEC, quiet_progress=True) as step:
         if not task.run:
             state.set_job_status(name, job.job_id, state.JOB_SUCCEEDED, 0)
-            st.skipped = True
-            st.note = "no run command"
+            step.skipped = True
+            step.note = "no run command"
             result.job_status = state.JOB_SUCCEEDED
             return
         status = core.start_job(name, job.job_id)
@@ -278,13 +278,13 @@ def _exec(
             result.job_status = status
             if status == state.JOB_CANCELLED:
                 result.exit_code = EXIT_JOB_CANCELLED
-            st.ok = status == state.JOB_SUCCEEDED
-            st.note = f"job {job.job_id} {status} before it started"
+            step.ok = status == state.JOB_SUCCEEDED
+            step.note = f"job {job.job_id} {status} before it started"
             return
         if detach_run:
             core.run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
             result.job_status = state.JOB_RUNNING
-            st.note = (
+            step.note = (
                 f"job {job.job_id} runs on the cluster (detached): 'skycore logs {name} "
                 f"{job.job_id}' follows it"
             )
@@ -304,8 +304,8 @@ def _exec(
         elif status != state.JOB_SUCCEEDED:
             result.exit_code = EXIT_JOB_FAILED
         result.job_status = status
-        st.ok = status == state.JOB_SUCCEEDED
-        st.note = f"job {job.job_id} {status}" + (
+        step.ok = status == state.JOB_SUCCEEDED
+        step.note = f"job {job.job_id} {status}" + (
             f" (exit {code} on node {failed[0]})" if failed and status == state.JOB_FAILED else ""
         )
     if failed and status == state.JOB_FAILED:
@@ -314,8 +314,8 @@ def _exec(
 
 
 def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
-    with core.cluster_lock(name), rep.stage(Stage.DOWN) as st:
-        st.note = core.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+    with core.cluster_lock(name), rep.stage(Stage.DOWN) as step:
+        step.note = core.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,10 +378,10 @@ def stop(
     config, rep, log_path = _cluster_op(name, Stage.STOP, console, config)
     with core.cluster_lock(name):
         record = core.existing(name)
-        with rep.stage(Stage.STOP) as st:
+        with rep.stage(Stage.STOP) as step:
             note = core.stop_nodes(record, config, log_path, rep.progress)
-            st.note, st.skipped = note or "already stopped", note is None
-        return st
+            step.note, step.skipped = note or "already stopped", note is None
+        return step
 
 
 def start(
@@ -399,10 +399,10 @@ def start(
     config, rep, log_path = _cluster_op(name, Stage.START, console, config)
     with core.cluster_lock(name):
         record = core.existing(name)
-        with rep.stage(Stage.START) as st:
+        with rep.stage(Stage.START) as step:
             note = core.start_nodes(record, config, log_path, rep.progress, store_wait_s)
-            st.note, st.skipped = note or "already UP", note is None
-        return st
+            step.note, step.skipped = note or "already UP", note is None
+        return step
 
 
 def down(
@@ -417,6 +417,6 @@ def down(
             raise ClusterError(
                 f"Cluster '{name}' does not exist ('skycore status' lists clusters)."
             )
-        with rep.stage(Stage.DOWN) as st:
-            st.note = core.teardown(name, config, log_path, rep.progress)
-            return st
+        with rep.stage(Stage.DOWN) as step:
+            step.note = core.teardown(name, config, log_path, rep.progress)
+            return step

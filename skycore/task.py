@@ -314,8 +314,8 @@ class Task:
         if self.envs:
             out["envs"] = dict(self.envs)
         mounts: dict[str, Any] = dict(self.file_mounts)
-        for dst, st in self.storage_mounts.items():
-            mounts[dst] = st.to_spec_dict()
+        for dst, storage in self.storage_mounts.items():
+            mounts[dst] = storage.to_spec_dict()
         if mounts:
             out["file_mounts"] = mounts
         for key in ("setup", "run"):

@@ -31,11 +31,11 @@ def _node_problems(handle: ClusterHandle, expected_nodes: int) -> tuple[list[str
     statuses = provision.query_instances(handle.provider, handle.name, handle.config)
     problems = []
     for rank in range(expected_nodes):
-        st = statuses.get(rank)
-        if st is None:
+        status = statuses.get(rank)
+        if status is None:
             problems.append(f"node {rank} is gone")
-        elif st is not NodeStatus.UP:
-            problems.append(f"node {rank} is {st.value}")
+        elif status is not NodeStatus.UP:
+            problems.append(f"node {rank} is {status.value}")
     if problems:
         return problems, False
 
