@@ -11,17 +11,14 @@ checkout needs ``pip install -e .``). A store package declares::
 
 from __future__ import annotations
 
-import threading
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
+
+from skycore.plugins import PluginGroup
 
 if TYPE_CHECKING:
     from harness.emulators.base import RunningEmulator
 
 GROUP = "harness.emulators"
-
-_LOCK = threading.Lock()
-_CACHE: dict[str, type[RunningEmulator]] | None = None
 
 
 class UnknownEmulatorError(ValueError):
@@ -32,49 +29,20 @@ class EmulatorLoadError(RuntimeError):
     """A registered emulator could not be imported or does not follow the contract."""
 
 
-def _check(name: str, where: str, cls: object) -> type[RunningEmulator]:
+def _base() -> type[RunningEmulator]:
     from harness.emulators.base import RunningEmulator
 
-    if not (isinstance(cls, type) and issubclass(cls, RunningEmulator)):
-        raise EmulatorLoadError(
-            f"The emulator '{name}' ({where}) is not a RunningEmulator subclass. Fix or "
-            "uninstall the package that registers it."
-        )
-    if cls.store != name:
-        raise EmulatorLoadError(
-            f"The emulator registered as '{name}' ({where}) serves store '{cls.store}'; the "
-            "entry-point name must be the store's name."
-        )
-    return cls
+    return RunningEmulator
 
 
-def _load() -> dict[str, type[RunningEmulator]]:
-    found: dict[str, type[RunningEmulator]] = {}
-    for ep in entry_points(group=GROUP):
-        try:
-            cls = ep.load()
-        except Exception as e:
-            raise EmulatorLoadError(
-                f"The emulator '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
-                "uninstall the package that registers it."
-            ) from None
-        cls = _check(ep.name, ep.value, cls)
-        if found.get(ep.name, cls) is not cls:
-            raise EmulatorLoadError(
-                f"Two emulators are registered for store '{ep.name}': "
-                f"{found[ep.name].__module__} and {ep.value}. Uninstall one of them."
-            )
-        found[ep.name] = cls
-    return dict(sorted(found.items()))
+_EMULATORS: PluginGroup[RunningEmulator] = PluginGroup(
+    GROUP, _base, lambda cls: cls.store, EmulatorLoadError, "emulator"
+)
 
 
 def emulator_classes() -> dict[str, type[RunningEmulator]]:
     """Every registered emulator, by store name (sorted)."""
-    global _CACHE
-    with _LOCK:
-        if _CACHE is None:
-            _CACHE = _load()
-        return dict(_CACHE)
+    return _EMULATORS.classes()
 
 
 def store_names() -> tuple[str, ...]:
@@ -105,8 +73,11 @@ def store_of_alias(alias: str) -> str | None:
     return next((s for s, c in emulator_classes().items() if c.cli_alias == alias), None)
 
 
+def add_emulator(cls: type[RunningEmulator]) -> None:
+    """Register an emulator in this process only (one no installed package declares)."""
+    _EMULATORS.add(cls)
+
+
 def reset() -> None:
     """Forget the loaded registry (after installing a store package at run time)."""
-    global _CACHE
-    with _LOCK:
-        _CACHE = None
+    _EMULATORS.reset()

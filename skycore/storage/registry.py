@@ -11,64 +11,35 @@ and ``skycore`` (task schema, config schema, URL parsing, planning, mounting) pi
 
 from __future__ import annotations
 
-import threading
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from skycore.errors import StoreLoadError as StoreLoadError
 from skycore.errors import UnknownStoreError as UnknownStoreError
+from skycore.plugins import PluginGroup
 
 if TYPE_CHECKING:
     from skycore.storage.api import AbstractStore
 
 GROUP = "skycore.stores"
 
-_LOCK = threading.Lock()
-_CACHE: dict[str, type[AbstractStore]] | None = None
-
-
 BackendLoadError = StoreLoadError
 """The former name of ``StoreLoadError``, kept for code that catches it."""
 
 
-def _load() -> dict[str, type[AbstractStore]]:
+def _base() -> type[AbstractStore]:
     from skycore.storage.api import AbstractStore
 
-    found: dict[str, type[AbstractStore]] = {}
-    for ep in entry_points(group=GROUP):
-        try:
-            cls = ep.load()
-        except Exception as e:
-            raise StoreLoadError(
-                f"The store '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
-                "uninstall the package that registers it."
-            ) from None
-        if not (isinstance(cls, type) and issubclass(cls, AbstractStore)):
-            raise StoreLoadError(
-                f"The entry point '{ep.name}' of group {GROUP} ({ep.value}) is not an "
-                "AbstractStore subclass; see docs/backends.md."
-            )
-        if cls.store_name != ep.name:
-            raise StoreLoadError(
-                f"The entry point '{ep.name}' of group {GROUP} loads a store named "
-                f"'{cls.store_name}'; the entry point's name must equal store_name."
-            )
-        found[ep.name] = cls
-    if not found:
-        raise StoreLoadError(
-            f"No store is registered (entry-point group {GROUP}). Install skycore "
-            "into the environment you run it from ('pip install -e .' or 'make venv')."
-        )
-    return dict(sorted(found.items()))
+    return AbstractStore
+
+
+_STORES: PluginGroup[AbstractStore] = PluginGroup(
+    GROUP, _base, lambda cls: cls.store_name, StoreLoadError, "store", required=True
+)
 
 
 def store_classes() -> dict[str, type[AbstractStore]]:
     """Every registered store class by store name (sorted; loaded once per process)."""
-    global _CACHE
-    with _LOCK:
-        if _CACHE is None:
-            _CACHE = _load()
-        return dict(_CACHE)
+    return _STORES.classes()
 
 
 def store_names() -> list[str]:

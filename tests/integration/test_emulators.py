@@ -32,6 +32,7 @@ from harness.emulators.fleet import (
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator
 from skycore.storage.registry import get_store_class
+from tests.integration.helpers import emulator_bucket
 
 ALL = [
     pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
@@ -130,83 +131,73 @@ def test_make_and_delete_bucket(
 
 @pytest.mark.parametrize("store_name", ALL)
 def test_sequential_writes_are_logged_in_order(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
+    emulators: dict[str, RunningEmulator], store_name: str
 ) -> None:
     emulator = emulators[store_name]
-    bucket = unique_name("ev")
-    emulator.make_bucket(bucket)
-    written = [(f"dir/file-{i:02d}.bin", 100 + 37 * i) for i in range(20)]
-    for key, size in written:
-        emulator.write_object(bucket, key, os.urandom(size))
-    events = emulator.events(bucket)
-    assert [(e.key, e.size) for e in events] == written
-    assert {e.op for e in events} == {"put"}
-    stamps = [e.t_ns for e in events]
-    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
-    emulator.delete_bucket(bucket)
+    with emulator_bucket(emulator, "ev") as (bucket, _):
+        written = [(f"dir/file-{i:02d}.bin", 100 + 37 * i) for i in range(20)]
+        for key, size in written:
+            emulator.write_object(bucket, key, os.urandom(size))
+        events = emulator.events(bucket)
+        assert [(e.key, e.size) for e in events] == written
+        assert {e.op for e in events} == {"put"}
+        stamps = [e.t_ns for e in events]
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
 
 @pytest.mark.parametrize("store_name", S3_LIKE)
 def test_s3_multipart_upload_is_one_event(
     emulators: dict[str, RunningEmulator],
-    unique_name: Callable[[str], str],
     tmp_path: Path,
     store_name: str,
 ) -> None:
     from boto3.s3.transfer import TransferConfig
 
     s3 = emulators[store_name]
-    bucket = unique_name("mp")
-    s3.make_bucket(bucket)
-    src = tmp_path / "big.bin"
-    src.write_bytes(os.urandom(20 * MiB))
-    config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
-    s3.client(USER).upload_file(str(src), bucket, "big.bin", Config=config)
-    events = s3.events(bucket)
-    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "multipart")]
-    s3.delete_bucket(bucket)
+    with emulator_bucket(s3, "mp") as (bucket, _):
+        src = tmp_path / "big.bin"
+        src.write_bytes(os.urandom(20 * MiB))
+        config = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+        s3.client(USER).upload_file(str(src), bucket, "big.bin", Config=config)
+        events = s3.events(bucket)
+        assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "multipart")]
 
 
 @pytest.mark.gcp
-def test_gcs_resumable_upload_is_one_event(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
-) -> None:
+def test_gcs_resumable_upload_is_one_event(emulators: dict[str, RunningEmulator]) -> None:
     gcs = emulators["gcs"]
-    bucket = unique_name("ru")
-    gcs.make_bucket(bucket)
-    data = os.urandom(20 * MiB)
-    blob = gcs.client(USER).bucket(bucket).blob("big.bin", chunk_size=4 * MiB)
-    blob.upload_from_string(data)
-    events = gcs.events(bucket)
-    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
-    assert gcs.client(USER).bucket(bucket).blob("big.bin").download_as_bytes() == data
-    gcs.delete_bucket(bucket)
+    with emulator_bucket(gcs, "ru") as (bucket, _):
+        data = os.urandom(20 * MiB)
+        blob = gcs.client(USER).bucket(bucket).blob("big.bin", chunk_size=4 * MiB)
+        blob.upload_from_string(data)
+        events = gcs.events(bucket)
+        assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
+        assert gcs.client(USER).bucket(bucket).blob("big.bin").download_as_bytes() == data
 
 
 @pytest.mark.gcp
 def test_gcs_rclone_chunked_upload_is_one_event(
     emulators: dict[str, RunningEmulator],
-    unique_name: Callable[[str], str],
     tmp_path: Path,
     rclone: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     """rclone uploads a big object as resumable chunks (each a POST with upload_id): the
     object is one write event, recorded when the last chunk completes, with its size."""
     gcs = emulators["gcs"]
-    bucket = unique_name("rc")
-    gcs.make_bucket(bucket)
-    data = os.urandom(20 * MiB)
-    src = tmp_path / "big.bin"
-    src.write_bytes(data)
-    before = time.time_ns()
-    done = rclone(gcs, "copyto", str(src), f"remote:{bucket}/big.bin", bucket=bucket, timeout=300)
-    assert done.returncode == 0, done.stderr
-    after = time.time_ns()
-    events = gcs.events(bucket)
-    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
-    assert before < events[0].t_ns <= after
-    assert gcs.read_object(bucket, "big.bin") == data
-    gcs.delete_bucket(bucket)
+    with emulator_bucket(gcs, "rc") as (bucket, _):
+        data = os.urandom(20 * MiB)
+        src = tmp_path / "big.bin"
+        src.write_bytes(data)
+        before = time.time_ns()
+        done = rclone(
+            gcs, "copyto", str(src), f"remote:{bucket}/big.bin", bucket=bucket, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        after = time.time_ns()
+        events = gcs.events(bucket)
+        assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 20 * MiB, "resumable")]
+        assert before < events[0].t_ns <= after
+        assert gcs.read_object(bucket, "big.bin") == data
 
 
 @pytest.mark.azure
@@ -222,41 +213,33 @@ def test_deleting_an_azure_container_drops_its_gate_row(
 
 
 @pytest.mark.azure
-def test_azure_block_upload_is_one_event(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str]
-) -> None:
+def test_azure_block_upload_is_one_event(emulators: dict[str, RunningEmulator]) -> None:
     azure = emulators["azure"]
     assert isinstance(azure, AzureEmulator)
-    bucket = unique_name("bl")
-    azure.make_bucket(bucket)
-    from azure.storage.blob import BlobServiceClient
+    with emulator_bucket(azure, "bl") as (bucket, _):
+        from azure.storage.blob import BlobServiceClient
 
-    user = AZURE_ACCOUNTS[USER]
-    service = BlobServiceClient(  # small limits force staged blocks and one commit
-        azure.account_url(user.name),
-        credential={"account_name": user.name, "account_key": user.key},
-        max_single_put_size=4 * MiB,
-        max_block_size=4 * MiB,
-    )
-    service.get_container_client(bucket).upload_blob("big.bin", os.urandom(10 * MiB))
-    events = azure.events(bucket)
-    assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 10 * MiB, "commit")]
-    azure.delete_bucket(bucket)
+        user = AZURE_ACCOUNTS[USER]
+        service = BlobServiceClient(  # small limits force staged blocks and one commit
+            azure.account_url(user.name),
+            credential={"account_name": user.name, "account_key": user.key},
+            max_single_put_size=4 * MiB,
+            max_block_size=4 * MiB,
+        )
+        service.get_container_client(bucket).upload_blob("big.bin", os.urandom(10 * MiB))
+        events = azure.events(bucket)
+        assert [(e.key, e.size, e.op) for e in events] == [("big.bin", 10 * MiB, "commit")]
 
 
 @pytest.mark.parametrize("store_name", ALL)
-def test_deletes_are_logged(
-    emulators: dict[str, RunningEmulator], unique_name: Callable[[str], str], store_name: str
-) -> None:
+def test_deletes_are_logged(emulators: dict[str, RunningEmulator], store_name: str) -> None:
     emulator = emulators[store_name]
-    bucket = unique_name("dl")
-    emulator.make_bucket(bucket, objects={"gone.txt": b"bye"})
-    emulator.delete_object(bucket, "gone.txt")
-    assert [(e.key, e.op) for e in emulator.events(bucket)] == [
-        ("gone.txt", "put"),
-        ("gone.txt", "delete"),
-    ]
-    emulator.delete_bucket(bucket)
+    with emulator_bucket(emulator, "dl", objects={"gone.txt": b"bye"}) as (bucket, _):
+        emulator.delete_object(bucket, "gone.txt")
+        assert [(e.key, e.op) for e in emulator.events(bucket)] == [
+            ("gone.txt", "put"),
+            ("gone.txt", "delete"),
+        ]
 
 
 # --- rclone through the gates ----------------------------------------------------------
@@ -265,51 +248,50 @@ def test_deletes_are_logged(
 @pytest.mark.parametrize("store_name", ALL)
 def test_rclone_through_the_gate(
     emulators: dict[str, RunningEmulator],
-    unique_name: Callable[[str], str],
     rclone: Callable[..., Any],
     tmp_path: Path,
     store_name: str,
 ) -> None:
     emulator = emulators[store_name]
-    mine, theirs = unique_name("rc"), unique_name("rcpub")
-    emulator.make_bucket(mine)
-    emulator.make_bucket(theirs, owner=OTHER, public=True, objects={"pub.txt": b"public\n"})
-    src = tmp_path / "src"
-    (src / "sub").mkdir(parents=True)
-    (src / "one.txt").write_bytes(b"one\n")
-    (src / "sub" / "two.bin").write_bytes(os.urandom(3 * MiB))
+    public = {"owner": OTHER, "public": True, "objects": {"pub.txt": b"public\n"}}
+    with (
+        emulator_bucket(emulator, "rc") as (mine, _),
+        emulator_bucket(emulator, "rcpub", **public) as (theirs, _),
+    ):
+        src = tmp_path / "src"
+        (src / "sub").mkdir(parents=True)
+        (src / "one.txt").write_bytes(b"one\n")
+        (src / "sub" / "two.bin").write_bytes(os.urandom(3 * MiB))
 
-    listed = rclone(emulator, "lsd", "remote:")
-    assert listed.returncode == 0, listed.stderr
-    assert mine in listed.stdout
-    copied = rclone(emulator, "copy", str(src), f"remote:{mine}/data")
-    assert copied.returncode == 0, copied.stderr
-    tree = rclone(emulator, "ls", f"remote:{mine}")
-    assert "data/one.txt" in tree.stdout and "data/sub/two.bin" in tree.stdout
-    assert rclone(emulator, "cat", f"remote:{mine}/data/one.txt").stdout == "one\n"
-    assert {e.key for e in emulator.events(mine)} == {"data/one.txt", "data/sub/two.bin"}
+        listed = rclone(emulator, "lsd", "remote:")
+        assert listed.returncode == 0, listed.stderr
+        assert mine in listed.stdout
+        copied = rclone(emulator, "copy", str(src), f"remote:{mine}/data")
+        assert copied.returncode == 0, copied.stderr
+        tree = rclone(emulator, "ls", f"remote:{mine}")
+        assert "data/one.txt" in tree.stdout and "data/sub/two.bin" in tree.stdout
+        assert rclone(emulator, "cat", f"remote:{mine}/data/one.txt").stdout == "one\n"
+        assert {e.key for e in emulator.events(mine)} == {"data/one.txt", "data/sub/two.bin"}
 
-    # The other account's public bucket: readable, never writable, and refused promptly.
-    # (The remote is made for that bucket: some stores keep it under its owner's account.)
-    where = {"bucket": theirs}
-    read = rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **where)
-    assert read.returncode == 0 and read.stdout == "public\n", read.stderr
-    started = time.monotonic()
-    write = rclone(emulator, "copy", str(src), f"remote:{theirs}/planted", **where)
-    elapsed = time.monotonic() - started
-    assert write.returncode != 0
-    assert "403" in write.stderr or "AuthorizationFailure" in write.stderr, write.stderr
-    assert elapsed < 10, f"denied write took {elapsed:.1f} s"
-    # Anonymous: the public bucket lists and reads, and refuses writes.
-    anon = {"owner": None, **where}
-    listed = rclone(emulator, "lsf", f"remote:{theirs}", **anon)
-    assert listed.returncode == 0 and listed.stdout.split() == ["pub.txt"], listed.stderr
-    assert rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **anon).stdout == "public\n"
-    anon_write = rclone(emulator, "copyto", str(src / "one.txt"), f"remote:{theirs}/x", **anon)
-    assert anon_write.returncode != 0
-    assert [e.key for e in emulator.events(theirs)] == ["pub.txt"]  # nothing was written
-    emulator.delete_bucket(mine)
-    emulator.delete_bucket(theirs)
+        # The other account's public bucket: readable, never writable, and refused promptly.
+        # (The remote is made for that bucket: some stores keep it under its owner's account.)
+        where = {"bucket": theirs}
+        read = rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **where)
+        assert read.returncode == 0 and read.stdout == "public\n", read.stderr
+        started = time.monotonic()
+        write = rclone(emulator, "copy", str(src), f"remote:{theirs}/planted", **where)
+        elapsed = time.monotonic() - started
+        assert write.returncode != 0
+        assert "403" in write.stderr or "AuthorizationFailure" in write.stderr, write.stderr
+        assert elapsed < 10, f"denied write took {elapsed:.1f} s"
+        # Anonymous: the public bucket lists and reads, and refuses writes.
+        anon = {"owner": None, **where}
+        listed = rclone(emulator, "lsf", f"remote:{theirs}", **anon)
+        assert listed.returncode == 0 and listed.stdout.split() == ["pub.txt"], listed.stderr
+        assert rclone(emulator, "cat", f"remote:{theirs}/pub.txt", **anon).stdout == "public\n"
+        anon_write = rclone(emulator, "copyto", str(src / "one.txt"), f"remote:{theirs}/x", **anon)
+        assert anon_write.returncode != 0
+        assert [e.key for e in emulator.events(theirs)] == ["pub.txt"]  # nothing was written
 
 
 # --- processes -------------------------------------------------------------------------
@@ -427,7 +409,6 @@ def _peak_rss_kib(pid: int) -> int:
 @pytest.mark.parametrize("store_name", S3_LIKE)
 def test_gate_streams_large_uploads(
     emulators: dict[str, RunningEmulator],
-    unique_name: Callable[[str], str],
     store_name: str,
 ) -> None:
     """A 64 MiB PUT through the gate arrives whole while the gate's peak memory grows by
@@ -435,21 +416,19 @@ def test_gate_streams_large_uploads(
     benchmark, bench/gate_throughput.py: a timing ratio here failed CI on a busy machine.)"""
     s3 = emulators[store_name]
     assert isinstance(s3, S3Emulator)
-    bucket = unique_name("tp")
-    s3.make_bucket(bucket)
-    data = os.urandom(64 * MiB)
-    gate_pid = s3.procs[1].pid
-    Path(f"/proc/{gate_pid}/clear_refs").write_text("5")  # peak RSS := current RSS
-    before = _peak_rss_kib(gate_pid)
-    s3.client(USER).put_object(Bucket=bucket, Key="big.bin", Body=data)
-    grown_mib = (_peak_rss_kib(gate_pid) - before) / 1024
-    print(f"gate peak RSS growth {grown_mib:.1f} MiB")
-    got = s3.client(USER).get_object(Bucket=bucket, Key="big.bin")["Body"].read()
-    assert got == data
-    # Measured: ~10 MiB (aiohttp's buffers and the request's bookkeeping); a gate that holds
-    # the body would grow by at least its 64 MiB.
-    assert grown_mib < 32, f"the gate's peak RSS grew by {grown_mib:.1f} MiB for a 64 MiB PUT"
-    s3.delete_bucket(bucket)
+    with emulator_bucket(s3, "tp") as (bucket, _):
+        data = os.urandom(64 * MiB)
+        gate_pid = s3.procs[1].pid
+        Path(f"/proc/{gate_pid}/clear_refs").write_text("5")  # peak RSS := current RSS
+        before = _peak_rss_kib(gate_pid)
+        s3.client(USER).put_object(Bucket=bucket, Key="big.bin", Body=data)
+        grown_mib = (_peak_rss_kib(gate_pid) - before) / 1024
+        print(f"gate peak RSS growth {grown_mib:.1f} MiB")
+        got = s3.client(USER).get_object(Bucket=bucket, Key="big.bin")["Body"].read()
+        assert got == data
+        # Measured: ~10 MiB (aiohttp's buffers and the request's bookkeeping); a gate that holds
+        # the body would grow by at least its 64 MiB.
+        assert grown_mib < 32, f"the gate's peak RSS grew by {grown_mib:.1f} MiB for a 64 MiB PUT"
 
 
 @pytest.mark.gcp
@@ -537,7 +516,7 @@ class NoEventsEmulator(GcsEmulator):
     records_events = False
 
 
-registry._CACHE = {**registry.emulator_classes(), "noevents": NoEventsEmulator}
+registry.add_emulator(NoEventsEmulator)
 """
 
 CAPABILITY_TESTS = """
