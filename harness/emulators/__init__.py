@@ -10,33 +10,24 @@
 """
 
 import importlib
+import importlib.util
 import warnings
 from typing import Any
 
-_FLEET = frozenset(
-    (
-        "CAPABILITIES",
-        "EmulatorError",
-        "RunningEmulator",
-        "WriteEvent",
-        "emulator_class",
-        "get",
-        "start_all",
-        "status_all",
-        "stop_all",
-        "stop_one",
-        "stores",
-    )
-)
-
 
 def __getattr__(name: str) -> Any:
-    """Deprecated: the fleet's names were importable from this package."""
-    if name not in _FLEET:
-        raise AttributeError(f"module 'harness.emulators' has no attribute {name!r}")
+    """Deprecated: the fleet's names (``fleet.__all__``) were importable from this package."""
+    missing = AttributeError(f"module 'harness.emulators' has no attribute {name!r}")
+    # Dunders and this package's own modules are the import system's business: looking
+    # them up must never import the fleet (which imports them).
+    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        raise missing
+    fleet = importlib.import_module("harness.emulators.fleet")
+    if name not in fleet.__all__:
+        raise missing
     warnings.warn(
         f"harness.emulators.{name} is deprecated; import it from harness.emulators.fleet",
         DeprecationWarning,
         stacklevel=2,
     )
-    return getattr(importlib.import_module("harness.emulators.fleet"), name)
+    return getattr(fleet, name)
