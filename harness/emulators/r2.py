@@ -8,7 +8,7 @@ config section) is here. Its store module is skycore/storage/r2.py.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.emulators.s3 import AccessKey, S3Emulator
@@ -37,17 +37,6 @@ class R2Emulator(S3Emulator):
         ),
     }
     """owner -> R2 access key (32 hex digits, as R2 issues them); never an S3 key."""
-
-    def config_section(self) -> Any:
-        from skycore.storage.r2 import R2Config
-
-        key = self.keys[USER]
-        return R2Config(
-            endpoint_url=self.endpoint,
-            access_key_id=key.access_key_id,
-            secret_access_key=key.secret_access_key,
-            region=self.region,
-        )
 
     def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
         return (

@@ -63,10 +63,11 @@ class S3Emulator(RunningEmulator):
         return (ClientError,)
 
     def config_section(self) -> Any:
-        from skycore.storage.s3 import AwsConfig
+        """The store's own config model (``AwsConfig``, ``R2Config``, ...) for the user."""
+        from skycore.storage.registry import get_store_class
 
         key = self.keys[USER]
-        return AwsConfig(
+        return get_store_class(self.store).config_model(
             endpoint_url=self.endpoint,
             access_key_id=key.access_key_id,
             secret_access_key=key.secret_access_key,
