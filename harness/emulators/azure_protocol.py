@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 from xml.sax.saxutils import escape
 
 from harness.accounts import OTHER, USER
-from harness.gate.protocol import Exchange, GateProtocol, UpstreamResponse
+from harness.gate.protocol import Exchange, GateProtocol, Success
 from harness.gate.rules import Access, Kind, Verdict, header, split_path
 
 
@@ -97,14 +97,8 @@ class AzureGateProtocol(GateProtocol):
     def error_headers(self, verdict: Verdict) -> dict[str, str]:
         return {"x-ms-error-code": verdict.code}
 
-    def after_success(
-        self,
-        ex: Exchange,
-        access: Access,
-        identity: str | None,
-        up: UpstreamResponse,
-        data: bytes,
-    ) -> bytes:
+    def on_success(self, done: Success) -> bytes:
+        ex, access, data = done.ex, done.access, done.data
         if access.deletes_bucket and access.bucket:
             ex.state.drop_bucket(access.bucket)
             return data

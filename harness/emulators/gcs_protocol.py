@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from harness.gate.protocol import Exchange, GateProtocol, UpstreamResponse
+from harness.gate.protocol import Exchange, GateProtocol, Success
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header, split_path
 
 _GCS_API_ROOTS = ("storage", "upload", "download", "batch", "_internal")
@@ -206,14 +206,8 @@ class GcsGateProtocol(GateProtocol):
     def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
         return "uploadType=resumable" in ex.path
 
-    def after_success(
-        self,
-        ex: Exchange,
-        access: Access,
-        identity: str | None,
-        up: UpstreamResponse,
-        data: bytes,
-    ) -> bytes:
+    def on_success(self, done: Success) -> bytes:
+        ex, access, identity, up, data = done.ex, done.access, done.identity, done.up, done.data
         state = ex.state
         obj = _json_object(data)
         if access.kind is Kind.CREATE_BUCKET and identity:

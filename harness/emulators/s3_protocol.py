@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 from xml.sax.saxutils import escape
 
 from harness.emulators.s3_signatures import SIGV2_KEY, SIGV4_KEY, AccessKey, S3Signatures
-from harness.gate.protocol import Exchange, GateProtocol, UpstreamResponse
+from harness.gate.protocol import Exchange, GateProtocol, Success
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header, split_path
 
 
@@ -156,14 +156,8 @@ class S3GateProtocol(S3Signatures, GateProtocol):
             "SignedHeaders=host, Signature=0"
         }
 
-    def after_success(
-        self,
-        ex: Exchange,
-        access: Access,
-        identity: str | None,
-        up: UpstreamResponse,
-        data: bytes,
-    ) -> bytes:
+    def on_success(self, done: Success) -> bytes:
+        ex, access, identity, data = done.ex, done.access, done.identity, done.data
         state = ex.state
         bucket = access.bucket or ""
         if access.kind is Kind.CREATE_BUCKET and identity:

@@ -51,6 +51,18 @@ class UpstreamResponse(Protocol):
         """First value of a response header (case-insensitive)."""
 
 
+@dataclass(frozen=True)
+class Success:
+    """A request the upstream answered 2xx, its response read whole: the exchange, the
+    gate's access decision, the caller's identity, the upstream response and its body."""
+
+    ex: Exchange
+    access: Access
+    identity: str | None
+    up: UpstreamResponse
+    data: bytes
+
+
 class GateProtocol:
     """How the gate reads one storage API. Subclasses override what their API needs."""
 
@@ -98,5 +110,10 @@ class GateProtocol:
         data: bytes,
     ) -> bytes:
         """Bookkeeping after a 2xx response read whole (bucket table, write events); returns
-        the body to send to the client (possibly filtered)."""
-        return data
+        the body to send to the client (possibly filtered). A protocol overrides
+        :meth:`on_success`, which gets the same in one object."""
+        return self.on_success(Success(ex, access, identity, up, data))
+
+    def on_success(self, done: Success) -> bytes:
+        """See :meth:`after_success`; returns the response body unchanged by default."""
+        return done.data
