@@ -104,13 +104,15 @@ class AbstractStore(ABC):
     store_name: ClassVar[str]
     """What users write after ``store:`` (also the entry-point name)."""
     schemes: ClassVar[tuple[str, ...]]
-    """URL schemes of the store's buckets; the first is the one skycore writes."""
+    """URL schemes of the store's buckets; the first is the one skycore writes (default: the
+    store's own name)."""
     cloud: ClassVar[str]
     """The ``resources.cloud`` this store belongs to."""
     default_for_cloud: ClassVar[bool] = True
     """Used when a storage entry gives no ``store`` and ``resources.cloud`` is ``cloud``."""
     config_section: ClassVar[str]
-    """The config.yaml section holding the endpoint and the user's credentials."""
+    """The config.yaml section holding the endpoint and the user's credentials (default: the
+    store's own name)."""
     config_model: ClassVar[type[BaseModel]]
     """The pydantic model of that section."""
     bucket_label: ClassVar[str] = "bucket"
@@ -119,6 +121,17 @@ class AbstractStore(ABC):
     """URLs carry an account before the bucket: ``scheme://ACCOUNT/BUCKET/path``."""
     endpoint_label: ClassVar[str] = ""
     """How messages call the service's endpoint (default: ``<store_name> endpoint``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class that names its own store and not its schemes or config section gets its
+        name for them (a subclass of another store never takes that store's)."""
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("store_name")
+        if isinstance(name, str):
+            if "schemes" not in cls.__dict__:
+                cls.schemes = (name,)
+            if "config_section" not in cls.__dict__:
+                cls.config_section = name
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         section = config.section(self.config_section)

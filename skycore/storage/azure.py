@@ -61,9 +61,7 @@ class AzureBlobStore(AbstractStore):
     """A container of an Azure storage account."""
 
     store_name = "azure"
-    schemes = ("azure",)
     cloud = "azure"
-    config_section = "azure"
     config_model = AzureConfig
     bucket_label = "Azure container"
     url_has_account = True

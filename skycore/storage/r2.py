@@ -46,9 +46,7 @@ class R2Store(S3Store):
     """An R2 bucket (through boto3 at the account endpoint; rclone's Cloudflare provider)."""
 
     store_name = "r2"
-    schemes = ("r2",)
     cloud = "cloudflare"
-    config_section = "r2"
     config_model = R2Config
     bucket_label = "R2 bucket"
     rclone_provider = "Cloudflare"

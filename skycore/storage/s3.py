@@ -69,7 +69,6 @@ class S3Store(AbstractStore):
     """An S3 bucket."""
 
     store_name = "s3"
-    schemes = ("s3",)
     cloud = "aws"
     config_section = "aws"
     config_model = AwsConfig
