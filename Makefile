@@ -73,7 +73,7 @@ flaky: up
 	$(BIN)/python tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky -- \
 	  $(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE -p no:cacheprovider
 
-## No --store: every registered store (built-ins and installed backend packages) runs.
+## No --store: every registered store (built-ins and installed store packages) runs.
 smoke: venv
 	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE --durations=15 --matrix-report bench/results/matrix-report.html
 

@@ -58,7 +58,7 @@ def _known_store(v: str | None) -> str | None:
     if v is not None and v not in store_names():
         raise ValueError(
             f"'{v}' is not a registered store; registered stores: {', '.join(store_names())} "
-            "(a store comes from an installed backend package)"
+            "(a store comes from an installed store package)"
         )
     return v
 
