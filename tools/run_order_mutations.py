@@ -46,10 +46,6 @@ STORAGE = "skycore/storage/storage.py"
 ORDER_TEST = "tests/smoke/test_upload_order.py"
 
 
-class MutationError(Exception):
-    """A mutation could not be applied as declared (pattern missing or ambiguous)."""
-
-
 @dataclass(frozen=True)
 class Edit:
     """Replace ``old`` by ``new`` in ``path``; ``old`` must occur exactly ``count`` times."""
@@ -150,8 +146,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         description="the serialisation step kept but made a no-op that still exits 0 (writes "
         "to /dev/null, read-back check always true)",
         edits=(
-            Edit(MOUNT_PROGRAM, 'with open(f"{conn}/{setting}", "w") as f:',
-                 'with open(os.devnull, "w") as f:'),
+            Edit(
+                MOUNT_PROGRAM,
+                'with open(f"{conn}/{setting}", "w") as f:',
+                'with open(os.devnull, "w") as f:',
+            ),
             Edit(MOUNT_PROGRAM, 'ok = f.read().strip() == "1"', "ok = True"),
         ),
         probe="from skycore import node\n"
@@ -253,6 +252,10 @@ def copy_repo(source: str, dest: Path) -> str:
     ).stdout.split("\n")
     dirty = [line for line in status if line.strip()]
     return f"work tree of {REPO} ({len(dirty)} changed/untracked paths)"
+
+
+class MutationError(Exception):
+    """A mutation could not be applied as declared (pattern missing or ambiguous)."""
 
 
 def apply(mutation: Mutation, root: Path) -> None:

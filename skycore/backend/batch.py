@@ -1,125 +1,105 @@
-"""One exec per node for many commands: the batch script, merged mount requests, results."""
+"""One exec per node for many steps: node steps (bash, or mounts and copies as objects), the
+merge of mount steps, the batch (node program batch.sh) and its results."""
 
 from __future__ import annotations
 
+import io
+import os
 import re
-import shlex
+import tarfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from skycore import logs
+from skycore import logs, node
 from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
+from skycore.storage.mounting import MountStep
 
-if TYPE_CHECKING:
-    pass
+
+@dataclass(frozen=True)
+class ShellStep:
+    """A node step that is bash (its whole text)."""
+
+    script: str
+
+
+NodeStep = ShellStep | MountStep
+"""One entry of a node batch: bash, or mounts and copies (merged with the batch's others)."""
+
+
+def step_script(step: NodeStep) -> str:
+    """The bash a node runs for ``step``."""
+    return step.script() if isinstance(step, MountStep) else step.script
+
+
+def batch_script(steps: Sequence[str], files: Mapping[str, str] | None = None) -> tuple[str, bytes]:
+    """(bash, stdin) running the bash ``steps`` side by side on a node (the node program
+    batch.sh), after writing ``files`` ({path: content}, e.g. credentials): each step's output,
+    then a ``SKYCORE_ENTRY_RC <i> <exit code>`` line for it. Files and steps travel as a tar
+    on stdin, never on a command line."""
+    buf = io.BytesIO()
+
+    def add(name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o600
+        tar.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if files:
+            for i, content in enumerate(files.values()):
+                add(f"files/{i}", content.encode())
+            add("files.paths", b"".join(os.fsencode(p) + b"\0" for p in files))
+        for i, step in enumerate(steps):
+            add(f"steps/{i}", step.encode())
+    return node.program("batch.sh"), buf.getvalue()
 
 
 def write_files_command(files: Mapping[str, str]) -> tuple[str, bytes]:
     """(bash, stdin) writing every file of ``files`` ({path: content}) on a node in one exec,
-    each mode 0600 and replaced atomically: the contents travel as a tar on stdin (never on
-    a command line), are unpacked into a private folder and renamed into place."""
-    import io
-    import tarfile
-
-    from skycore.storage import mounting
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for i, content in enumerate(files.values()):
-            data = content.encode()
-            info = tarfile.TarInfo(str(i))
-            info.size, info.mode = len(data), 0o600
-            tar.addfile(info, io.BytesIO(data))
-    lines = ['set -e; umask 077; t=$(mktemp -d /tmp/skycore-files.XXXXXX); tar -x -C "$t" -f -']
-    for i, path in enumerate(files):
-        q = mounting.sh_path(path)
-        lines.append(
-            f'p={q}; mkdir -p "$(dirname "$p")"; mv -f "$t/{i}" "$p.skytmp"; '
-            f'chmod 600 "$p.skytmp"; mv -f "$p.skytmp" "$p"'
-        )
-    lines.append('rm -rf "$t"')
-    return "\n".join(lines), buf.getvalue()
+    each mode 0600 and replaced atomically (``batch_script`` without steps)."""
+    return batch_script([], files)
 
 
 _ENTRY_RC = re.compile(r"^SKYCORE_ENTRY_RC (\d+) (\d+)$")
 
 
-def batch_script(commands: Sequence[str]) -> str:
-    """Bash running ``commands`` concurrently on a node; prints each one's output, then a
-    ``SKYCORE_ENTRY_RC <i> <exit code>`` line for it.
-
-    Output goes through files: a daemon a command leaves behind (rclone mount) must not hold
-    docker's output streams (the engine then stalls ~2 s on this exec and the next).
-    """
-    lines = ["d=$(mktemp -d /tmp/skycore-batch.XXXXXX)"]
-    for i, cmd in enumerate(commands):
-        lines.append(
-            f'( bash -c {shlex.quote(cmd)} >"$d/{i}" 2>&1 </dev/null; echo $? >"$d/{i}.rc" ) &'
-        )
-    lines.append("wait")
-    lines.append(f"for i in $(seq 0 {len(commands) - 1}); do")
-    lines.append(
-        '  cat "$d/$i"; echo "SKYCORE_ENTRY_RC $i $(cat "$d/$i.rc" 2>/dev/null || echo 255)"'
-    )
-    lines.append("done")
-    lines.append('rm -rf "$d"')
-    return "\n".join(lines)
-
-
-def merge_mounts(entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``entries`` with every mount script (``mounting.mount_command``) and storage copy
-    script (``mounting.copy_command``) merged into one entry that mounts and copies them all
-    through one run of the node program and the node's rclone daemon (python's and rclone's
-    start-ups per entry were most of a node's mounting CPU); other entries unchanged, the
-    merged one last."""
-    from skycore.storage import mounting
-
-    others: list[tuple[str, str]] = []
+def merge_mounts(entries: Sequence[tuple[str, NodeStep]]) -> list[tuple[str, NodeStep]]:
+    """``entries`` with every mount and copy step (``mounting.MountStep``) of one environment
+    merged into one entry that mounts and copies them all through one run of the node
+    program and the node's rclone daemon (python's and rclone's start-ups per entry were most
+    of a node's mounting CPU); other entries unchanged, the merged one last."""
+    others: list[tuple[str, NodeStep]] = []
     whats: list[str] = []
-    reqs: list[mounting.MountRequest] = []
-    copies: list[mounting.CopyRequest] = []
-    env: mounting.RcloneEnv | None = None
-    for what, cmd in entries:
-        parsed_mounts = mounting.mount_requests_of(cmd)
-        parsed_copies = mounting.copy_requests_of(cmd) if parsed_mounts is None else None
-        parsed = parsed_mounts or parsed_copies
-        if parsed is None or (env is not None and parsed[1] != env):
-            others.append((what, cmd))
-            continue
-        env = parsed[1]
-        whats.append(what)
-        if parsed_mounts is not None:
-            reqs += parsed_mounts[0]
-        elif parsed_copies is not None:
-            copies += parsed_copies[0]
-    if len(whats) < 2 or env is None:
+    merged: MountStep | None = None
+    for what, step in entries:
+        if isinstance(step, MountStep):
+            both = step if merged is None else merged.merged(step)
+            if both is not None:
+                merged = both
+                whats.append(what)
+                continue
+        others.append((what, step))
+    if len(whats) < 2 or merged is None:
         return list(entries)
-    return [*others, ("; ".join(whats), mounting.mount_many_command(reqs, env, copies))]
+    return [*others, ("; ".join(whats), merged)]
 
 
 def run_batch(
     handle: ClusterHandle,
-    entries: Sequence[tuple[str, str]],
+    entries: Sequence[tuple[str, NodeStep]],
     log_path: Path,
     files: Mapping[str, str] | None = None,
 ) -> None:
-    """Run ``entries`` ((what, bash) pairs) concurrently on every node, one exec per node
-    (mount scripts merged into one: ``merge_mounts``); StageError naming the entry and node
-    (with its output) if any failed. ``files`` ({path: content}, e.g. credentials) are
-    written first, in the same exec, through stdin (``write_files_command``)."""
+    """Run ``entries`` ((what, step) pairs) concurrently on every node, one exec per node
+    (mount and copy steps merged into one: ``merge_mounts``); StageError naming the entry and
+    node (with its output) if any failed. ``files`` ({path: content}, e.g. credentials) are
+    written first, in the same exec, through stdin (``batch_script``)."""
     entries = merge_mounts(entries)
-    script = batch_script([cmd for _, cmd in entries])
-    stdin: bytes | None = None
+    script, stdin = batch_script([step_script(step) for _, step in entries], files)
     if files:
-        write, stdin = write_files_command(files)
-        script = (
-            f"if ! bash -c {shlex.quote(write)}; then "
-            "echo 'skycore: writing the credential files failed'; exit 3; fi\n" + script
-        )
         logs.append(log_path, f"writing {len(files)} credential file(s) with the batch")
 
     def one(runner: CommandRunner) -> None:

@@ -3,12 +3,11 @@ codes, logs and cancel, all kept in the head node's job table."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skycore import logs
+from skycore import logs, node
 from skycore.backend.handle import ClusterHandle
 from skycore.backend.mounts import DRAIN_TIMEOUT_S
 from skycore.backend.sync import WORKDIR
@@ -47,93 +46,34 @@ def job_env(
     return env
 
 
-def _script(body: str, job_id: int | None, has_workdir: bool) -> str:
-    lines = []
-    if job_id is not None:
-        # A cancel that came before the job started left a marker (see cancel_job).
-        lines.append(f"[ -e {JOBS_DIR}/{job_id}.cancelled ] && exit {CANCELLED_EXIT}")
-    if has_workdir:
-        lines.append(f"cd {WORKDIR}")
-    else:
-        lines.append('cd "$HOME"')
-    lines.append(body)
-    return "\n".join(lines)
-
-
-def _part_paths(job_id: int | None, kind: str, rank: int) -> dict[str, str]:
-    """Where a job part lives in the node's job table (``~/.sky/jobs/<job>/``)."""
-    d = f"{JOBS_DIR}/{job_id if job_id is not None else 'adhoc'}"
-    stem = f"{d}/{kind}-{rank}"
+def _part_env(job_id: int | None, kind: str, rank: int) -> dict[str, str]:
+    """Where a job part lives in the node's job table (``~/.sky/jobs/<job>/<kind>-<rank>``), as
+    the node programs job_*.sh take it."""
     return {
-        "dir": d,
-        "script": f"{stem}.sh",
-        "log": f"{stem}.log",
-        "exit": f"{stem}.exit",
-        "pid": f"{stem}.pid",
-        "drain": f"{stem}.drain.log",
+        "SKYCORE_JOBS": JOBS_DIR,
+        "SKYCORE_JOB_ID": "" if job_id is None else str(int(job_id)),
+        "SKYCORE_JOB_PART": f"{kind}-{rank}",
     }
 
 
-def _start_part_command(script: str, paths: dict[str, str], job_id: int | None, drain: str) -> str:
-    """Bash that starts one job part on a node, detached from the caller: its own session
-    (the job's process group, which cancel kills), output to the node's job log, and, once
-    it ends, the node's cached mounts drained (``drain``) BEFORE its exit code is written:
-    a finished part is durable whether or not any terminal still watches it."""
-    pid_files = [paths["pid"]] + ([f"{JOBS_DIR}/{job_id}.pid"] if job_id is not None else [])
-    wrapper = (
-        "echo $$ | tee "
-        + " ".join(pid_files)
-        + " >/dev/null\n"
-        + f"bash {paths['script']} >> {paths['log']} 2>&1\n"
-        + "rc=$?\n"
-        + (
-            f"(\n{drain}\n) >> {paths['drain']} 2>&1 || "
-            f"{{ rc=$(( rc ? rc : 1 )); : > {paths['exit']}.drain-failed; }}\n"
-            if drain
-            else ""
-        )
-        + f'echo "$rc" > {paths["exit"]}.tmp && mv -f {paths["exit"]}.tmp {paths["exit"]}\n'
-    )
-    return (
-        f"set -e; mkdir -p {paths['dir']}; "
-        f"rm -f {paths['exit']} {paths['exit']}.drain-failed {paths['log']}\n"
-        + f"cat > {paths['script']} <<'SKYCORE_JOB_SCRIPT_EOF'\n{script}\nSKYCORE_JOB_SCRIPT_EOF\n"
-        + f"cat > {paths['script']}.wrap <<'SKYCORE_JOB_WRAP_EOF'\n{wrapper}SKYCORE_JOB_WRAP_EOF\n"
-        + f"setsid -f bash {paths['script']}.wrap </dev/null >/dev/null 2>&1\n"
-        + f"for _ in $(seq 200); do [ -s {paths['pid']} ] && exit 0; sleep 0.02; done\n"
-        + f"echo '{START_FAILED_MARK}' >&2; exit 1\n"
-    )
+def _start_env(
+    body: str, job_id: int | None, kind: str, rank: int, has_workdir: bool, drain: str
+) -> dict[str, str]:
+    """The arguments of node program job_start.sh (see there)."""
+    return _part_env(job_id, kind, rank) | {
+        "SKYCORE_JOB_WORKDIR": WORKDIR if has_workdir else "",
+        "SKYCORE_JOB_BODY": body,
+        "SKYCORE_JOB_DRAIN": drain,
+    }
 
 
-def follow_part_command(paths: dict[str, str], job_id: int | None) -> str:
-    """Bash that prints a job part's node log from the start and follows it until the part
-    ends, then exits with the part's exit code (CANCELLED_EXIT if it was cancelled, 137 if
-    it died without one). Safe to run from any terminal, any number of times. If the node's
-    drain after the part failed, a DRAIN_FAILED_MARK line and the drain log's tail follow
-    the part's output (:func:`drain_failure`)."""
-    cancelled = f"{JOBS_DIR}/{job_id}.cancelled" if job_id is not None else "/nonexistent"
-    return (
-        f"for _ in $(seq 500); do [ -s {paths['pid']} ] && break; sleep 0.02; done\n"
-        + f"[ -s {paths['pid']} ] || {{ echo 'skycore: no such job part on this node' >&2; "
-        + "exit 2; }\n"
-        + f"p=$(cat {paths['pid']}); touch {paths['log']}\n"
-        # tail --pid can stop (under load) before printing what the part wrote last: count
-        # what it printed and print the rest of the log once it is done.
-        + "cnt=$(mktemp)\n"
-        + f'{{ tail -n +1 -s 0.1 -F --pid="$p" {paths["log"]} 2>/dev/null | tee /dev/fd/3 '
-        + '| wc -c > "$cnt"; } 3>&1 || true\n'
-        + 'n=$(cat "$cnt" 2>/dev/null || echo 0); rm -f "$cnt"\n'
-        + f"tail -c +$((${{n:-0}} + 1)) {paths['log']} 2>/dev/null || true\n"
-        + f"if [ -f {paths['exit']} ]; then\n"
-        + f"  if [ -f {paths['exit']}.drain-failed ]; then\n"
-        + f"    echo '{DRAIN_FAILED_MARK} (its log on the node: {paths['drain']}):'\n"
-        + f"    tail -n 20 {paths['drain']} 2>/dev/null | sed 's/^/  | /'\n"
-        + "  fi\n"
-        + f'  exit "$(cat {paths["exit"]})"\n'
-        + "fi\n"
-        + f"[ -e {cancelled} ] && exit {CANCELLED_EXIT}\n"
-        + "exit 137\n"
-    )
+def follow_part_command() -> str:
+    """Bash (node program job_follow.sh; arguments ``_part_env``) that prints a job part's
+    node log from the start and follows it until the part ends, then exits with the part's
+    exit code (CANCELLED_EXIT if it was cancelled, 137 if it died without one). If the node's
+    drain after the part failed, a DRAIN_FAILED_MARK line and the drain log's tail follow the
+    part's output (:func:`drain_failure`)."""
+    return node.program("job_follow.sh")
 
 
 def run_on_nodes(
@@ -161,14 +101,16 @@ def run_on_nodes(
 
     n = task.num_nodes
     has_workdir = task.workdir is not None
-    script = _script(body, job_id, has_workdir)
     drain = mounting.drain_command(list(drain_dsts), DRAIN_TIMEOUT_S) if drain_dsts else ""
 
+    def env(rank: int) -> dict[str, str]:
+        part = _start_env(body, job_id, kind, rank, has_workdir, drain)
+        return job_env(handle, task, rank, n, task_id) | part
+
     def start(rank: int) -> None:
-        paths = _part_paths(job_id, kind, rank)
         runner = handle.runners[rank]
-        cmd = _start_part_command(script, paths, job_id, drain)
-        rc, out = runner.run_output(cmd, env=job_env(handle, task, rank, n, task_id), timeout=60)
+        cmd = node.program("job_start.sh")
+        rc, out = runner.run_output(cmd, env=env(rank), timeout=60)
         if rc != 0:
             raise StageError(
                 f"Starting the {kind} of job {job_id} on {runner.node_name} failed (exit {rc}): "
@@ -179,17 +121,15 @@ def run_on_nodes(
     def start_and_follow(rank: int) -> int:
         # One exec per node: start the part detached, then follow it (a docker exec costs
         # CPU on the engine; four nodes' execs share two cores).
-        paths = _part_paths(job_id, kind, rank)
         runner = handle.runners[rank]
         log_path = log_dir / f"{kind}-{rank}.log"
         cmd = (
-            f"(\n{_start_part_command(script, paths, job_id, drain)}\n) || "
-            f"{{ echo '{START_FAILED_MARK} (exit '$?')'; exit 2; }}\n"
-            + follow_part_command(paths, job_id)
+            f"(\n{node.program('job_start.sh')}\n) || "
+            f"{{ echo '{START_FAILED_MARK} (exit '$?')'; exit 2; }}\n" + follow_part_command()
         )
         rc = runner.run(
             cmd,
-            env=job_env(handle, task, rank, n, task_id),
+            env=env(rank),
             log_path=log_path,
             stream=stream,
             prefix=f"({handle.node_label(rank)}, rank={rank}) " if n > 1 else "",
@@ -241,7 +181,8 @@ def follow_job(
         local.write_bytes(b"")
         prefix = f"({handle.node_label(rank)}, rank={rank}) " if num_nodes > 1 else ""
         return handle.runners[rank].run(
-            follow_part_command(_part_paths(job_id, kind, rank), job_id),
+            follow_part_command(),
+            env=_part_env(job_id, kind, rank),
             log_path=local,
             stream=stream,
             prefix=prefix,
@@ -275,8 +216,7 @@ def refresh_job_logs(
         fetched.parent.mkdir(parents=True, exist_ok=True)
         fetched.write_bytes(b"")
         got = handle.runners[rank].run(
-            follow_part_command(_part_paths(job_id, kind, rank), job_id),
-            log_path=fetched,
+            follow_part_command(), env=_part_env(job_id, kind, rank), log_path=fetched
         )
         if got == code:
             fetched.replace(local)
@@ -301,16 +241,13 @@ def reserve_job_id(handle: ClusterHandle, first: int, meta: dict[str, object]) -
     submit to one cluster never share an id (each id is one ``mkdir`` on the head node)."""
     import json
 
-    text = json.dumps(meta)
-    cmd = (
-        f"mkdir -p {JOBS_DIR} && n={int(first)} && "
-        # taken ids exist; any other mkdir failure (a full disk, say) ends the loop
-        f"while ! mkdir {JOBS_DIR}/$n 2>/dev/null; do [ -e {JOBS_DIR}/$n ] || exit 1; "
-        "n=$((n + 1)); done && "
-        f"printf '%s' {shlex.quote(text)} | sed \"s/{ID_PLACEHOLDER}/$n/g\" "
-        f"> {JOBS_DIR}/$n/job.json && echo SKYCORE_JOB_ID $n"
-    )
-    rc, out = handle.runners[0].run_output(cmd, timeout=60)
+    env = {
+        "SKYCORE_JOBS": JOBS_DIR,
+        "SKYCORE_JOB_FIRST": str(int(first)),
+        "SKYCORE_JOB_META": json.dumps(meta),
+        "SKYCORE_JOB_ID_PLACEHOLDER": ID_PLACEHOLDER,
+    }
+    rc, out = handle.runners[0].run_output(node.program("job_reserve.sh"), env=env, timeout=60)
     for line in out.splitlines():
         if rc == 0 and line.startswith("SKYCORE_JOB_ID "):
             return int(line.split()[1])
@@ -346,11 +283,8 @@ def job_exit_codes(
     None while it runs (or the node does not answer), NEVER_STARTED if it never started."""
 
     def one(rank: int) -> int | None:
-        paths = _part_paths(job_id, kind, rank)
         rc, out = handle.runners[rank].run_output(
-            f"cat {paths['exit']} 2>/dev/null || {{ [ -s {paths['pid']} ] && echo RUNNING; }} "
-            "|| echo NEVER",
-            timeout=30,
+            node.program("job_exit.sh"), env=_part_env(job_id, kind, rank), timeout=30
         )
         word = out.strip()
         if rc != 0 or word == "RUNNING":
@@ -373,11 +307,8 @@ def cancel_job(handle: ClusterHandle, job_id: int) -> None:
     file exists is not lost. Marker before pid check here, pid file before marker check in
     the script: one of the two always sees the other.
     """
-    cmd = (
-        f"mkdir -p {JOBS_DIR}; : > {JOBS_DIR}/{job_id}.cancelled; "
-        f"f={JOBS_DIR}/{job_id}.pid; [ -f $f ] || exit 0; p=$(cat $f); "
-        "kill -TERM -- -$p 2>/dev/null || true; "
-        "for i in $(seq 20); do kill -0 -- -$p 2>/dev/null || exit 0; sleep 0.1; done; "
-        "kill -KILL -- -$p 2>/dev/null || true"
+    cmd, env = (
+        node.program("job_cancel.sh"),
+        {"SKYCORE_JOBS": JOBS_DIR, "SKYCORE_JOB_ID": str(int(job_id))},
     )
-    parallel(lambda r: r.run_output(cmd), handle.runners)
+    parallel(lambda r: r.run_output(cmd, env=env), handle.runners)

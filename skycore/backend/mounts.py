@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from skycore import logs, state
-from skycore.backend.batch import run_batch
+from skycore import logs, node, state
+from skycore.backend.batch import NodeStep, ShellStep, run_batch
 from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.errors import StageError
@@ -50,7 +50,7 @@ def remount(
     if not mounts:
         return 0
     entries = [
-        (f"mount {m.dst}", Storage.from_mount_spec(m.spec).mount_command(m.dst, handle.config))
+        (f"mount {m.dst}", Storage.from_mount_spec(m.spec).mount_step(m.dst, handle.config))
         for m in mounts
         if m.spec is not None
     ]
@@ -105,47 +105,21 @@ _UNREACHABLE = (
 _NOT_MOUNTED = 200  # probe_mounts_command: the mount point is not mounted (yet)
 
 
-def probe_mounts_command(dsts: Sequence[str], token: str, timeout_s: float = STORE_PROBE_S) -> str:
-    """Bash listing every mount point in ``dsts`` at once; prints ``SKYCORE_PROBE <i> <exit
-    code> <error>`` per mount: 137 when the listing has not ended in ``timeout_s``,
-    _NOT_MOUNTED when no FUSE mount appeared there in ``timeout_s``.
-
-    A listing the store holds cannot be killed (the kernel waits for rclone's answer once
-    the request reached it), so each runs in the background, detached, its result in
-    ``/tmp/skycore-probe-<token>-<i>.rc``; the next probe with the same ``token`` waits for
-    that listing instead of starting another."""
-    from skycore.storage import mounting
-
-    steps = max(1, int(timeout_s * 10))
-    lines = [
-        'is_fuse() { awk -v d="$1" \'$2 == d && ($3 == "fuse" || $3 ~ /^fuse\\./) {f=1} '
-        "END {exit !f}' /proc/self/mounts; }",
-        "probe() {",
-        '  i=$1; d=$(realpath -m -- "$2"); f=/tmp/skycore-probe-' + token + "-$i; n=0",
-        '  until is_fuse "$d"; do',
-        f"    n=$((n + 1)); if [ $n -ge {steps} ]; then",
-        f'      echo "SKYCORE_PROBE $i {_NOT_MOUNTED} not mounted"; return',
-        "    fi; sleep 0.1",
-        "  done",
-        '  if [ ! -e "$f.rc" ] && '
-        '! { [ -s "$f.pid" ] && kill -0 "$(cat "$f.pid")" 2>/dev/null; }; then',
-        '    setsid bash -c \'ls -A -- "$1" >/dev/null 2>"$2.err"; echo $? >"$2.tmp"; '
-        'mv -f "$2.tmp" "$2.rc"\' _ "$d" "$f" </dev/null >/dev/null 2>&1 &',
-        '    echo $! >"$f.pid"',
-        "  fi",
-        f'  for _ in $(seq {steps}); do [ -e "$f.rc" ] && break; sleep 0.1; done',
-        '  if [ -e "$f.rc" ]; then',
-        '    echo "SKYCORE_PROBE $i $(cat "$f.rc") $(head -c 300 "$f.err" | tr \'\\n\' \' \')"',
-        '    rm -f "$f.rc" "$f.err" "$f.pid"',
-        "  else",
-        '    echo "SKYCORE_PROBE $i 137"',
-        "  fi",
-        "}",
-    ]
-    for i, dst in enumerate(dsts):
-        lines.append(f"probe {i} {mounting.sh_path(dst)} &")
-    lines.append("wait")
-    return "\n".join(lines)
+def probe_mounts_command(
+    dsts: Sequence[str], token: str, timeout_s: float = STORE_PROBE_S
+) -> tuple[str, dict[str, str]]:
+    """(bash, environment) listing every mount point in ``dsts`` at once (node program
+    probe.sh); prints ``SKYCORE_PROBE <i> <exit code> <error>`` per mount: 137 when the listing
+    has not ended in ``timeout_s``, _NOT_MOUNTED when no FUSE mount appeared there in
+    ``timeout_s``. A listing the store holds is never started twice for one ``token``."""
+    if any("\n" in d for d in dsts):
+        raise ValueError(f"a mount point holds a newline: {list(dsts)!r}")
+    env = {
+        "SKYCORE_PROBE_DSTS": "\n".join(dsts),
+        "SKYCORE_PROBE_TOKEN": token,
+        "SKYCORE_PROBE_STEPS": str(max(1, int(timeout_s * 10))),
+    }
+    return node.program("probe.sh"), env
 
 
 def _unanswered_mounts(
@@ -155,10 +129,10 @@ def _unanswered_mounts(
     did not end well within STORE_PROBE_S: why is '' when the store has not answered yet,
     else what went wrong (a store that is out may also answer with errors once rclone's own
     retries are spent)."""
-    cmd = probe_mounts_command(dsts, token)
+    cmd, env = probe_mounts_command(dsts, token)
 
     def one(runner: CommandRunner) -> dict[str, str]:
-        rc, out = runner.run_output(cmd, timeout=STORE_PROBE_S + 60)
+        rc, out = runner.run_output(cmd, env=env, timeout=STORE_PROBE_S + 60)
         codes: dict[int, tuple[int, str]] = {}
         for line in out.splitlines():
             m = _PROBE_LINE.match(line.strip())
@@ -218,7 +192,7 @@ class _StoreWait:
         return ", ".join(f"{d} ({self.where[d]})" for d in dsts)
 
     def mount_batch(
-        self, entries: Sequence[tuple[str, str]], files: Mapping[str, str]
+        self, entries: Sequence[tuple[str, NodeStep]], files: Mapping[str, str]
     ) -> tuple[StageError | None, str]:
         """run_batch, saying every STORE_PROBE_S that the store holds it: (its error, the
         output it logged). Past the wait it gives up (StageError) without waiting for the
@@ -305,7 +279,7 @@ class _StoreWait:
 
 def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:
     """Bash draining every cached mount in ``dsts`` with one poller (the drain rule of
-    skycore/node/mounts.py); exit 0 when all are durable."""
+    skycore/node/mountd); exit 0 when all are durable."""
     from skycore.storage import mounting
 
     return mounting.drain_command(list(dsts), timeout_s)
@@ -377,7 +351,8 @@ def drain_mounts(
         # unmount_command drains again by itself and refuses to unmount with uploads pending;
         # one command per node unmounts them all, then the idle daemon quits.
         dsts = [m.dst for m in mounts]
-        entries = [(f"unmount {', '.join(dsts)}", mounting.unmount_command(dsts, DRAIN_TIMEOUT_S))]
+        step = ShellStep(mounting.unmount_command(dsts, DRAIN_TIMEOUT_S))
+        entries: list[tuple[str, NodeStep]] = [(f"unmount {', '.join(dsts)}", step)]
         try:
             run_batch(handle, entries, log_path)
         except StageError as e:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skycore import logs, state
-from skycore.backend.batch import run_batch, write_files_command
+from skycore.backend.batch import NodeStep, run_batch, write_files_command
 from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
@@ -140,7 +140,7 @@ def sync_file_mounts(
     if not storages and not urls:
         return len(local), 0  # mounts of an earlier launch stay recorded (and drained)
 
-    from skycore.storage.storage import plain_copy_command
+    from skycore.storage.storage import plain_copy_step
 
     # 2. Storage: each entry waits for its own bucket/upload, then goes to every node; the
     #    entries proceed independently, so a slow upload holds back only its own mount.
@@ -151,12 +151,12 @@ def sync_file_mounts(
     say(f"{len(storages) + len(urls)} storage entr(ies) to {handle.num_nodes} node(s)")
     records: list[state.MountRecord] = []
 
-    def node_entry(dst: str) -> tuple[str, str] | None:
-        """(what, bash) for one entry, None if nothing is to be done; records mounts (even if
+    def node_entry(dst: str) -> tuple[str, NodeStep] | None:
+        """(what, node step) for one entry, None if nothing is to be done; records mounts (even if
         they then fail on a node, so that stop/down still drain them)."""
         if dst in urls:
             url = urls[dst]
-            return f"copy {url} -> {dst}", plain_copy_command(url, dst, handle.config)
+            return f"copy {url} -> {dst}", plain_copy_step(url, dst, handle.config)
         st = storages[dst]
         prepared[dst].result()  # re-raises a failed bucket creation / upload
         mode = st.mode.value
@@ -164,12 +164,12 @@ def sync_file_mounts(
         persistent = st.persistent or st.kind != "sky_managed"
         if mode == "COPY":
             records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, None))
-            return f"copy {dst} ({st.name})", st.copy_command(dst, handle.config)
+            return f"copy {dst} ({st.name})", st.copy_step(dst, handle.config)
         spec = st.mount_spec()
         records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, spec))
         # A mount still live from an earlier launch is left alone by the mount script itself
         # (one live probe per node for the whole batch; no separate probe exec).
-        return f"mount {dst} ({mode})", st.mount_command(dst, handle.config)
+        return f"mount {dst} ({mode})", st.mount_step(dst, handle.config)
 
     previous = state.get_cluster_mounts(handle.name)
     waiting = [*urls, *storages]

@@ -1,28 +1,86 @@
-"""Programs that run ON a node, kept as real files (checked by ruff and mypy, or bash -n).
-
-They are streamed to the node inside the bash a CommandRunner runs (``python3 -`` with the
-program on a here-document), so a node needs no copy of skycore: only bash and python3's
-standard library.
+"""Programs that run ON a node, kept as real files: bash (shellcheck-clean) or python3 with its
+standard library only (checked by ruff and mypy). A node needs no copy of skycore.
 
 - ``health.sh``: the health check (FUSE, fusermount, CAP_SYS_ADMIN).
-- ``mounts.py``: everything that talks to the node's rclone daemons over their unix rc
-  sockets: start a daemon, mount through it, the live-mount probe, the drain (the one drain
-  rule) and unmount.
+- ``batch.sh``: one exec per node for many steps and files (a tar on stdin).
+- ``job_start.sh``, ``job_wrap.sh``, ``job_follow.sh``, ``job_exit.sh``, ``job_cancel.sh``,
+  ``job_reserve.sh``: a job part in the node's job table (arguments in the environment).
+- ``probe.sh``: the listing probe of re-mounted mount points (arguments in the environment).
+- ``mountd/``: everything that talks to the node's rclone daemons over their unix rc sockets
+  (start a daemon, mount, the live-mount probe, COPY snapshots, the drain rule, unmount, the
+  refresher and order keeper). It reaches a node as ONE text (``mountd_program``, also
+  ``program("mounts.py")``): a bootstrap serving each module's source under its import name.
+  Its commands take one JSON request in the environment variable ``SKYCORE_REQUEST``.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from functools import cache
 from importlib import resources
 
 _EOF = "SKYCORE_NODE_PROGRAM"
+MOUNTD_MODULES = ("rc", "daemon", "copying", "keeper", "refresher", "drain", "up", "mount", "cli")
+REQUEST_ENV = "SKYCORE_REQUEST"
+"""The environment variable that carries a mountd command's JSON request."""
+
+_BOOTSTRAP = """\
+import importlib.abc
+import importlib.util
+import sys
+
+
+class _Loader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        source = _SOURCES[module.__name__]
+        exec(compile(source, "<skycore " + module.__name__ + ">", "exec"), module.__dict__)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name not in _SOURCES:
+            return None
+        return importlib.util.spec_from_loader(name, _Loader(), is_package=name in _PACKAGES)
+
+
+sys.meta_path.insert(0, _Finder())
+if __name__ == "__main__":
+    from skycore.node.mountd.cli import main
+
+    sys.exit(main(sys.argv[1:]))
+"""
 
 
 @cache
 def program(name: str) -> str:
-    """The text of node program ``name`` (a file of this package)."""
+    """The text of node program ``name`` (a file of this package; ``mounts.py``: the mount
+    program, ``mountd_program``)."""
+    if name == "mounts.py":
+        return mountd_program()
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def mountd_program() -> str:
+    """The mount program (skycore/node/mountd/) as one python3 text: each module's source is
+    served under its import name (parents as empty packages), then ``cli.main`` runs."""
+    root = resources.files(__package__)
+    sources = {"skycore": "", "skycore.node": ""}
+    sources["skycore.node.mountd"] = root.joinpath("mountd/__init__.py").read_text("utf-8")
+    for mod in MOUNTD_MODULES:
+        text = root.joinpath(f"mountd/{mod}.py").read_text(encoding="utf-8")
+        sources[f"skycore.node.mountd.{mod}"] = text
+    packages = ("skycore", "skycore.node", "skycore.node.mountd")
+    table = "".join(f"    {k!r}: {v!r},\n" for k, v in sources.items())
+    return (
+        "# skycore's mount program on a node (generated from skycore/node/mountd/; python3 "
+        "standard library only)\n"
+        f"_SOURCES = {{\n{table}}}\n_PACKAGES = {packages!r}\n" + _BOOTSTRAP
+    )
 
 
 def python_function(fn: str, name: str = "mounts.py") -> str:
@@ -33,8 +91,7 @@ def python_function(fn: str, name: str = "mounts.py") -> str:
     return f"{fn}() {{\npython3 - \"$@\" <<'{_EOF}'\n{text}{_EOF}\n}}\n"
 
 
-def python_command(args: list[str], name: str = "mounts.py") -> str:
-    """Bash running node program ``name`` with ``args`` (each quoted)."""
-    text = program(name)
-    assert _EOF not in text
-    return f"python3 - {shlex.join(args)} <<'{_EOF}'\n{text}{_EOF}\n"
+def request_env(request: object) -> str:
+    """``SKYCORE_REQUEST=<the request as JSON, quoted>``: the one argument of a mountd command,
+    as an environment assignment to put before its command."""
+    return f"{REQUEST_ENV}={shlex.quote(json.dumps(request, sort_keys=True))}"

@@ -1,37 +1,23 @@
-"""rclone command builders: node credential files, copy, mount, drain and unmount scripts.
-
-Everything here returns plain bash (to run through a CommandRunner) or file contents (to write
-through the runner's stdin). Secrets live only in the rclone config file, never on a command
-line. The paths of rclone, its config and the daemons' folders are parameters (``RcloneEnv``)
-so the same scripts run on a node and, in tests, on the host.
+"""rclone on the nodes: credential files, mount options and daemon folders, and the node
+steps that mount, copy, drain and unmount (``MountStep`` for mounts and copies, as objects
+until a node runs them; bash for the rest). Secrets live only in the rclone config file,
+never on a command line. The paths of rclone, its config and the daemons' folders are
+parameters (``RcloneEnv``) so the same steps run on a node and, in tests, on the host.
 
 One ``rclone rcd`` per node serves every mount of that node (``mount/mount`` over a unix rc
 socket; nodes share the host network, so never a TCP rc port). ``--transfers`` (and any
 ``MountOptions.extra_flags``) are global to a daemon, so a node runs one daemon per distinct
 setting: in practice one, since every uncached or read-only mount goes to the default daemon.
 Each daemon has a folder (``daemon_dirs``) with its socket, log and VFS cache. What talks to
-the daemons on the node is the node program skycore/node/mounts.py (start, mount, live-mount
-probe, the drain rule, unmount), streamed inside these scripts.
-
-A writable MOUNT_CACHED mount never waits for the store to create, write or close a file.
-rclone's VFS lists a directory from the store whenever its listing is older than the mount's
-DirCacheTime (vfs/dir.go ``_age``), and a create looks the name up in that listing first: with
-the 10 s of the other mounts, a create after 10 s without a listing failed under a 403 and
-waited out an outage or a 503 storm. So such a mount keeps its listing for its life
-(``KEEP_LISTING``): the node program lists its top directory when mounting it, and the
-node's refresher (skycore/node/mounts.py) lists its whole tree right after, then every
-``MountOptions.refresh_s``, in the background (rc ``vfs/refresh`` recursive, which lists
-without holding the directories' locks and keeps the old listing when it fails, so that a
-writer never waits for it).
-The same refresher keeps such a mount's uploads in creation order when the store fails them
-(``OrderKeeper`` there): rclone alone puts a failed upload behind the files created after
-it, which a writer that goes on during a fault would otherwise see.
+the daemons is the node program skycore/node/mountd (start, mount, live-mount probe, the
+drain rule, unmount, and for a writable MOUNT_CACHED mount, which keeps its listing for its
+life (``KEEP_LISTING``) so that a writer never waits for the store, the refresher and the
+order keeper), which gets one JSON request per step.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +52,7 @@ class RcloneEnv:
     rclone: str = NODE_RCLONE
     config_file: str = NODE_RCLONE_CONFIG
     mounts_base: str = NODE_MOUNTS_BASE
-    helper: str = NODE_HELPER  # skycore/node/mounts.py as written by node_files
+    helper: str = NODE_HELPER  # skycore/node/mountd (one text) as node_files writes it
 
 
 NODE_ENV = RcloneEnv()
@@ -109,6 +95,10 @@ class MountDirs:
     log_file: str
     rc_socket: str
 
+    @classmethod
+    def of(cls, d: str) -> MountDirs:
+        return cls(d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock")
+
     @property
     def rc_addr(self) -> str:
         """Value for ``--rc-addr``."""
@@ -131,10 +121,7 @@ def daemon_dirs(
     name = f"rcd-t{transfers}"
     if extra_flags:
         name += "-" + hashlib.sha256("\0".join(extra_flags).encode()).hexdigest()[:8]
-    d = f"{base.rstrip('/')}/{name}"
-    return MountDirs(
-        base=d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock"
-    )
+    return MountDirs.of(f"{base.rstrip('/')}/{name}")
 
 
 def mount_dirs(
@@ -157,9 +144,7 @@ def sh_path(path: str) -> str:
     return shlex.quote(path)
 
 
-# ---------------------------------------------------------------------------------------------
-# Credentials
-# ---------------------------------------------------------------------------------------------
+# --- Credentials ----------------------------------------------------------------------------
 
 
 def rclone_section(name: str, options: Mapping[str, str | None]) -> str:
@@ -190,22 +175,18 @@ def node_credential_files(
 
 def node_files(config: SkycoreConfig, env: RcloneEnv = NODE_ENV) -> dict[str, str]:
     """{path: content} of every file a node needs before mounting: the credential files and
-    the mount helper (skycore/node/mounts.py, which mount scripts run from a file: inlined,
-    a batch of mount scripts would exceed the kernel's limit on one argument)."""
+    the mount helper (skycore/node/mountd as one text, which mount steps run from a file:
+    inlined, a batch of mount steps would exceed the kernel's limit on one argument)."""
     return node_credential_files(config, env.config_file) | {env.helper: node.program("mounts.py")}
 
 
-# ---------------------------------------------------------------------------------------------
-# Scripts
-# ---------------------------------------------------------------------------------------------
+# --- Node steps: what a node runs to mount, copy, drain and unmount -------------------------
 
 _PRELUDE = "set -euo pipefail\nunset AWS_CA_BUNDLE\n"
 
-_IS_MOUNTED = "is_mounted() { awk -v d=\"$1\" '$2 == d {f=1} END {exit !f}' /proc/self/mounts; }\n"
-
-# The node program skycore/node/mounts.py as a bash function: inlined (standalone scripts run
-# once per node: drain, unmount, live probe) or run from the file node_files wrote (mount
-# scripts, many per batch).
+# The node program skycore/node/mountd as a bash function: inlined (copy, drain, unmount, live
+# probe) or run from the file node_files wrote (mount steps, many per batch); its one argument
+# is a JSON request in the environment (node.request_env).
 _NEED_PY = (
     "command -v python3 >/dev/null 2>&1 || { echo 'skycore: python3 is missing on this node "
     "(skycore runs its mount helper with it); install python3 in the node image.' >&2; "
@@ -227,8 +208,9 @@ def _node_fn_file(env: RcloneEnv) -> str:
     )
 
 
-def _rclone(env: RcloneEnv) -> str:
-    return f"{shlex.quote(env.rclone)} --config {shlex.quote(env.config_file)}"
+def _inline(command: str, request: dict[str, Any]) -> str:
+    """Bash running mountd ``command`` with ``request``, the program streamed inline."""
+    return _PRELUDE + _NODE_FN + f"{node.request_env(request)} skycore_mounts {command}\n"
 
 
 @dataclass(frozen=True)
@@ -240,72 +222,25 @@ class CopyRequest:
     dst: str
 
 
-# A copy script names its request on a comment line, so a node batch can merge it with the
-# mount scripts (copy_requests_of + mount_many_command): the daemon then copies, with no
-# rclone process of its own.
-_COPY_TAG = "# skycore-copy-request "
+@dataclass(frozen=True)
+class MountRequest:
+    """One mount a node makes: ``remote_path`` at ``dst`` in ``mode``."""
+
+    remote_path: str
+    dst: str
+    mode: StorageMode
+    options: MountOptions = field(default_factory=MountOptions)
 
 
 def copy_daemon_dirs(base: str = NODE_MOUNTS_BASE) -> MountDirs:
     """The folder of the daemon that makes a node's COPY snapshots: a daemon of its own,
     started for a batch's copies and quitting after them, so the memory a copy takes is
     given back at once (in the mounts' daemon it stayed, ~16 MiB in some runs)."""
-    d = f"{base.rstrip('/')}/rcd-copy"
-    return MountDirs(
-        base=d, cache_dir=f"{d}/cache", log_file=f"{d}/rclone.log", rc_socket=f"{d}/rc.sock"
-    )
-
-
-def _copy_spec(req: CopyRequest, env: RcloneEnv) -> dict[str, Any]:
-    dirs = copy_daemon_dirs(env.mounts_base)
-    return {
-        "rclone": env.rclone, "config": env.config_file, "dir": dirs.base, "transfers": "1",
-        "extra": [], "sources": list(req.sources), "dst": req.dst,
-    }  # fmt: skip
-
-
-def _copy_tag(req: CopyRequest, env: RcloneEnv) -> str:
-    data = {"sources": list(req.sources), "dst": req.dst}
-    data["env"] = [env.rclone, env.config_file, env.mounts_base, env.helper]
-    return _COPY_TAG + json.dumps(data, sort_keys=True) + "\n"
-
-
-def copy_requests_of(script: str) -> tuple[list[CopyRequest], RcloneEnv] | None:
-    """The copy requests and environment of a script made by ``copy_command`` /
-    ``copy_with_fallback_command`` (None for any other script)."""
-    reqs: list[CopyRequest] = []
-    envs = set()
-    for line in script.splitlines():
-        if line.startswith(_COPY_TAG):
-            d = json.loads(line[len(_COPY_TAG) :])
-            envs.add(tuple(d["env"]))
-            reqs.append(CopyRequest(tuple(d["sources"]), d["dst"]))
-    if not reqs or len(envs) != 1:
-        return None
-    rclone, config_file, mounts_base, helper = envs.pop()
-    return reqs, RcloneEnv(rclone, config_file, mounts_base, helper)
-
-
-def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
-    """Bash that copies ``remote_path`` (an object or a folder) to ``dst`` on the node,
-    through the node's copy daemon (``copy_daemon_dirs``; it quits after the copies): a
-    bucket or prefix into the folder ``dst``, an object to the file ``dst``."""
-    return copy_with_fallback_command([remote_path], dst, env)
-
-
-def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv = NODE_ENV) -> str:
-    """Like copy_command, trying each remote path in turn (user credentials, then anonymous)."""
-    req = CopyRequest(tuple(remote_paths), dst)
-    return (
-        _PRELUDE
-        + _copy_tag(req, env)
-        + _NODE_FN
-        + f"skycore_mounts copy-many {shlex.quote(json.dumps([_copy_spec(req, env)]))}\n"
-    )
+    return MountDirs.of(f"{base.rstrip('/')}/rcd-copy")
 
 
 def daemon_flags(dirs: MountDirs, transfers: int, extra_flags: tuple[str, ...] = ()) -> list[str]:
-    """Global flags of a node daemon (what node/mounts.py passes besides rc address, cache
+    """Global flags of a node daemon (what node/mountd passes besides rc address, cache
     folder and log; listed here for documentation and tests)."""
     return [
         "--rc-addr", dirs.rc_addr, "--rc-no-auth",
@@ -351,10 +286,10 @@ def refresh_every(mode: StorageMode, options: MountOptions) -> float | None:
 
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
-    """Bash (after the mount answered) that makes the kernel send this mount's FUSE RELEASE
-    requests one at a time, for an ordered MOUNT_CACHED mount ('' otherwise). If the setting
-    cannot be applied (and read back) the fresh mount is undone and the script fails: order
-    is a promise, never a warning.
+    """The fusectl setting of an ordered MOUNT_CACHED mount's FUSE connection that the node
+    sets to 1 once the mount answered, so that the kernel sends its FUSE RELEASE requests
+    one at a time ('' for any other mount). If the setting cannot be applied (and read back)
+    the node undoes the fresh mount and the step fails: order is a promise, never a warning.
 
     rclone queues a cached file for upload when it handles the file's RELEASE. The kernel
     sends RELEASE asynchronously after close() and rclone serves requests concurrently, so
@@ -365,25 +300,7 @@ def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
     """
     if mode is not StorageMode.MOUNT_CACHED or options.transfers != 1 or options.read_only:
         return ""
-    return (
-        'conn=/sys/fs/fuse/connections/$(mountpoint -d "$DST" | cut -d: -f2)\n'
-        'if [ ! -d "$conn" ]; then\n'
-        "  mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true\n"
-        "fi\n"
-        'if ! { echo 1 > "$conn/max_background" && '
-        '[ "$(cat "$conn/max_background")" = 1 ]; } 2>/dev/null; then\n'
-        '  echo "skycore: cannot serialize FUSE releases for $DST (writing 1 to '
-        "$conn/max_background failed: fusectl is not mounted or is read-only), so uploads "
-        "could leave in another order than the files were closed; the mount is undone. "
-        "Run nodes with a writable /sys/fs/fuse/connections, or set transfers > 1 on this "
-        'mount to accept unordered uploads." >&2\n'
-        '  skycore_mounts unmount "$BASE" 10 "$DST" >/dev/null 2>&1 || true\n'
-        '  if is_mounted "$DST"; then fusermount3 -u "$DST" 2>/dev/null || umount -l "$DST" '
-        "|| true; fi\n"
-        "  exit 1\n"
-        "fi\n"
-        'echo 1 > "$conn/congestion_threshold" 2>/dev/null || true\n'
-    )
+    return "max_background"
 
 
 def tagged_remote(remote_path: str, dst: str) -> str:
@@ -400,59 +317,91 @@ def tagged_remote(remote_path: str, dst: str) -> str:
     return f"{remote_path[:j]},description=skycore-{tag}{remote_path[j:]}"
 
 
+def _mount_spec(req: MountRequest, env: RcloneEnv) -> dict[str, Any]:
+    """What the node program gets for one mount (``mountd.mount``)."""
+    transfers, extra = daemon_key(req.mode, req.options)
+    dirs = daemon_dirs(transfers, extra, env.mounts_base)
+    vfs, mnt = mount_options(req.mode, req.options)
+    return {
+        "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
+        "transfers": transfers, "extra": list(extra),
+        "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
+        "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
+        "refresh": refresh_every(req.mode, req.options),
+        "remote": req.remote_path, "mode": req.mode.value,
+        "serialize": _serialize_releases(req.mode, req.options),
+    }  # fmt: skip
+
+
+def _copy_spec(req: CopyRequest, env: RcloneEnv) -> dict[str, Any]:
+    dirs = copy_daemon_dirs(env.mounts_base)
+    return {
+        "rclone": env.rclone, "config": env.config_file, "dir": dirs.base, "transfers": 1,
+        "extra": [], "sources": list(req.sources), "dst": req.dst,
+    }  # fmt: skip
+
+
 @dataclass(frozen=True)
-class MountRequest:
-    """One mount a node script makes: ``remote_path`` at ``dst`` in ``mode``."""
+class MountStep:
+    """A node step that mounts ``mounts`` and makes the COPY snapshots ``copies`` through the
+    node's rclone daemons, in one run of the node program (python's and rclone's start-ups per
+    mount were most of a node's mounting CPU). Steps with the same ``env`` merge
+    (``merged``); ``script`` is the bash a node runs for it."""
 
-    remote_path: str
-    dst: str
-    mode: StorageMode
-    options: MountOptions = field(default_factory=MountOptions)
+    mounts: tuple[MountRequest, ...] = ()
+    copies: tuple[CopyRequest, ...] = ()
+    env: RcloneEnv = NODE_ENV
+
+    def merged(self, other: MountStep) -> MountStep | None:
+        """This step and ``other`` as one (None when their environments differ)."""
+        if other.env != self.env:
+            return None
+        return MountStep(self.mounts + other.mounts, self.copies + other.copies, self.env)
+
+    def request(self) -> dict[str, Any]:
+        """The JSON request the node program gets (``mountd.mount``, ``copy-many``)."""
+        out: dict[str, Any] = {"copies": [_copy_spec(c, self.env) for c in self.copies]}
+        if self.mounts:
+            out["base"] = self.env.mounts_base
+            out["mounts"] = [_mount_spec(r, self.env) for r in self.mounts]
+        return out
+
+    def script(self) -> str:
+        """Idempotent bash that mounts every request (skycore/node/mountd/mount.py) and makes
+        the copies meanwhile; copies alone run through the copy daemon, which quits after
+        them, the program inlined. Exit 1 if a mount or copy failed."""
+        if not self.mounts:
+            return _inline("copy-many", self.request())
+        call = f"{node.request_env(self.request())} skycore_mounts up-many\n"
+        return _PRELUDE + _node_fn_file(self.env) + call
 
 
-# A mount script names its requests on comment lines, so a node batch can merge the mount
-# scripts of many entries into one (mount_requests_of + mount_many_command): one python
-# process per node then mounts them all (python's start-up was most of a mount's CPU).
-_REQUEST_TAG = "# skycore-mount-request "
+def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
+    """Bash that copies ``remote_path`` (an object or a folder) to ``dst`` on the node,
+    through the node's copy daemon (``copy_daemon_dirs``; it quits after the copies): a
+    bucket or prefix into the folder ``dst``, an object to the file ``dst``."""
+    return copy_with_fallback_command([remote_path], dst, env)
 
 
-def _request_json(req: MountRequest, env: RcloneEnv) -> str:
-    o = req.options
-    return json.dumps(
-        {
-            "remote": req.remote_path, "dst": req.dst, "mode": req.mode.value,
-            "transfers": o.transfers, "write_back_s": o.write_back_s,
-            "read_only": o.read_only, "extra_flags": list(o.extra_flags),
-            "upload_config": [list(kv) for kv in o.upload_config], "refresh_s": o.refresh_s,
-            "env": [env.rclone, env.config_file, env.mounts_base, env.helper],
-        },
-        sort_keys=True,
-    )  # fmt: skip
+def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv = NODE_ENV) -> str:
+    """Like copy_command, trying each remote path in turn (user credentials, then anonymous)."""
+    return copy_step(remote_paths, dst, env).script()
 
 
-def mount_requests_of(script: str) -> tuple[list[MountRequest], RcloneEnv] | None:
-    """The requests and environment of a script made by ``mount_command`` /
-    ``mount_many_command`` (None for any other script)."""
-    reqs: list[MountRequest] = []
-    envs = set()
-    for line in script.splitlines():
-        if not line.startswith(_REQUEST_TAG):
-            continue
-        d = json.loads(line[len(_REQUEST_TAG) :])
-        envs.add(tuple(d["env"]))
-        opts = MountOptions(
-            transfers=d["transfers"],
-            write_back_s=d["write_back_s"],
-            read_only=d["read_only"],
-            extra_flags=tuple(d["extra_flags"]),
-            upload_config=tuple((k, v) for k, v in d.get("upload_config", [])),
-            refresh_s=d.get("refresh_s", MountOptions.refresh_s),
-        )
-        reqs.append(MountRequest(d["remote"], d["dst"], StorageMode(d["mode"]), opts))
-    if not reqs or len(envs) != 1:
-        return None
-    rclone, config_file, mounts_base, helper = envs.pop()
-    return reqs, RcloneEnv(rclone, config_file, mounts_base, helper)
+def copy_step(remote_paths: Sequence[str], dst: str, env: RcloneEnv = NODE_ENV) -> MountStep:
+    """The node step copying the first of ``remote_paths`` that works to ``dst``."""
+    return MountStep(copies=(CopyRequest(tuple(remote_paths), dst),), env=env)
+
+
+def mount_step(
+    remote_path: str,
+    dst: str,
+    mode: StorageMode,
+    options: MountOptions | None = None,
+    env: RcloneEnv = NODE_ENV,
+) -> MountStep:
+    """The node step mounting ``remote_path`` at ``dst`` (``MountStep``)."""
+    return MountStep((MountRequest(remote_path, dst, mode, options or MountOptions()),), env=env)
 
 
 def mount_command(
@@ -463,109 +412,13 @@ def mount_command(
     env: RcloneEnv = NODE_ENV,
 ) -> str:
     """Idempotent bash that mounts ``remote_path`` at ``dst`` through the node's daemon
-    (started if none answers). See ``mount_many_command``."""
-    return mount_many_command(
-        [MountRequest(remote_path, dst, mode, options or MountOptions())], env
-    )
+    (started if none answers). See ``MountStep.script``."""
+    return mount_step(remote_path, dst, mode, options, env).script()
 
 
-def mount_many_command(
-    requests: Sequence[MountRequest],
-    env: RcloneEnv = NODE_ENV,
-    copies: Sequence[CopyRequest] = (),
-) -> str:
-    """Idempotent bash that mounts every request through the node's daemons (started if none
-    answers), all mount calls issued at once by one run of the node program, which also
-    makes the COPY snapshots ``copies`` meanwhile (through ``copy_daemon_dirs``).
-
-    A live mount is left alone; a stale one (rclone gone) is lazily unmounted first; files in
-    a mount point that is not mounted (stray local writes) are moved aside to
-    ``<dst>.skycore-stray-<time>`` with a warning, never deleted and never blocking the mount;
-    the script returns only once every mount answers (exit 1 if any failed); a writable
-    MOUNT_CACHED mount then holds a listing of its top directory (a listing that fails is a
-    warning: the node's refresher tries again) and its refresher runs, which lists the
-    whole tree in the background at once.
-    """
-    q = shlex.quote
-    specs = []
-    for req in requests:
-        transfers, extra = daemon_key(req.mode, req.options)
-        dirs = daemon_dirs(transfers, extra, env.mounts_base)
-        vfs, mnt = mount_options(req.mode, req.options)
-        specs.append(
-            {
-                "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
-                "transfers": str(transfers), "extra": list(extra),
-                "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
-                "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
-                "refresh": refresh_every(req.mode, req.options),
-            }
-        )  # fmt: skip
-    copy_arg = ""
-    if copies:
-        copy_arg = "--copies " + q(json.dumps([_copy_spec(c, env) for c in copies])) + " "
-    out = [
-        _PRELUDE,
-        *(_REQUEST_TAG + _request_json(r, env) + "\n" for r in requests),
-        *(_copy_tag(c, env) for c in copies),
-        _IS_MOUNTED,
-        _node_fn_file(env),
-        f"BASE={q(env.mounts_base)}\n",
-        # 0: mount it; 3: already live; anything else: failed (explicit returns: set -e is
-        # off inside a function called in a condition)
-        "prep() {\n"
-        '  DST="$1"\n'
-        '  if is_mounted "$DST"; then\n'
-        '    if timeout 10 stat "$DST" >/dev/null 2>&1 && '
-        'grep -qxF "SKYCORE_LIVE $DST" <<<"$LIVE"; then\n'
-        '      echo "skycore: $DST is already mounted"; return 3\n'
-        "    fi\n"
-        '    echo "skycore: $DST holds a stale mount; unmounting it lazily" >&2\n'
-        '    fusermount3 -uz "$DST" 2>/dev/null || fusermount -uz "$DST" 2>/dev/null '
-        '|| umount -l "$DST" || return 1\n'
-        "  fi\n"
-        '  mkdir -p "$DST" || return 1\n'
-        '  if [ -n "$(ls -A "$DST" 2>/dev/null)" ]; then\n'
-        '    STRAY="$DST.skycore-stray-$(date +%Y%m%d-%H%M%S)-$$"\n'
-        '    { mv "$DST" "$STRAY" && mkdir -p "$DST"; } || return 1\n'
-        '    echo "skycore: warning: $DST held files that are not in the bucket (written '
-        'while it was not mounted); they were moved aside to $STRAY, not deleted" >&2\n'
-        "  fi\n"
-        "  return 0\n"
-        "}\n",
-        "UP=()\n",
-        # One live-mount probe for every mount point already mounted (a relaunch).
-        "MOUNTED=()\n",
-        *(f'D={sh_path(r.dst)}; if is_mounted "$D"; then MOUNTED+=("$D"); fi\n' for r in requests),
-        'LIVE=""\n',
-        'if [ "${#MOUNTED[@]}" -gt 0 ]; then\n'
-        '  LIVE=$(skycore_mounts live "$BASE" "${MOUNTED[@]}" || true)\n'
-        "fi\n",
-    ]
-    for i, req in enumerate(requests):
-        out.append(
-            f"rc=0; prep {sh_path(req.dst)} || rc=$?\n"
-            f"case $rc in 0) UP+=({i});; 3) ;; *) exit $rc;; esac\n"
-        )
-    out.append(
-        f'if [ "${{#UP[@]}}" -gt 0 ] || [ {int(bool(copies))} = 1 ]; then\n'
-        f'  skycore_mounts up-many {q(json.dumps(specs))} {copy_arg}"${{UP[@]}}" || exit 1\n'
-        "fi\n"
-    )
-    for i, req in enumerate(requests):
-        out.append(
-            f'if [[ " ${{UP[*]}} " == *" {i} "* ]]; then\n'
-            f"DST={sh_path(req.dst)}\n"
-            + _serialize_releases(req.mode, req.options)
-            + f'echo "skycore: mounted "{q(req.remote_path)}" at $DST ({req.mode.value})"\n'
-            + "fi\n"
-        )
-    out.append("exit 0\n")
-    return "".join(out)
-
-
-def _dst_words(dsts: str | Sequence[str]) -> str:
-    return " ".join(sh_path(d) for d in ([dsts] if isinstance(dsts, str) else dsts))
+def _drain_request(dst: str | Sequence[str], timeout_s: float, env: RcloneEnv) -> dict[str, Any]:
+    dsts = [dst] if isinstance(dst, str) else list(dst)
+    return {"base": env.mounts_base, "timeout": timeout_s, "dsts": dsts}
 
 
 def drain_command(
@@ -574,13 +427,9 @@ def drain_command(
     env: RcloneEnv = NODE_ENV,
 ) -> str:
     """Bash that waits until every mount in ``dst`` (one or several mount points) is durable:
-    the drain rule of skycore/node/mounts.py, printing progress. Exits 0 when drained (or
-    not a skycore mount), 1 on timeout with uploads pending, 2 when rclone does not answer."""
-    return (
-        _PRELUDE
-        + _NODE_FN
-        + f"skycore_mounts drain {shlex.quote(env.mounts_base)} {timeout_s:g} {_dst_words(dst)}\n"
-    )
+    the drain rule of skycore/node/mountd, printing progress. Exits 0 when drained (or not a
+    skycore mount), 1 on timeout with uploads pending, 2 when rclone does not answer."""
+    return _inline("drain", _drain_request(dst, timeout_s, env))
 
 
 def unmount_command(
@@ -592,19 +441,10 @@ def unmount_command(
     after ``timeout_s`` it refuses (exit 1) and leaves the mount in place. A stale mount whose
     rclone is gone is unmounted lazily (its cache stays on disk for the next mount). A daemon
     left without mounts quits."""
-    return (
-        _PRELUDE
-        + _NODE_FN
-        + f"skycore_mounts unmount {shlex.quote(env.mounts_base)} {timeout_s:g} "
-        + f"{_dst_words(dst)}\n"
-    )
+    return _inline("unmount", _drain_request(dst, timeout_s, env))
 
 
 def live_command(dsts: Sequence[str], env: RcloneEnv = NODE_ENV) -> str:
     """Bash printing ``SKYCORE_LIVE <dst>`` for each of ``dsts`` that is mounted and served by
     an answering daemon (the live-mount probe)."""
-    return (
-        _PRELUDE
-        + _NODE_FN
-        + f"skycore_mounts live {shlex.quote(env.mounts_base)} {shlex.join(list(dsts))}\n"
-    )
+    return _inline("live", {"base": env.mounts_base, "dsts": list(dsts)})

@@ -29,6 +29,8 @@ from skycore.storage.common import (
     parse_url,
     validate_bucket_name,
 )
+from skycore.storage.mounting import NODE_ENV, MountStep
+from skycore.storage.mounting import RcloneEnv as Env
 from skycore.storage.registry import get_store_class, store_names
 from skycore.storage.upload import list_upload_files
 from skycore.user_paths import UserPathError, resolve_local_path, show
@@ -392,26 +394,20 @@ class Storage:
         anonymous, _ = self._remote()
         return self.store_obj(config).rclone_path(self.prefix, anonymous)
 
-    def copy_command(
-        self,
-        dst: str,
-        config: SkycoreConfig,
-        env: mounting.RcloneEnv = mounting.NODE_ENV,
-    ) -> str:
-        """Bash a node runs to fetch the COPY snapshot into ``dst``."""
-        anonymous, _ = self._remote()
-        return self.store_obj(config).copy_command(dst, self.prefix, anonymous, env)
+    def copy_step(self, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> MountStep:
+        """The node step that fetches the COPY snapshot into ``dst``."""
+        return mounting.copy_step([self.rclone_path(config)], dst, env)
 
-    def mount_command(
-        self,
-        dst: str,
-        config: SkycoreConfig,
-        env: mounting.RcloneEnv = mounting.NODE_ENV,
-    ) -> str:
-        """Idempotent bash a node runs to mount the bucket at ``dst`` in this entry's mode.
+    def copy_command(self, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> str:
+        """Bash a node runs to fetch the COPY snapshot into ``dst`` (``copy_step``)."""
+        return self.copy_step(dst, config, env).script()
+
+    def mount_step(self, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> MountStep:
+        """The idempotent node step that mounts the bucket at ``dst`` in this entry's mode.
 
         Read-only (writes fail at once with EROFS) when the last access check found the user
-        cannot write; call ``access`` or ``prepare`` first."""
+        cannot write; call ``access`` or ``prepare`` first. A MOUNT_CACHED mount gets its
+        store's ``cached_upload_config``."""
         if not self.mode.is_mount:
             raise StorageSpecError(
                 f"{self.yaml_field}: mode COPY is not mounted; use copy_command."
@@ -420,20 +416,29 @@ class Storage:
         opts = self.mount_options
         if read_only and not opts.read_only:
             opts = replace(opts, read_only=True)
-        return self.store_obj(config).mount_command(
-            dst, self.mode, self.prefix, anonymous, opts, env
-        )
+        st = self.store_obj(config)
+        if self.mode is StorageMode.MOUNT_CACHED and st.cached_upload_config:
+            opts = replace(opts, upload_config=st.cached_upload_config)
+        remote = st.rclone_path(self.prefix, anonymous)
+        return mounting.mount_step(remote, dst, self.mode, opts, env)
+
+    def mount_command(self, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> str:
+        """Idempotent bash a node runs to mount the bucket at ``dst`` (``mount_step``)."""
+        return self.mount_step(dst, config, env).script()
 
 
-def plain_copy_command(
-    url: str, dst: str, config: SkycoreConfig, env: mounting.RcloneEnv = mounting.NODE_ENV
-) -> str:
-    """Bash for a plain file_mounts copy of a bucket URL (an object or a prefix) to ``dst``:
-    with the user's credentials, falling back to anonymous access."""
+def plain_copy_step(url: str, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> MountStep:
+    """The node step for a plain file_mounts copy of a bucket URL (an object or a prefix) to
+    ``dst``: with the user's credentials, falling back to anonymous access."""
     parsed = parse_url(url)
     st = make_store(parsed.store, parsed.bucket, config, parsed.account)
     paths = [st.rclone_path(parsed.prefix, anonymous=False)]
     anon = st.rclone_path(parsed.prefix, anonymous=True)
     if anon not in paths:
         paths.append(anon)
-    return mounting.copy_with_fallback_command(paths, dst, env)
+    return mounting.copy_step(paths, dst, env)
+
+
+def plain_copy_command(url: str, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> str:
+    """Bash for a plain file_mounts copy of a bucket URL (``plain_copy_step``)."""
+    return plain_copy_step(url, dst, config, env).script()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skycore import state
+from skycore import node, state
 from skycore.config import SkycoreConfig
 from skycore.storage import Storage
 from skycore.storage.azure import AzureConfig
@@ -113,23 +113,23 @@ def test_spec_round_trip_renders_the_same_mount(
 def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
     """A store's ``cached_upload_config`` reaches rclone as ``mount/mount``'s ``_config`` of its
     MOUNT_CACHED mounts only (Azure: multi-thread uploads, see AzureBlobStore), survives a
-    merge of mount scripts (``mount_requests_of``), and leaves the daemon shared."""
+    merge of mount steps (``MountStep.merged``), and leaves the daemon shared."""
     import json
 
     from skycore.storage import mounting
     from skycore.storage.api import AccessInfo
 
-    def script(source: str, mode: str) -> str:
+    def script(source: str, mode: str) -> mounting.MountStep:
         st = Storage.from_spec(name=None, source=source, store=None, mode=mode)
         st._access = AccessInfo(exists=True, can_read=True, can_write=True, anonymous=False)
-        return st.mount_command("/m", CONFIG)
+        return st.mount_step("/m", CONFIG)
 
-    def node_specs(cmd: str) -> list[dict]:
-        reqs, env = mounting.mount_requests_of(cmd) or ([], None)
-        assert env is not None
-        merged = mounting.mount_many_command(reqs, env)
-        line = next(ln for ln in merged.splitlines() if "skycore_mounts up-many" in ln)
-        return json.loads(line.split("up-many ", 1)[1].split("' ", 1)[0].strip("'"))
+    def node_specs(step: mounting.MountStep) -> list[dict]:
+        merged = mounting.MountStep(env=step.env).merged(step)
+        assert merged is not None
+        line = next(ln for ln in merged.script().splitlines() if "skycore_mounts up-many" in ln)
+        assert node.request_env(merged.request()) in line
+        return json.loads(json.dumps(merged.request()["mounts"]))
 
     azure_cached = node_specs(script("azure://skyuser/box", "MOUNT_CACHED"))
     assert azure_cached[0]["rc_config"] == {"MultiThreadCutoff": "1"}
@@ -141,7 +141,7 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
 def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
     """A writable MOUNT_CACHED mount never lists on demand (DirCacheTime: the mount's life):
     the node program lists it at mount time and refreshes it every ``refresh_s`` (also
-    after a merge of mount scripts). Every other mount lists on demand (10 s) and has no
+    after a merge of mount steps). Every other mount lists on demand (10 s) and has no
     refresher."""
     import json
 
@@ -155,11 +155,12 @@ def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
         st._access = AccessInfo(
             exists=True, can_read=True, can_write=not read_only, anonymous=False
         )
-        reqs, env = mounting.mount_requests_of(st.mount_command("/m", CONFIG)) or ([], None)
-        assert env is not None
-        merged = mounting.mount_many_command(reqs, env)
-        line = next(ln for ln in merged.splitlines() if "skycore_mounts up-many" in ln)
-        return dict(json.loads(line.split("up-many ", 1)[1].split("' ", 1)[0].strip("'"))[0])
+        step = st.mount_step("/m", CONFIG)
+        merged = mounting.MountStep(env=step.env).merged(step)
+        assert merged is not None
+        line = next(ln for ln in merged.script().splitlines() if "skycore_mounts up-many" in ln)
+        assert node.request_env(merged.request()) in line
+        return dict(json.loads(json.dumps(merged.request()["mounts"]))[0])
 
     cached = spec("MOUNT_CACHED")
     assert cached["vfs"]["DirCacheTime"] == mounting.KEEP_LISTING == "876000h"

@@ -1,0 +1,227 @@
+"""Mounts that keep their listing: the listing at mount time, and the daemon's refresher
+(background refreshes and the order keepers of its mounts)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from skycore.node.mountd.keeper import (
+    COST_FACTOR,
+    IDLE_POLL_S,
+    KEEP_HOLD_POLL_S,
+    KEEP_POLL_S,
+    LOG_MAX_BYTES,
+    PRIME_PENDING_WAIT_S,
+    PRIME_QUIET_WAIT_S,
+    PRIME_TIMEOUT_S,
+    REFRESHER_GONE_TICKS,
+    REFRESHER_TICK_S,
+    OrderKeeper,
+    refresh_until_clean,
+)
+from skycore.node.mountd.rc import RcError, answers, norm, rc, warn
+
+_registry_lock = threading.Lock()
+
+
+def keep_listing(d: str, dst: str, every: float) -> bool:
+    """For a mount that keeps its listing, just mounted through DIR ``d``'s daemon: list it
+    (a failure is a warning: the refresher tries again) and register it with the daemon's
+    refresher (which lists it again every ``every`` s and keeps its uploads in order).
+    True when registered."""
+    sock, p = os.path.join(d, "rc.sock"), norm(dst)
+    try:
+        live = {m["MountPoint"]: m["Fs"] for m in rc(sock, "mount/listmounts")["mountPoints"]}
+        fs = live[p]
+    except (OSError, RcError, KeyError, TypeError) as e:
+        warn(f"skycore: warning: cannot find the mount {dst} in its rclone daemon ({e})")
+        return False
+    # The mount's top directory is listed now (one request or a few, holding its lock: no
+    # writer uses the mount yet); the whole tree is listed by the refresher at once, in the
+    # background (a big bucket's listing takes seconds: 5-14 s for 10,000 objects here).
+    # Files a dead daemon left in the cache are queued again by the new one, each with an
+    # entry that holds no object until a listing shows it (rclone gives the object only to
+    # files written through a handle): such an entry reads as an empty file. So when there
+    # are some, the whole tree is listed here once they are uploaded (a bounded wait).
+    cache = rc(sock, "vfs/stats", {"fs": fs}).get("diskCache") or {}
+    if cache.get("uploadsQueued") or cache.get("uploadsInProgress"):
+        deadline = time.monotonic() + PRIME_PENDING_WAIT_S
+        while time.monotonic() < deadline:
+            cache = rc(sock, "vfs/stats", {"fs": fs}).get("diskCache") or {}
+            if not cache.get("uploadsQueued") and not cache.get("uploadsInProgress"):
+                break
+            time.sleep(IDLE_POLL_S)
+        outcome, _ = refresh_until_clean(sock, fs, PRIME_QUIET_WAIT_S, PRIME_TIMEOUT_S)
+        whole = outcome == "ok"
+    else:
+        try:
+            out = rc(sock, "vfs/refresh", {"fs": fs}, timeout=PRIME_TIMEOUT_S)
+            why = "; ".join(str(v) for v in (out.get("result") or {}).values() if v != "OK")
+        except (OSError, RcError) as e:
+            why = str(e) or type(e).__name__
+        outcome, whole = ("failed: " + why) if why else "ok", False
+    if outcome != "ok":
+        warn(
+            f"skycore: warning: listing {dst} from the store did not succeed ({outcome}); "
+            "until a listing does (the node tries again every "
+            f"{max(every, REFRESHER_TICK_S):g} s), creating a file there may wait for the store"
+        )
+    path = os.path.join(d, "refresh.json")
+    with _registry_lock, open(os.path.join(d, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = _registry(d)
+        table = {k: v for k, v in table.items() if live.get(k) == v.get("fs")}
+        table[p] = {"fs": fs, "every": every, "listed": whole}
+        with open(path + ".tmp", "w") as f:
+            json.dump(table, f)
+        os.replace(path + ".tmp", path)
+    return True
+
+
+def _registry(d: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(os.path.join(d, "refresh.json")) as f:
+            table = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def _refresher_pid(d: str) -> int | None:
+    """The pid of DIR ``d``'s refresher if it runs."""
+    try:
+        with open(os.path.join(d, "refresher.pid")) as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if b"refresher" in args and os.fsencode(d) in args else None
+
+
+def spawn_refresher(d: str) -> None:
+    """Start DIR ``d``'s refresher unless it runs (detached; output to its log)."""
+    if _refresher_pid(d) is not None:
+        return
+    # the program file this process runs (a node's helper file; not a file when streamed)
+    me = os.path.abspath(getattr(sys.modules["__main__"], "__file__", None) or "")
+    if not os.path.isfile(me):
+        warn(f"skycore: warning: no refresher for {d}: the mount helper is not a file")
+        return
+    with open(os.path.join(d, "refresher.log"), "ab") as out:
+        subprocess.Popen(
+            [sys.executable or "python3", me, "refresher", d],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+
+
+def _log(d: str, msg: str) -> None:
+    path = os.path.join(d, "refresher.log")
+    with contextlib.suppress(OSError):
+        if os.path.getsize(path) > LOG_MAX_BYTES:
+            os.truncate(path, 0)
+    with contextlib.suppress(OSError), open(path, "a") as f:
+        f.write(time.strftime("%Y-%m-%d %H:%M:%S ") + msg + "\n")
+
+
+def cmd_refresher(d: str) -> int:
+    """Refresh the listings registered in DIR ``d`` (``keep_listing``), each every
+    max(its ``every``, COST_FACTOR x its last refresh's duration), at the first moment its
+    mount has no upload pending; end when the daemon is gone. One per daemon (a lock; a
+    second one waits up to 5 s for a first that is ending)."""
+    sock = os.path.join(d, "rc.sock")
+    lock = open(os.path.join(d, "refresher.lock"), "w")  # noqa: SIM115 (held for life)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                return 0
+            time.sleep(0.1)
+    pidfile = os.path.join(d, "refresher.pid")
+
+    def claim() -> None:
+        with open(pidfile + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(pidfile + ".tmp", pidfile)
+
+    claim()
+    due: dict[str, float] = {}
+    state: dict[str, str] = {}  # last refresh's outcome
+    keepers: dict[str, OrderKeeper] = {}
+    running: dict[str, threading.Thread] = {}  # refreshes under way
+    results: dict[str, tuple[str, float]] = {}
+    silent = 0
+    tick = REFRESHER_TICK_S
+    while True:
+        time.sleep(tick)
+        tick = REFRESHER_TICK_S
+        try:
+            mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
+        except (OSError, RcError):
+            silent += 1
+            if silent < REFRESHER_GONE_TICKS:
+                continue
+            # Ending: a mount batch that starts a new daemon now sees no refresher and
+            # starts one, or this one sees the new daemon and goes on.
+            with contextlib.suppress(OSError):
+                os.unlink(pidfile)
+            if answers(sock):
+                claim()
+                silent = 0
+                continue
+            _log(d, "the daemon is gone; the refresher ends")
+            return 0
+        silent = 0
+        try:
+            live = {m["MountPoint"]: m["Fs"] for m in mounts}
+            entries = [e for p, e in _registry(d).items() if live.get(p) == e.get("fs")]
+            for e in entries:
+                fs, period = e["fs"], float(e.get("every") or 0)
+                if fs in running and not running[fs].is_alive():
+                    del running[fs]
+                    outcome, took = results.pop(fs, ("failed: no result", 0.0))
+                    if outcome == "busy":  # again at the next quiet moment
+                        due[fs] = time.monotonic() + REFRESHER_TICK_S
+                    else:
+                        delay = max(period, COST_FACTOR * took, 1.0)
+                        due[fs] = time.monotonic() + delay
+                        if delay > max(period, 1.0):  # a slow listing spaces the refreshes
+                            _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
+                                    f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
+                        was = state.get(fs, "ok")
+                        if outcome != "ok" and (outcome != was or outcome == "raced"):
+                            _log(d, f"refreshing {fs}: {outcome}")
+                        elif outcome == "ok" and was != "ok":
+                            _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
+                        state[fs] = outcome
+                keeper = keepers.setdefault(fs, OrderKeeper(sock, fs, lambda m: _log(d, m)))
+                holding, queued = keeper.poll()
+                if holding or queued:
+                    tick = min(tick, KEEP_HOLD_POLL_S if holding else KEEP_POLL_S)
+                if holding or fs in running or (period <= 0 and state.get(fs) == "ok"):
+                    continue
+                now = time.monotonic()
+                # a mount whose whole tree is not listed yet: at the first quiet moment
+                if due.setdefault(fs, now + (period if e.get("listed", True) else 0)) > now:
+                    continue
+                # In a thread: a listing the store holds must not stop the other mounts'
+                # order keepers (nor this one's: nothing uploads while it lists).
+                running[fs] = threading.Thread(
+                    target=lambda fs=fs: results.__setitem__(fs, refresh_until_clean(sock, fs)),
+                    daemon=True,
+                )
+                running[fs].start()
+        except Exception as e:  # keep refreshing whatever one round met
+            _log(d, f"refresher error: {type(e).__name__}: {e}")
