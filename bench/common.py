@@ -61,14 +61,9 @@ def add_rclone_flags_option(p: argparse.ArgumentParser, help_text: str) -> None:
 # --- timing --------------------------------------------------------------------------------
 def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.05) -> Any:
     """Poll ``check`` until truthy and return its value; TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
+    from tests.polling import wait_for as poll_until
+
+    return poll_until(what, check, timeout, poll, error=TimeoutError)
 
 
 # --- host-side mounts ------------------------------------------------------------------------

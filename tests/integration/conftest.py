@@ -10,7 +10,8 @@ Three configs, by what the test needs of the local cloud:
   on their own.
 
 ``cluster`` is a unique cluster name on the test's home, cleaned up after the test;
-``bucket`` is a private bucket of the user's on the test's ``store``, deleted after it.
+``store_emulator`` is the running emulator of the test's ``store``; ``bucket`` is a private
+bucket of the user's on it, deleted after the test.
 """
 
 from __future__ import annotations
@@ -70,9 +71,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
-def bucket(store: str, emulators: dict[str, RunningEmulator]) -> Iterator[str]:
+def store_emulator(store: str, emulators: dict[str, RunningEmulator]) -> RunningEmulator:
+    """The running emulator of the test's ``store``."""
+    return emulators[store]
+
+
+@pytest.fixture
+def bucket(store_emulator: RunningEmulator) -> Iterator[str]:
     """The URL of a private bucket of the user's on ``store``, deleted after the test."""
-    em = emulators[store]
+    em = store_emulator
     name = unique_name("tb")
     url = em.make_bucket(name, owner="user", public=False)
     yield url

@@ -31,6 +31,9 @@ SEED = b"hello from the seed object\n"
 QUICK = 5.0  # a denial must come back this fast: no retry storm, no hang
 CALLERS = {USER: USER, "anonymous": None, "unknown": UNKNOWN}
 """caller in test ids -> the owner argument of the emulator helpers"""
+Emulators = dict[str, RunningEmulator]
+MatrixBucket = Callable[[str, str, bool], str]
+"""``matrix_bucket(store, owner, public)`` -> the name of a seeded bucket"""
 
 
 def _mark(store: str) -> pytest.MarkDecorator:
@@ -79,9 +82,7 @@ def _matrix() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def matrix_bucket(
-    emulators: dict[str, RunningEmulator],
-) -> Iterator[Callable[[str, str, bool], str]]:
+def matrix_bucket(emulators: Emulators) -> Iterator[Callable[[str, str, bool], str]]:
     """``matrix_bucket(store, owner, public)``: one seeded bucket per combination, made once
     per module (and worker) and deleted at the end."""
     made: dict[tuple[str, str, bool], str] = {}
@@ -97,6 +98,20 @@ def matrix_bucket(
     yield get
     for (store, _, _), name in made.items():
         emulators[store].delete_bucket(name)
+
+
+@pytest.fixture
+def s3(emulators: Emulators, store_name: str) -> S3Emulator:
+    """The S3-compatible emulator of the test's ``store_name``."""
+    emulator = emulators[store_name]
+    assert isinstance(emulator, S3Emulator)
+    return emulator
+
+
+@pytest.fixture
+def own_bucket(matrix_bucket: MatrixBucket, store_name: str) -> str:
+    """USER's private seeded bucket in the test's store."""
+    return matrix_bucket(store_name, USER, False)
 
 
 def _status_of(error: BaseException) -> int | None:
@@ -120,8 +135,8 @@ def _write(emulator: RunningEmulator, caller: str | None, bucket: str) -> None:
 
 @pytest.mark.parametrize(("store_name", "owner", "public", "caller", "op", "allowed"), matrix())
 def test_access_matrix(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
+    emulators: Emulators,
+    matrix_bucket: MatrixBucket,
     store_name: str,
     owner: str,
     public: bool,
@@ -151,10 +166,9 @@ def test_access_matrix(
 
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
-def test_s3_create_bucket_rules(emulators: dict[str, RunningEmulator], store_name: str) -> None:
+def test_s3_create_bucket_rules(s3: S3Emulator) -> None:
     from botocore.exceptions import ClientError
 
-    s3 = emulators[store_name]
     name = f"gc-{uuid.uuid4().hex[:10]}"
     s3.client(USER).create_bucket(Bucket=name)
     assert s3.bucket_owner(name) == USER
@@ -181,7 +195,7 @@ def test_s3_create_bucket_rules(emulators: dict[str, RunningEmulator], store_nam
 
 
 @pytest.mark.gcp
-def test_gcs_create_bucket_rules(emulators: dict[str, RunningEmulator]) -> None:
+def test_gcs_create_bucket_rules(emulators: Emulators) -> None:
     from google.api_core.exceptions import Conflict, Forbidden
 
     gcs = emulators["gcs"]
@@ -206,14 +220,11 @@ def test_gcs_create_bucket_rules(emulators: dict[str, RunningEmulator]) -> None:
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
 def test_s3_copy_needs_read_access_to_the_source(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
+    s3: S3Emulator, matrix_bucket: MatrixBucket, own_bucket: str, store_name: str
 ) -> None:
     from botocore.exceptions import ClientError
 
-    s3 = emulators[store_name]
-    mine = matrix_bucket(store_name, USER, False)
+    mine = own_bucket
     private = matrix_bucket(store_name, OTHER, False)
     public = matrix_bucket(store_name, OTHER, True)
     user = s3.client(USER)
@@ -227,7 +238,7 @@ def test_s3_copy_needs_read_access_to_the_source(
 
 @pytest.mark.gcp
 def test_gcs_copy_and_rewrite_need_read_access_to_the_source(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+    emulators: Emulators, matrix_bucket: MatrixBucket
 ) -> None:
     from google.api_core.exceptions import Forbidden
 
@@ -249,7 +260,7 @@ def test_gcs_copy_and_rewrite_need_read_access_to_the_source(
 
 @pytest.mark.gcp
 def test_gcs_compose_is_an_owner_write_and_one_event(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+    emulators: Emulators, matrix_bucket: MatrixBucket
 ) -> None:
     from google.api_core.exceptions import Forbidden
 
@@ -266,9 +277,7 @@ def test_gcs_compose_is_an_owner_write_and_one_event(
 
 
 @pytest.mark.gcp
-def test_gcs_xml_style_paths_are_gated(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
-) -> None:
+def test_gcs_xml_style_paths_are_gated(emulators: Emulators, matrix_bucket: MatrixBucket) -> None:
     gcs = emulators["gcs"]
     public = matrix_bucket("gcs", OTHER, True)
     private = matrix_bucket("gcs", OTHER, False)
@@ -285,14 +294,8 @@ def test_gcs_xml_style_paths_are_gated(
 
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
-def test_s3_presigned_urls(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
-) -> None:
-    s3 = emulators[store_name]
-    bucket = matrix_bucket(store_name, USER, False)
-    params = {"Bucket": bucket, "Key": SEED_KEY}
+def test_s3_presigned_urls(s3: S3Emulator, own_bucket: str) -> None:
+    params = {"Bucket": own_bucket, "Key": SEED_KEY}
     url = s3.client(USER).generate_presigned_url("get_object", Params=params)
     assert requests.get(url, timeout=10).content == SEED
     foreign = s3.client(OTHER).generate_presigned_url("get_object", Params=params)
@@ -303,9 +306,7 @@ def test_s3_presigned_urls(
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator) + _stores(GcsEmulator))
 def test_denied_streaming_upload_gets_a_clean_answer(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
+    emulators: Emulators, matrix_bucket: MatrixBucket, store_name: str
 ) -> None:
     """A large chunked upload without Expect: 100-continue is answered 403 in the API's
     format, not with a reset connection."""
@@ -328,7 +329,7 @@ def test_denied_streaming_upload_gets_a_clean_answer(
 
 
 @pytest.mark.parametrize("store_name", _stores())
-def test_admin_api(emulators: dict[str, RunningEmulator], store_name: str) -> None:
+def test_admin_api(emulators: Emulators, store_name: str) -> None:
     emulator = emulators[store_name]
     admin = f"{emulator.endpoint}/__gate__"
     token = emulator.admin_headers()
@@ -560,36 +561,34 @@ def _s3_error(resp: requests.Response) -> tuple[int, str]:
     return resp.status_code, code.group(1).decode() if code else ""
 
 
+def _signed_client(s3: S3Emulator, secret: str, signature_version: str) -> Any:
+    """A boto3 client with USER's key id, ``secret`` and the given signature version."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        region_name=s3.region,
+        aws_access_key_id=s3.keys[USER].access_key_id,
+        aws_secret_access_key=secret,
+        config=Config(signature_version=signature_version, s3={"addressing_style": "path"}),
+    )
+
+
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
 @pytest.mark.parametrize("signature_version", ["s3v4", "s3"])
 def test_s3_wrong_secret_is_signature_does_not_match(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
-    signature_version: str,
+    s3: S3Emulator, own_bucket: str, signature_version: str
 ) -> None:
     """A known key id with a wrong secret: 403 SignatureDoesNotMatch for every call (list,
     put, ListBuckets), as in AWS; the right secret works with the same SDK settings."""
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import ClientError
 
-    s3 = emulators[store_name]
-    assert isinstance(s3, S3Emulator)
-    bucket = matrix_bucket(store_name, USER, False)
+    bucket = own_bucket
     key = s3.keys[USER]
-
-    def client(secret: str) -> Any:
-        return boto3.client(
-            "s3",
-            endpoint_url=s3.endpoint,
-            region_name=s3.region,
-            aws_access_key_id=key.access_key_id,
-            aws_secret_access_key=secret,
-            config=Config(signature_version=signature_version, s3={"addressing_style": "path"}),
-        )
-
-    right, wrong = client(key.secret_access_key), client(key.secret_access_key[:-1] + "X")
+    right = _signed_client(s3, key.secret_access_key, signature_version)
+    wrong = _signed_client(s3, key.secret_access_key[:-1] + "X", signature_version)
     right.put_object(Bucket=bucket, Key="sig/ok ü+x.txt", Body=b"ok")
     assert right.get_object(Bucket=bucket, Key="sig/ok ü+x.txt")["Body"].read() == b"ok"
     calls = [
@@ -609,33 +608,14 @@ def test_s3_wrong_secret_is_signature_does_not_match(
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
 @pytest.mark.parametrize("signature_version", ["s3v4", "s3"])
 def test_s3_presigned_urls_are_verified(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
-    signature_version: str,
+    s3: S3Emulator, own_bucket: str, signature_version: str
 ) -> None:
     """Presigned URLs (SigV4 and SigV2, made by boto3): valid ones work; an expired one is
     403 AccessDenied 'Request has expired'; a tampered signature, a wrong secret and a forged
     URL (no secret, date 2000) are refused; none of them writes anything."""
-    import boto3
-    from botocore.config import Config
-
-    s3 = emulators[store_name]
-    assert isinstance(s3, S3Emulator)
-    bucket = matrix_bucket(store_name, USER, False)
-    key = s3.keys[USER]
-
-    def client(secret: str) -> Any:
-        return boto3.client(
-            "s3",
-            endpoint_url=s3.endpoint,
-            region_name=s3.region,
-            aws_access_key_id=key.access_key_id,
-            aws_secret_access_key=secret,
-            config=Config(signature_version=signature_version, s3={"addressing_style": "path"}),
-        )
-
-    user, wrong = client(key.secret_access_key), client("not-the-secret")
+    bucket = own_bucket
+    user = _signed_client(s3, s3.keys[USER].secret_access_key, signature_version)
+    wrong = _signed_client(s3, "not-the-secret", signature_version)
     get = {"Bucket": bucket, "Key": SEED_KEY}
     put = {"Bucket": bucket, "Key": f"presigned/{signature_version}"}
     ok = user.generate_presigned_url("get_object", Params=get, ExpiresIn=300)
@@ -672,18 +652,12 @@ def test_s3_presigned_urls_are_verified(
 
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
-def test_s3_malformed_and_unknown_credentials(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
-) -> None:
+def test_s3_malformed_and_unknown_credentials(s3: S3Emulator, own_bucket: str) -> None:
     """A malformed SigV4 header is 400 AuthorizationHeaderMalformed (moto alone answered
     500); an unknown key id is 403 InvalidAccessKeyId (through boto3)."""
     from botocore.exceptions import ClientError
 
-    s3 = emulators[store_name]
-    assert isinstance(s3, S3Emulator)
-    bucket = matrix_bucket(store_name, USER, False)
+    bucket = own_bucket
     user = s3.keys[USER].access_key_id
     for auth in (
         f"AWS4-HMAC-SHA256 Credential={user}/x, Signature=abc",
@@ -699,12 +673,7 @@ def test_s3_malformed_and_unknown_credentials(
 
 
 @pytest.mark.parametrize("store_name", _stores(S3Emulator))
-def test_s3_streaming_uploads_still_work(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
-    tmp_path: Any,
-) -> None:
+def test_s3_streaming_uploads_still_work(s3: S3Emulator, own_bucket: str, tmp_path: Any) -> None:
     """aws-chunked uploads, as boto3 (checksum trailers) and rclone send them, pass the
     signature check and arrive whole."""
     import hashlib
@@ -713,9 +682,7 @@ def test_s3_streaming_uploads_still_work(
 
     from botocore.config import Config
 
-    s3 = emulators[store_name]
-    assert isinstance(s3, S3Emulator)
-    bucket = matrix_bucket(store_name, USER, False)
+    bucket = own_bucket
     data = os.urandom(12 << 20)
     client = s3.client(USER)
     client.put_object(Bucket=bucket, Key="chunked/put", Body=io.BytesIO(data))
@@ -753,7 +720,7 @@ def test_s3_streaming_uploads_still_work(
 
 @pytest.mark.gcp
 def test_gcs_invalid_token_is_401_in_gcs_json(
-    emulators: dict[str, RunningEmulator], matrix_bucket: Callable[[str, str, bool], str]
+    emulators: Emulators, matrix_bucket: MatrixBucket
 ) -> None:
     """An unknown or malformed bearer token: 401 with GCS's JSON error (authError), even on a
     public bucket; the SDK gives up (a bare token cannot be refreshed)."""
@@ -778,7 +745,7 @@ def test_gcs_invalid_token_is_401_in_gcs_json(
 
 
 @pytest.mark.parametrize("store_name", _stores())
-def test_emulators_are_sealed(emulators: dict[str, RunningEmulator], store_name: str) -> None:
+def test_emulators_are_sealed(emulators: Emulators, store_name: str) -> None:
     """The emulator listens only inside its private network namespace: from the host
     namespace (where nodes live, --network host) its port refuses; its gate answers."""
     import socket
@@ -797,9 +764,7 @@ def test_emulators_are_sealed(emulators: dict[str, RunningEmulator], store_name:
 
 
 @pytest.mark.parametrize("store_name", _stores())
-def test_small_responses_do_not_stall(
-    emulators: dict[str, RunningEmulator], store_name: str
-) -> None:
+def test_small_responses_do_not_stall(emulators: Emulators, store_name: str) -> None:
     """TCP_NODELAY on the gate's connections: without it a small proxied answer with a body
     (a streamed response: headers, then body, in two writes) stalls ~45 ms on a keep-alive
     connection (Nagle and delayed ACK). The option is read on the gate's own end of the
@@ -919,9 +884,7 @@ def _expected_code(emulator: RunningEmulator, status: int) -> str:
 
 
 @pytest.mark.parametrize("store_name", _stores())
-def test_fault_errors_and_deny_in_the_api_format(
-    emulators: dict[str, RunningEmulator], store_name: str
-) -> None:
+def test_fault_errors_and_deny_in_the_api_format(emulators: Emulators, store_name: str) -> None:
     """errors (503, 500) and deny answer in the store's own format, only on the fault's
     bucket and method; each start and end is in the fault log."""
     emulator = emulators[store_name]
@@ -957,9 +920,7 @@ def test_fault_errors_and_deny_in_the_api_format(
 
 
 @pytest.mark.parametrize("store_name", _stores())
-def test_fault_outage_latency_and_expiry(
-    emulators: dict[str, RunningEmulator], store_name: str
-) -> None:
+def test_fault_outage_latency_and_expiry(emulators: Emulators, store_name: str) -> None:
     """An outage holds requests (no answer) until it ends, then they are served; latency
     delays each request; a timed fault ends by itself and logs its end at its end time."""
     emulator = emulators[store_name]
@@ -998,9 +959,7 @@ def test_fault_outage_latency_and_expiry(
 
 @pytest.mark.parametrize("store_name", _stores())
 def test_fault_bandwidth_and_resets_with_the_sdk(
-    emulators: dict[str, RunningEmulator],
-    matrix_bucket: Callable[[str, str, bool], str],
-    store_name: str,
+    emulators: Emulators, matrix_bucket: MatrixBucket, store_name: str
 ) -> None:
     """bandwidth caps bodies both ways; reset cuts connections mid-body (a raw client sees
     the connection broken); under resets and 503s the SDK's retries deliver the object
@@ -1034,7 +993,7 @@ def test_fault_bandwidth_and_resets_with_the_sdk(
         emulator.clear_faults(bucket=bucket)
 
 
-def test_fault_cli(emulators: dict[str, RunningEmulator]) -> None:
+def test_fault_cli(emulators: Emulators) -> None:
     """``harness fault STORE ...``: start, list, clear; bad options are a clear error."""
     import subprocess
 

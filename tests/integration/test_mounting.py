@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -148,7 +149,8 @@ def test_commands_carry_no_secrets_and_unset_ca_bundle() -> None:
         assert not any(secret in script for secret in SECRETS)
         assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
     assert "/usr/local/bin/rclone" in scripts[0]
-    assert ':azureblob,account=skyother,endpoint="http://127.0.0.1:3/skyother":pub' in scripts[6]
+    pub = ':azureblob,account=skyother,endpoint="http://127.0.0.1:3/skyother":pub'
+    assert json.dumps(pub) in scripts[6]  # in the step's JSON request
     # A COPY destination under ~ reaches the node program as written; it expands ~ ($HOME).
     assert '"dst": "~/d"' in scripts[-1] and "copy-many" in scripts[-1]
     assert "skycore-r2:abc" in scripts[7] and "skycore-gcs:b/p" in scripts[-1]
@@ -237,19 +239,37 @@ def mounted(path: Path) -> bool:
     )
 
 
-def test_cached_mount_uploads_in_creation_order_and_drains(
-    store: str,
-    emulators: dict[str, RunningEmulator],
+class Mount(NamedTuple):
+    storage: Storage
+    dst: Path
+    cmd: str
+
+
+def mount_bucket(
+    url: str,
+    dst_name: str,
     store_config: SkycoreConfig,
     host_env: RcloneEnv,
-    bucket: str,
-) -> None:
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
+    mode: str = "MOUNT_CACHED",
+    options: MountOptions | None = None,
+) -> Mount:
+    """``url`` checked, then mounted in ``mode`` (with ``options``) at ``dst_name`` beside the
+    test's mounts folder; asserts the mount command succeeded."""
+    storage = Storage.from_spec(name=None, source=url, store=None, mode=mode)
+    if options is not None:
+        storage.mount_options = options
     storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "data"
+    dst = Path(host_env.mounts_base).parent / dst_name
     cmd = storage.mount_command(str(dst), store_config, env=host_env)
     r = bash(cmd)
     assert r.returncode == 0, r.stderr
+    return Mount(storage, dst, cmd)
+
+
+def test_cached_mount_uploads_in_creation_order_and_drains(
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
+) -> None:
+    storage, dst, cmd = mount_bucket(bucket, "data", store_config, host_env)
     assert mounted(dst)
     again = bash(cmd)  # idempotent
     assert again.returncode == 0 and "already mounted" in again.stdout
@@ -267,23 +287,18 @@ def test_cached_mount_uploads_in_creation_order_and_drains(
     assert '"uploadsQueued": 0' in stats and '"uploadsInProgress": 0' in stats
     bucket_name = storage.name
     writes = [
-        e.key for e in emulators[store].events(bucket_name) if e.op != "delete" and e.key in names
+        e.key for e in store_emulator.events(bucket_name) if e.op != "delete" and e.key in names
     ]
     assert writes == names, f"upload order {writes}"
-    assert (
-        sorted(make_store(store, bucket_name, store_config, storage.account).list_keys()) == names
-    )
+    st = make_store(store_emulator.store, bucket_name, store_config, storage.account)
+    assert sorted(st.list_keys()) == names
     un = bash(mounting.unmount_command(str(dst), 60, host_env))
     assert un.returncode == 0, un.stderr
     assert not mounted(dst)
 
 
 def test_reopened_file_ends_as_one_complete_object(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    host_env: RcloneEnv,
-    bucket: str,
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """The short write-back never uploads a torn file: a writer that closes, reopens within
     the write-back delay and keeps writing for longer than it ends with one complete object.
@@ -291,10 +306,7 @@ def test_reopened_file_ends_as_one_complete_object(
     cancel a queued upload on open); such an upload is that closed version, whole (rclone's
     reader fails an upload whose source changes under it), and the file goes up again after
     its final close."""
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "reopen"
-    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
+    storage, dst, _ = mount_bucket(bucket, "reopen", store_config, host_env)
     parts = [os.urandom(256 << 10) for _ in range(6)]
     with open(dst / "ckpt.bin", "wb") as f:
         f.write(parts[0])
@@ -309,10 +321,10 @@ def test_reopened_file_ends_as_one_complete_object(
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
     assert drain.returncode == 0, drain.stderr
     bucket_name = storage.name
-    st = make_store(store, bucket_name, store_config, storage.account)
+    st = make_store(store_emulator.store, bucket_name, store_config, storage.account)
     assert st.list_keys() == ["ckpt.bin"]
-    assert emulators[store].read_object(bucket_name, "ckpt.bin") == b"".join(parts)
-    writes = [e for e in emulators[store].events(bucket_name) if e.key == "ckpt.bin"]
+    assert store_emulator.read_object(bucket_name, "ckpt.bin") == b"".join(parts)
+    writes = [e for e in store_emulator.events(bucket_name) if e.key == "ckpt.bin"]
     assert writes, "no upload recorded"
     closed_sizes = {len(parts[0]), sum(map(len, parts))}
     assert all(e.size in closed_sizes for e in writes if e.size >= 0), writes
@@ -329,11 +341,7 @@ def test_one_daemon_serves_every_mount_and_quits_when_idle(
     live-mount probe sees both; unmounting the last one stops the daemon."""
     dsts = []
     for mode in ("MOUNT", "MOUNT_CACHED"):
-        storage = Storage.from_spec(name=None, source=bucket, store=None, mode=mode)
-        storage.check(store_config)
-        dst = Path(host_env.mounts_base).parent / mode.lower()
-        r = bash(storage.mount_command(str(dst), store_config, env=host_env))
-        assert r.returncode == 0, r.stderr
+        dst = mount_bucket(bucket, mode.lower(), store_config, host_env, mode=mode).dst
         dsts.append(str(dst))
     sock = mounting.daemon_dirs(base=host_env.mounts_base).rc_socket
     assert sorted(Path(host_env.mounts_base).glob("rcd-*/rc.sock")) == [Path(sock)]
@@ -383,11 +391,7 @@ def test_ordered_mount_fails_when_releases_cannot_be_serialized(
 def test_plain_mount_writes_through_and_remounts_after_stale(
     store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT")
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "plain"
-    cmd = storage.mount_command(str(dst), store_config, env=host_env)
-    assert bash(cmd).returncode == 0
+    storage, dst, cmd = mount_bucket(bucket, "plain", store_config, host_env, mode="MOUNT")
     (dst / "hello.txt").write_text("hi")  # MOUNT: the upload is done when close returns
     st = make_store(store, storage.name, store_config, storage.account)
     assert st.list_keys() == ["hello.txt"]
@@ -405,21 +409,14 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
 
 
 def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    host_env: RcloneEnv,
-    bucket: str,
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """Nothing written is lost when a node's rclone daemon dies with uploads pending: the
     closed files stay in the daemon's cache folder, the dead mount fails at once (ENOTCONN,
     never a hang), and the next mount of the same destination (what a relaunch does with a
     stale mount) uploads every one of them whole."""
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "crash"
-    storage.mount_options = MountOptions(write_back_s=120)  # still pending when rclone dies
-    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
+    pending = MountOptions(write_back_s=120)  # still pending when rclone dies
+    storage, dst, _ = mount_bucket(bucket, "crash", store_config, host_env, options=pending)
     names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
     payloads = {n: os.urandom((1 << 20) + i) for i, n in enumerate(names)}
     for n in names:
@@ -433,7 +430,7 @@ def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
         assert time.monotonic() < deadline, "the closed files were never queued for upload"
         time.sleep(0.05)
     bucket = storage.name
-    assert not [e for e in emulators[store].events(bucket) if e.key in names]
+    assert not [e for e in store_emulator.events(bucket) if e.key in names]
     os.kill(int(node_mounts.rc(sock, "core/pid")["pid"]), 9)
     deadline = time.monotonic() + 10
     while node_mounts.answers(sock):
@@ -449,7 +446,7 @@ def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
     assert drain.returncode == 0, drain.stderr
     for n in names:
-        assert emulators[store].read_object(bucket, n) == payloads[n], n
+        assert store_emulator.read_object(bucket, n) == payloads[n], n
         assert (dst / n).read_bytes() == payloads[n], n
     assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
 
@@ -460,8 +457,7 @@ WRITE_S = 1.0  # 5 small files created, written, closed: ~0.01 s measured (held:
 
 
 def test_cached_writer_never_waits_for_the_store(
-    store: str,
-    emulators: dict[str, RunningEmulator],
+    store_emulator: RunningEmulator,
     store_config: SkycoreConfig,
     host_env: RcloneEnv,
     unique_name: Callable[[str], str],
@@ -480,19 +476,14 @@ def test_cached_writer_never_waits_for_the_store(
     and the test need not wait. The node's refresher lists each mount every second here:
     during the faults its listings fail (deny, errors) or are held (outage), and the
     writer never waits for them."""
-    em = emulators[store]
+    em = store_emulator
     buckets = {kind: unique_name(f"cw{kind[:3]}") for kind in FAULT_KINDS}
     mounts: dict[str, Path] = {}
     try:
         for kind, name in buckets.items():
             url = em.make_bucket(name, owner="user", public=False)
-            storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-            storage.mount_options = MountOptions(refresh_s=1)
-            storage.check(store_config)
-            dst = Path(host_env.mounts_base).parent / kind
-            r = bash(storage.mount_command(str(dst), store_config, env=host_env))
-            assert r.returncode == 0, r.stderr
-            mounts[kind] = dst
+            refresh = MountOptions(refresh_s=1)
+            mounts[kind] = mount_bucket(url, kind, store_config, host_env, options=refresh).dst
         served = node_mounts.served(host_env.mounts_base)[0]
         for dst in mounts.values():
             sock, fs = served[str(dst)]
@@ -545,23 +536,16 @@ def test_cached_writer_never_waits_for_the_store(
 
 
 def test_objects_others_add_show_up_after_a_refresh(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    host_env: RcloneEnv,
-    bucket: str,
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """A MOUNT_CACHED mount keeps its listing, so an object another writer adds shows up
     only when the node's refresher lists the mount again: within the refresh period, a
     1 s tick and one listing (here refresh_s=1; 10 s by default), never on its own."""
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
-    storage.mount_options = MountOptions(refresh_s=1)
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "others"
-    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
+    refresh = MountOptions(refresh_s=1)
+    storage, dst, _ = mount_bucket(bucket, "others", store_config, host_env, options=refresh)
     (dst / "mine.bin").write_bytes(b"m" * 1000)
     assert bash(mounting.drain_command(str(dst), 60, host_env)).returncode == 0
-    emulators[store].write_object(storage.name, "theirs/added.txt", b"theirs")
+    store_emulator.write_object(storage.name, "theirs/added.txt", b"theirs")
     added = time.monotonic()
     while "theirs" not in os.listdir(dst):
         assert time.monotonic() - added < 5, "another writer's object never showed up"
@@ -572,16 +556,13 @@ def test_objects_others_add_show_up_after_a_refresh(
 
 
 def test_public_bucket_of_other_account_mounts_read_only(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    host_env: RcloneEnv,
-    unique_name: Callable[[str], str],
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv
 ) -> None:
-    em = emulators[store]
-    with emulator_bucket(
-        em, "pub", owner="other", public=True, objects={"data/a.txt": b"public"}
-    ) as (_name, url):
+    objects = {"data/a.txt": b"public"}
+    with emulator_bucket(store_emulator, "pub", owner="other", public=True, objects=objects) as (
+        _name,
+        url,
+    ):
         storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
         assert storage.check(store_config).read_only
         dst = Path(host_env.mounts_base).parent / "pub"
@@ -603,20 +584,13 @@ def test_public_bucket_of_other_account_mounts_read_only(
 
 
 def test_drain_lets_uploads_waiting_for_the_write_back_go_at_once(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    host_env: RcloneEnv,
-    bucket: str,
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """A drain does not wait out the write-back delay: files closed just before it are
     uploaded at once, in creation order (with a 20 s write-back, a drain given 10 s would
     time out otherwise)."""
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
-    storage.mount_options = MountOptions(write_back_s=20)
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "hurried"
-    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
+    slow = MountOptions(write_back_s=20)
+    storage, dst, _ = mount_bucket(bucket, "hurried", store_config, host_env, options=slow)
     names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
     for n in names:
         (dst / n).write_bytes(n.encode() * 1000)
@@ -624,19 +598,16 @@ def test_drain_lets_uploads_waiting_for_the_write_back_go_at_once(
     drain = bash(mounting.drain_command(str(dst), 10, host_env), timeout=60)
     assert drain.returncode == 0, drain.stderr
     assert time.monotonic() - started < 10
-    writes = [e.key for e in emulators[store].events(storage.name) if e.key in names]
+    writes = [e.key for e in store_emulator.events(storage.name) if e.key in names]
     assert list(dict.fromkeys(writes)) == names, writes
     assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
 
 
 def test_unmount_refuses_with_uploads_pending(
-    store: str, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
+    store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
-    storage = Storage.from_spec(name=None, source=bucket, store=None, mode="MOUNT_CACHED")
-    storage.mount_options = MountOptions(write_back_s=120)  # hold uploads back
-    storage.check(store_config)
-    dst = Path(host_env.mounts_base).parent / "pending"
-    assert bash(storage.mount_command(str(dst), store_config, env=host_env)).returncode == 0
+    held = MountOptions(write_back_s=120)  # hold uploads back
+    dst = mount_bucket(bucket, "pending", store_config, host_env, options=held).dst
     (dst / "late.bin").write_bytes(b"x" * 1000)
     r = bash(mounting.unmount_command(str(dst), 2, host_env))
     assert r.returncode == 1
@@ -673,11 +644,14 @@ def test_remote_path_is_never_shell_code(tmp_path) -> None:
     remote = f's3:b/x$(touch {marker})"y'
     script = m.mount_command(remote, "/mnt/x", StorageMode.MOUNT_CACHED)
     assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
-    echo = next(line for line in script.splitlines() if "skycore: mounted" in line)
-    out = subprocess.run(
-        ["bash", "-c", echo.replace("; exit 0", "").replace("$DST", "/mnt/x")],
-        capture_output=True,
-        text=True,
-    )
-    assert remote in out.stdout
+    # The remote reaches the node program as data (its JSON request), and the whole script
+    # runs without executing it (rclone is /bin/false here, so the mount itself fails).
+    step = m.mount_step(remote, str(tmp_path / "x"), StorageMode.MOUNT_CACHED, env=m.RcloneEnv(
+        rclone="/bin/false", config_file="/dev/null", mounts_base=str(tmp_path / "m"),
+        helper=str(tmp_path / "skycore-mounts.py"),
+    ))  # fmt: skip
+    (tmp_path / "skycore-mounts.py").write_text(node.program("mounts.py"))
+    assert [s["remote"] for s in step.request()["mounts"]] == [remote]
+    out = subprocess.run(["bash", "-c", step.script()], capture_output=True, text=True)
+    assert out.returncode != 0 and "did not start" in out.stderr, out.stderr
     assert not marker.exists()

@@ -33,12 +33,12 @@ def render(renderable: object) -> str:
 
 def test_dryrun_plan_lists_everything_and_changes_nothing(
     store: str,
-    emulators: dict[str, RunningEmulator],
+    store_emulator: RunningEmulator,
     store_config: SkycoreConfig,
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
-    em = emulators[store]
+    em = store_emulator
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.txt").write_text("a")
@@ -96,13 +96,9 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
 
 
 def test_dryrun_fails_cleanly_for_private_bucket(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    unique_name: Callable[[str], str],
+    store_emulator: RunningEmulator, store_config: SkycoreConfig
 ) -> None:
-    em = emulators[store]
-    with emulator_bucket(em, "prv", owner="other", public=False) as (_name, url):
+    with emulator_bucket(store_emulator, "prv", owner="other", public=False) as (_name, url):
         task = Task.from_dict({"file_mounts": {"/p": {"source": url}, "/c": url + "/k"}})
         with pytest.raises(StorageAccessError) as info:
             dryrun_plan(task, store_config)

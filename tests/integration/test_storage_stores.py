@@ -67,15 +67,11 @@ def test_create_upload_list_delete(
 
 @pytest.mark.parametrize("owner_public", [("user", False), ("user", True), ("other", True)])
 def test_access_of_readable_buckets(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    unique_name: Callable[[str], str],
-    owner_public: tuple[str, bool],
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, owner_public: tuple[str, bool]
 ) -> None:
     owner, public = owner_public
-    em = emulators[store]
-    with emulator_bucket(em, "acc", owner=owner, public=public, objects={"d/x.txt": b"x"}) as (
+    objects = {"d/x.txt": b"x"}
+    with emulator_bucket(store_emulator, "acc", owner=owner, public=public, objects=objects) as (
         _name,
         url,
     ):
@@ -85,22 +81,21 @@ def test_access_of_readable_buckets(
         assert info.exists and info.can_read
         assert info.can_write is (owner == "user")
         assert plan.read_only is (owner != "user") and not plan.create
-        mount = st.mount_command("/data", store_config)
-        assert ('"read_only": true' in mount) is (owner != "user")
+        step = st.mount_step("/data", store_config)
+        assert step.mounts[0].options.read_only is (owner != "user")
+        assert ('"ReadOnly": true' in step.script()) is (owner != "user")
         assert st.kind == "external"
 
 
 def test_private_other_and_missing(
     store: str,
-    emulators: dict[str, RunningEmulator],
+    store_emulator: RunningEmulator,
     store_config: SkycoreConfig,
     unique_name: Callable[[str], str],
 ) -> None:
-    em = emulators[store]
-    with emulator_bucket(em, "prv", owner="other", public=False, objects={"x": b"x"}) as (
-        name,
-        url,
-    ):
+    with emulator_bucket(
+        store_emulator, "prv", owner="other", public=False, objects={"x": b"x"}
+    ) as (name, url):
         st = Storage.from_spec(name=None, source=url, store=None, field="file_mounts./p")
         info = st.access(store_config)
         assert info.exists and not info.can_read
@@ -119,12 +114,9 @@ def test_private_other_and_missing(
 
 
 def test_name_taken_by_other_account(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    unique_name: Callable[[str], str],
+    store: str, store_emulator: RunningEmulator, store_config: SkycoreConfig
 ) -> None:
-    em = emulators[store]
+    em = store_emulator
     with emulator_bucket(em, "tkn", owner="other", public=True) as (name, _):
         st = spec(store, name=name)
         if store == "azure":
@@ -144,13 +136,10 @@ def test_name_taken_by_other_account(
 
 
 def test_mount_of_single_object_refused(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    unique_name: Callable[[str], str],
+    store_emulator: RunningEmulator, store_config: SkycoreConfig
 ) -> None:
-    em = emulators[store]
-    with emulator_bucket(em, "obj", owner="user", objects={"dir/file.txt": b"x"}) as (_name, url):
+    objects = {"dir/file.txt": b"x"}
+    with emulator_bucket(store_emulator, "obj", owner="user", objects=objects) as (_name, url):
         st = Storage.from_spec(name=None, source=url + "/dir/file.txt", store=None, mode="MOUNT")
         with pytest.raises(StorageSpecError, match="single object"):
             st.check(store_config)
@@ -208,13 +197,9 @@ def test_skyignore_wins(tmp_path: Path) -> None:
 
 
 def test_external_bucket_never_deleted(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    unique_name: Callable[[str], str],
+    store_emulator: RunningEmulator, store_config: SkycoreConfig
 ) -> None:
-    em = emulators[store]
-    with emulator_bucket(em, "ext", owner="user", objects={"k": b"v"}) as (name, url):
+    with emulator_bucket(store_emulator, "ext", owner="user", objects={"k": b"v"}) as (name, url):
         st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
         st.prepare(store_config)
         row = next(r for r in list_storage_rows() if r.name == name)
@@ -256,11 +241,7 @@ def test_delete_bucket_with_1000_objects(
 
 
 def test_anonymous_read_of_public_bucket(
-    store: str,
-    emulators: dict[str, RunningEmulator],
-    store_config: SkycoreConfig,
-    tmp_path: Path,
-    unique_name: Callable[[str], str],
+    store: str, store_emulator: RunningEmulator, store_config: SkycoreConfig, tmp_path: Path
 ) -> None:
     """Credentials that grant nothing on a bucket: public ones are still read anonymously,
     through the SDK and through rclone's anonymous remote; private ones are refused."""
@@ -268,7 +249,6 @@ def test_anonymous_read_of_public_bucket(
 
     from skycore.storage import mounting
 
-    em = emulators[store]
     section_name = get_store_class(store).config_section
     section = store_config.section(section_name)
     assert section is not None
@@ -284,10 +264,12 @@ def test_anonymous_read_of_public_bucket(
             section_name: section.model_copy(update=unknown).model_dump(exclude_none=True),
         }
     )
-    pub, prv = unique_name("anp"), unique_name("anq")
-    pub_url = em.make_bucket(pub, owner="other", public=True, objects={"d/f.txt": b"hello"})
-    prv_url = em.make_bucket(prv, owner="other", public=False, objects={"d/f.txt": b"no"})
-    try:
+    pub_spec = {"owner": "other", "public": True, "objects": {"d/f.txt": b"hello"}}
+    prv_spec = {"owner": "other", "public": False, "objects": {"d/f.txt": b"no"}}
+    with (
+        emulator_bucket(store_emulator, "anp", **pub_spec) as (_pub, pub_url),
+        emulator_bucket(store_emulator, "anq", **prv_spec) as (_prv, prv_url),
+    ):
         st = Storage.from_spec(name=None, source=pub_url + "/d", store=None, mode="COPY")
         plan = st.check(bad)
         assert plan.access.anonymous and plan.access.can_read and not plan.access.can_write
@@ -305,6 +287,3 @@ def test_anonymous_read_of_public_bucket(
         private = Storage.from_spec(name=None, source=prv_url, store=None, mode="MOUNT")
         with pytest.raises(StorageAccessError, match="private"):
             private.check(bad)
-    finally:
-        em.delete_bucket(pub)
-        em.delete_bucket(prv)

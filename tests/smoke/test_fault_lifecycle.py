@@ -35,10 +35,10 @@ from rich.console import Console
 
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
 from harness.testing.plugin import all_store_params
-from harness.testing.side_by_side import ScenarioKit, scenario
+from harness.testing.side_by_side import ScenarioKit
 from skycore import backend, execution, state
 from skycore.errors import StageError
-from tests.smoke.test_faults import MIB, make_dir, report, shell
+from tests.smoke.test_faults import MIB, joining_test, launched, make_dir, report, shell
 
 pytestmark = [
     pytest.mark.requires_capability("records_events"),
@@ -127,17 +127,11 @@ def two_bucket_cluster(store: str, kit: ScenarioKit) -> tuple[Any, dict[str, Tes
     call itself waits for the store (seen on s3, r2 and azure: the batch is held)."""
     root = kit.bucket_factory(store, SKY_MANAGED)
     prefixed = kit.bucket_factory(store, PRIVATE_BY_USER)
-    cluster = kit.cluster_factory("lifecycle")
-    spec = {
-        "name": "lifecycle",
-        "file_mounts": {
-            "/ckpt": root.mount_entry("MOUNT_CACHED"),
-            "/sub": {"source": prefixed.url + "/sub", "mode": "MOUNT_CACHED"},
-        },
-        "run": "true",
+    mounts = {
+        "/ckpt": root.mount_entry("MOUNT_CACHED"),
+        "/sub": {"source": prefixed.url + "/sub", "mode": "MOUNT_CACHED"},
     }
-    outcome = cluster.launch(spec)
-    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    cluster = launched(kit, mounts, name="lifecycle")
     return cluster, {"/ckpt": root, "/sub": prefixed}
 
 
@@ -193,8 +187,7 @@ def outage_during_start(store: str, kit: ScenarioKit) -> None:
     progress = [t for t, line in out.lines if line.startswith("  ")]
     gaps = [round(b - a, 2) for a, b in itertools.pairwise(progress)]
     kit.record_property("start_progress_gaps_s", json.dumps(gaps))
-    report(kit.record_property, store, "outage 30 s during start", buckets["/ckpt"], "pre",
-           [], began, None)  # fmt: skip
+    report(kit, "outage 30 s during start", buckets["/ckpt"], "pre", [], began, None)
     # It waited for the store, and returned as soon as the store was back: in the probe
     # cycle under way when the outage ended (a held listing or mount call ends with the
     # outage), so it said "waiting" at most once more. Not a time bound: that cycle's docker
@@ -398,7 +391,7 @@ def check_drain_reporting(
     events = [e for e in bucket.events() if e.key == key and e.op != "delete"]
     assert events, f"{key} never reached the store"
     durable = events[-1].t_ns / 1e9
-    report(kit.record_property, store, label, bucket, "out", [key], began, durable)
+    report(kit, label, bucket, "out", [key], began, durable)
     statuses = [(round(p.began - began, 1), p.job and p.job["status"]) for p in watch.polls]
     kit.record_property("queue_polls", json.dumps(statuses))
     final = watch.polls[-1].job
@@ -439,8 +432,7 @@ def slow_final_drain(store: str, kit: ScenarioKit) -> None:
     byte is in the bucket."""
     from tests.smoke.test_faults import cached_cluster
 
-    bucket, cluster = cached_cluster(store, kit)
-    make_dir(cluster, "/ckpt/out")
+    bucket, cluster = cached_cluster(store, kit, "out")
     seed, name = f"followed-{bucket.name}", "big.bin"
     go = f"/tmp/skycore-go-{seed}"
     began = time.time()
@@ -479,8 +471,7 @@ def slow_final_drain_detached(store: str, kit: ScenarioKit) -> None:
     every byte is in the bucket."""
     from tests.smoke.test_faults import cached_cluster
 
-    bucket, cluster = cached_cluster(store, kit)
-    make_dir(cluster, "/ckpt/out")
+    bucket, cluster = cached_cluster(store, kit, "out")
     seed, name = f"detached-{bucket.name}", "big.bin"
     go = f"/tmp/skycore-go-{seed}"
     began = time.time()
@@ -512,33 +503,29 @@ def slow_final_drain_detached(store: str, kit: ScenarioKit) -> None:
 # --- the tests: each joins its scenario, run side by side with the store's others ----------
 
 
-@scenario(outage_during_start)
-def test_start_waits_for_a_store_in_an_outage(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """A 30 s outage during start: start waits, says why, returns when the store is back."""
-    side_by_side.join(request)
+# (scenario, test name, what the test claims): one test each, made as in test_faults.py.
+SCENARIOS = [
+    (
+        outage_during_start,
+        "test_start_waits_for_a_store_in_an_outage",
+        "A 30 s outage during start: start waits, says why, returns when the store is back.",
+    ),
+    (
+        outage_outlasts_start,
+        "test_start_gives_up_on_a_store_that_stays_out",
+        "An outage longer than start's wait: one-paragraph error, cluster INIT; start again.",
+    ),
+    (
+        slow_final_drain,
+        "test_job_succeeds_only_after_its_final_drain",
+        "16 MiB drained at 1 MiB/s after the run: SUCCEEDED only once every byte is durable.",
+    ),
+    (
+        slow_final_drain_detached,
+        "test_detached_job_succeeds_only_after_its_final_drain",
+        "The same with the terminal gone (exec -d): the queue reads it from the nodes.",
+    ),
+]
 
-
-@scenario(outage_outlasts_start)
-def test_start_gives_up_on_a_store_that_stays_out(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """An outage longer than start's wait: one-paragraph error, cluster INIT; start again."""
-    side_by_side.join(request)
-
-
-@scenario(slow_final_drain)
-def test_job_succeeds_only_after_its_final_drain(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """16 MiB drained at 1 MiB/s after the run: SUCCEEDED only once every byte is durable."""
-    side_by_side.join(request)
-
-
-@scenario(slow_final_drain_detached)
-def test_detached_job_succeeds_only_after_its_final_drain(
-    side_by_side: Any, request: pytest.FixtureRequest
-) -> None:
-    """The same with the terminal gone (exec -d): the queue reads it from the nodes."""
-    side_by_side.join(request)
+for _fn, _name, _doc in SCENARIOS:
+    globals()[_name] = joining_test(_fn, _name, _doc)

@@ -70,17 +70,20 @@ def keys(prefix: str, n: int = N_FILES) -> list[str]:
     return [f"{prefix}/k{i}.bin" for i in range(n)]
 
 
-def cached_cluster(store: str, kit: ScenarioKit) -> tuple[Any, Any]:
-    """A cluster with the scenario's bucket mounted MOUNT_CACHED (ordered) at /ckpt."""
-    bucket = kit.bucket_factory(store, SKY_MANAGED)
-    cluster = kit.cluster_factory("faults")
-    spec = {
-        "name": "faults",
-        "file_mounts": {"/ckpt": bucket.mount_entry("MOUNT_CACHED")},
-        "run": "true",
-    }
-    outcome = cluster.launch(spec)
+def launched(kit: ScenarioKit, file_mounts: dict[str, Any], name: str = "faults") -> Any:
+    """A new cluster of the scenario's, launched with ``file_mounts`` (its job: ``true``)."""
+    cluster = kit.cluster_factory(name)
+    outcome = cluster.launch({"name": name, "file_mounts": file_mounts, "run": "true"})
     assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    return cluster
+
+
+def cached_cluster(store: str, kit: ScenarioKit, folder: str) -> tuple[Any, Any]:
+    """A cluster with the scenario's bucket mounted MOUNT_CACHED (ordered) at /ckpt, and the
+    directory /ckpt/FOLDER made on it before any fault (:func:`make_dir`)."""
+    bucket = kit.bucket_factory(store, SKY_MANAGED)
+    cluster = launched(kit, {"/ckpt": bucket.mount_entry("MOUNT_CACHED")})
+    make_dir(cluster, f"/ckpt/{folder}")
     return bucket, cluster
 
 
@@ -103,10 +106,12 @@ def shell(cluster: Any, cmd: str, timeout: float = 300) -> str:
     return str(out)
 
 
-def write_files(cluster: Any, prefix: str) -> None:
+def write_files(cluster: Any, prefix: str, mkdir: bool = False) -> None:
     """Create /ckpt/PREFIX/k0..k7 (1 MiB each), one after the other, on the node (the
-    directory exists already: see :func:`make_dir`)."""
-    shell(cluster, WRITER.format(n=N_FILES, prefix=prefix, size=MIB))
+    directory exists already: see :func:`make_dir`; ``mkdir``: the same command makes sure
+    of it again first)."""
+    writer = WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
+    shell(cluster, f"mkdir -p /ckpt/{prefix} && {writer}" if mkdir else writer)
 
 
 def make_dir(cluster: Any, path: str) -> None:
@@ -134,8 +139,7 @@ def wait_durable(bucket: TestBucket, wanted: list[str], timeout: float) -> float
 
 
 def report(
-    record_property: Any,
-    store: str,
+    kit: ScenarioKit,
     scenario: str,
     bucket: TestBucket,
     prefix: str,
@@ -143,7 +147,8 @@ def report(
     started: float,
     durable_at: float | None,
 ) -> tuple[list[str], list[str]]:
-    """Record the scenario for the matrix report; (keys lost, keys in upload order)."""
+    """Record the scenario (on its bucket's store) for the matrix report; (keys lost, keys
+    in upload order)."""
     events = uploads(bucket, prefix)
     order = list(dict.fromkeys(e.key for e in events))
     listed = set(bucket.list_keys())
@@ -154,11 +159,11 @@ def report(
             continue
         span = spans.setdefault(entry["id"], {"kind": entry["kind"]})
         span[entry["phase"]] = entry["t_ns"] / 1e9 - started
-    record_property(
+    kit.record_property(
         FAULTS_PROPERTY,
         json.dumps(
             {
-                "store": store,
+                "store": bucket.store,
                 "scenario": scenario,
                 "lost": len(lost),
                 "order_kept": (order == expected) if expected else None,
@@ -190,14 +195,11 @@ def check_order(order: list[str], expected: list[str]) -> None:
 def outage_then_stop(store: str, kit: ScenarioKit) -> None:
     """The store hangs for 30 s while cached files wait to upload; ``skycore stop`` waits for
     them (it says it drains), nothing is lost and the order is kept."""
-    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "outage", keys("outage")
-    make_dir(cluster, f"/ckpt/{prefix}")
+    bucket, cluster = cached_cluster(store, kit, prefix)
     started = time.time()
     fault = kit.store_faults.start(store, "outage", seconds=30, bucket=bucket.name)
-    shell(
-        cluster, f"mkdir -p /ckpt/{prefix} && " + WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
-    )
+    write_files(cluster, prefix, mkdir=True)
     assert not uploads(bucket, prefix)  # nothing got through the outage
     output = cluster.stop()
     stopped = time.time()
@@ -205,16 +207,7 @@ def outage_then_stop(store: str, kit: ScenarioKit) -> None:
     assert stopped >= ends, f"stop returned {ends - stopped:.1f} s before the outage ended"
     assert "drain" in output.lower(), output
     durable = wait_durable(bucket, expected, 5)  # stop returned: all of it is already there
-    lost, order = report(
-        kit.record_property,
-        store,
-        "outage 30 s, then stop",
-        bucket,
-        prefix,
-        expected,
-        started,
-        durable,
-    )
+    lost, order = report(kit, "outage 30 s, then stop", bucket, prefix, expected, started, durable)
     assert lost == []
     assert all(e.t_ns / 1e9 >= ends for e in uploads(bucket, prefix))
     check_order(order, expected)
@@ -226,28 +219,17 @@ def outage_then_stop(store: str, kit: ScenarioKit) -> None:
 def error_storm(store: str, kit: ScenarioKit) -> None:
     """Half of all requests get 503 (in the API's own format) for 20 s during write-back:
     rclone retries each upload in place, so nothing is lost and the order is kept."""
-    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "storm", keys("storm")
-    make_dir(cluster, f"/ckpt/{prefix}")
+    bucket, cluster = cached_cluster(store, kit, prefix)
     started = time.time()
     fault = kit.store_faults.start(
         store, "errors", status=503, rate=0.5, seconds=20, bucket=bucket.name
     )
-    shell(
-        cluster, f"mkdir -p /ckpt/{prefix} && " + WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
-    )
+    write_files(cluster, prefix, mkdir=True)
     durable = wait_durable(bucket, expected, 180)
     hits = fault_hits(bucket, fault["id"])
-    lost, order = report(
-        kit.record_property,
-        store,
-        "503 storm (rate 0.5, 20 s)",
-        bucket,
-        prefix,
-        expected,
-        started,
-        durable,
-    )
+    label = "503 storm (rate 0.5, 20 s)"
+    lost, order = report(kit, label, bucket, prefix, expected, started, durable)
     assert lost == []
     assert hits > 0, "no request got a 503: the scenario did not happen"
     check_order(order, expected)
@@ -293,17 +275,8 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
     at 300 ms latency)."""
     slow_bucket = kit.bucket_factory(store, SKY_MANAGED)
     clean_bucket = kit.bucket_factory(store, SKY_MANAGED)
-    cluster = kit.cluster_factory("faults")
-    spec = {
-        "name": "faults",
-        "file_mounts": {
-            "/ckpt": slow_bucket.mount_entry("MOUNT_CACHED"),
-            "/clean": clean_bucket.mount_entry("MOUNT_CACHED"),
-        },
-        "run": "true",
-    }
-    outcome = cluster.launch(spec)
-    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    mounts = {"/ckpt": slow_bucket, "/clean": clean_bucket}
+    cluster = launched(kit, {dst: b.mount_entry("MOUNT_CACHED") for dst, b in mounts.items()})
     size = 16 * MIB
     make_dir(cluster, "/ckpt/slow")
     make_dir(cluster, "/clean/slow")
@@ -332,16 +305,8 @@ def slow_store(store: str, kit: ScenarioKit) -> None:
     wait_durable(clean_bucket, clean, 120)
     clean_s = min(took for took, _ in clean_writes)
     slow_s = min(took for took, _ in writes)
-    lost, _ = report(
-        kit.record_property,
-        store,
-        "slow store (300 ms, 5 MiB/s)",
-        slow_bucket,
-        "slow",
-        slow,
-        started,
-        durable,
-    )
+    label = "slow store (300 ms, 5 MiB/s)"
+    lost, _ = report(kit, label, slow_bucket, "slow", slow, started, durable)
     assert lost == []
     # Within 20% of the fault-free speed, or 0.25 s, whichever is larger: these writes take
     # tenths of a second, where the machine's load alone moves a timing by tens of ms, while
@@ -458,14 +423,7 @@ def writer_never_waits(store: str, kit: ScenarioKit) -> None:
     node: at the same speed. (Before: under the 403 no file could be created; the outage
     and the storm held the first create for 8-23 s.)"""
     buckets = {kind: kit.bucket_factory(store, SKY_MANAGED) for kind in (*WRITER_FAULTS, "clean")}
-    cluster = kit.cluster_factory("faults")
-    spec = {
-        "name": "faults",
-        "file_mounts": {f"/{k}": b.mount_entry("MOUNT_CACHED") for k, b in buckets.items()},
-        "run": "true",
-    }
-    outcome = cluster.launch(spec)
-    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
+    cluster = launched(kit, {f"/{k}": b.mount_entry("MOUNT_CACHED") for k, b in buckets.items()})
     for kind in WRITER_FAULTS:
         make_dir(cluster, f"/{kind}/cold")
         make_dir(cluster, f"/{kind}/many")
@@ -499,16 +457,8 @@ def writer_never_waits(store: str, kit: ScenarioKit) -> None:
     for kind in WRITER_FAULTS:
         bucket = buckets[kind]
         durable = wait_durable(bucket, expected, 240)
-        lost, order = report(
-            kit.record_property,
-            store,
-            f"writer during {kind} 8 s (cold listing)",
-            bucket,
-            "cold",
-            expected,
-            started,
-            durable,
-        )
+        label = f"writer during {kind} 8 s (cold listing)"
+        lost, order = report(kit, label, bucket, "cold", expected, started, durable)
         assert lost == [], (kind, lost)
         assert all(e.t_ns >= faults[kind]["ends_at_ns"] for e in uploads(bucket, "cold"))
         if order != expected:
@@ -550,23 +500,14 @@ def writer_never_waits(store: str, kit: ScenarioKit) -> None:
 def resets_during_a_big_upload(store: str, kit: ScenarioKit) -> None:
     """30% of requests have their connection reset mid-body during a 64 MiB upload: the
     object arrives whole (sha256)."""
-    bucket, cluster = cached_cluster(store, kit)
-    make_dir(cluster, "/ckpt/reset")
+    bucket, cluster = cached_cluster(store, kit, "reset")
     started = time.time()
     with kit.store_faults.reset(store, rate=0.3, bucket=bucket.name) as fault:
         _, digest = timed_write(cluster, "/ckpt/reset/big.bin", 64 * MIB)
         durable = wait_durable(bucket, ["reset/big.bin"], 300)
     resets = fault_hits(bucket, fault["id"])
-    lost, _ = report(
-        kit.record_property,
-        store,
-        "resets (rate 0.3) during 64 MiB",
-        bucket,
-        "reset",
-        ["reset/big.bin"],
-        started,
-        durable,
-    )
+    label = "resets (rate 0.3) during 64 MiB"
+    lost, _ = report(kit, label, bucket, "reset", ["reset/big.bin"], started, durable)
     assert lost == []
     assert resets > 0, "no connection was reset: the scenario did not happen"
     assert hashlib.sha256(bucket.read("reset/big.bin")).hexdigest() == digest
@@ -581,16 +522,13 @@ def deny_during_writes(store: str, kit: ScenarioKit) -> None:
     failed upload after its own back-off, so a file whose retry fell just after the denial
     ended overtook older files still waiting for theirs: k6, k7 before k0..k5 on a loaded
     machine. The node's order keeper holds newer uploads behind a failed one.)"""
-    bucket, cluster = cached_cluster(store, kit)
     prefix, expected = "deny", keys("deny")
-    make_dir(cluster, f"/ckpt/{prefix}")
+    bucket, cluster = cached_cluster(store, kit, prefix)
     started = time.time()
     kit.store_faults.start(store, "deny", seconds=30, bucket=bucket.name)
     write_files(cluster, prefix)
     durable = wait_durable(bucket, expected, 240)
-    lost, order = report(
-        kit.record_property, store, "deny 30 s", bucket, prefix, expected, started, durable
-    )
+    lost, order = report(kit, "deny 30 s", bucket, prefix, expected, started, durable)
     assert lost == []
     for key in expected:  # and each file whole
         assert len(bucket.read(key)) == MIB
@@ -614,9 +552,8 @@ def deny_then_more_writes_slow_keeper(store: str, kit: ScenarioKit) -> None:
 
 
 def deny_then_more(store: str, kit: ScenarioKit, prefix: str, slow_keeper: bool) -> None:
-    bucket, cluster = cached_cluster(store, kit)
+    bucket, cluster = cached_cluster(store, kit, prefix)
     expected = keys(prefix)
-    make_dir(cluster, f"/ckpt/{prefix}")
     stalls = (
         chaos.stall_processes(cluster.name, " refresher ", stop_s=0.3, run_s=0.3)
         if slow_keeper
@@ -636,16 +573,8 @@ def deny_then_more(store: str, kit: ScenarioKit, prefix: str, slow_keeper: bool)
         durable = wait_durable(bucket, expected, 240)
     if slow_keeper:
         assert frozen, "no refresher was found on the node: the keeper was never stalled"
-    lost, order = report(
-        kit.record_property,
-        store,
-        "deny 30 s, then more files" + (" (slow keeper)" if slow_keeper else ""),
-        bucket,
-        prefix,
-        expected,
-        started,
-        durable,
-    )
+    label = "deny 30 s, then more files" + (" (slow keeper)" if slow_keeper else "")
+    lost, order = report(kit, label, bucket, prefix, expected, started, durable)
     assert lost == []
     for key in expected:
         assert len(bucket.read(key)) == MIB
@@ -692,16 +621,7 @@ def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
     steps = [s for s in complete_checkpoints(sorted(set(durable))) if checkpoint_matches(bucket, s)]
     done = managed.wait_done(job, timeout=240)
     resumes = managed.resumes(job)
-    report(
-        kit.record_property,
-        store,
-        "spot preempted during an outage",
-        bucket,
-        "ckpt",
-        [],
-        started,
-        time.time(),
-    )
+    report(kit, "spot preempted during an outage", bucket, "ckpt", [], started, time.time())
     from skycore.jobs.state import JobStatus
 
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
@@ -801,7 +721,7 @@ SCENARIOS: list[tuple[Any, str, str]] = [
 ]
 
 
-def _joining_test(fn: Any, name: str, doc: str) -> Any:
+def joining_test(fn: Any, name: str, doc: str) -> Any:
     """A test named ``name`` that joins scenario ``fn`` (harness.side_by_side keys on the
     ``scenario`` marker; the module's pytestmark adds the store and its xdist group)."""
 
@@ -815,4 +735,4 @@ def _joining_test(fn: Any, name: str, doc: str) -> Any:
 
 
 for _fn, _name, _doc in SCENARIOS:
-    globals()[_name] = _joining_test(_fn, _name, _doc)
+    globals()[_name] = joining_test(_fn, _name, _doc)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import yaml
 from harness.testing.buckets import SKY_MANAGED
 from harness.testing.plugin import selected_stores
 from skycore import state
+from tests.polling import wait_for
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]
 
@@ -33,15 +33,6 @@ def sky(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 def one_store(request: pytest.FixtureRequest) -> str:
     """The first selected store: the cluster state under test does not depend on it."""
     return selected_stores(request.config)[0]
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigkill_during_file_mounts_leaves_init_and_relaunch_repairs(
@@ -70,7 +61,7 @@ def test_sigkill_during_file_mounts_leaves_init_and_relaunch_repairs(
             record = state.get_cluster(cluster.name)
             return record is not None and "not all in place" in record.status_reason
 
-        wait_for(syncing, 240, "the launch to reach the file-mount sync")
+        wait_for("the launch to reach the file-mount sync", syncing, 240, poll=0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -135,7 +126,7 @@ def test_killed_client_during_exec_the_job_still_succeeds_and_drains(
                 stderr=subprocess.STDOUT,
             )
         try:
-            wait_for(lambda: "begin-42" in output.read_text(), 120, "the job to start")
+            wait_for("the job to start", lambda: "begin-42" in output.read_text(), 120, poll=0.02)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         finally:
@@ -157,7 +148,7 @@ def test_killed_client_during_exec_the_job_still_succeeds_and_drains(
     # ended on the nodes, and 'skycore logs' still prints all of it, although the dead
     # terminal's copy of the log stopped at 'begin-42'.
     exec_and_kill_the_terminal(tmp_path / "exec-3.out")
-    wait_for(lambda: queue_row(3)["status"] == "SUCCEEDED", 120, "job 3 to end")
+    wait_for("job 3 to end", lambda: queue_row(3)["status"] == "SUCCEEDED", 120, poll=0.02)
     r = sky("logs", cluster.name, "3")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "begin-42" in r.stdout and "all-done" in r.stdout, r.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from harness.testing.buckets import SKY_MANAGED
+from tests.smoke.helpers import mounted_buckets
 
 RUN = (
     'echo "rank=$SKYPILOT_NODE_RANK num=$SKYPILOT_NUM_NODES '
@@ -15,17 +15,12 @@ RUN = (
 
 
 def test_three_nodes_share_a_mount(store, bucket_factory, cluster_factory) -> None:
-    shared, copied = bucket_factory(store, SKY_MANAGED), bucket_factory(store, SKY_MANAGED)
+    buckets, mounts = mounted_buckets(
+        bucket_factory, store, {"/shared": "MOUNT", "/data/copy": "COPY"}
+    )
+    shared = buckets["/shared"]
     cluster = cluster_factory("multi")
-    spec = {
-        "name": "multinode",
-        "num_nodes": 3,
-        "file_mounts": {
-            "/shared": shared.mount_entry("MOUNT"),
-            "/data/copy": copied.mount_entry("COPY"),
-        },
-        "run": RUN,
-    }
+    spec = {"name": "multinode", "num_nodes": 3, "file_mounts": mounts, "run": RUN}
     outcome = cluster.launch(spec)
     assert outcome.exit_code == 0, outcome.output
 

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from skycore.config import load_config
 from skycore.jobs import controller, core
 from skycore.jobs import state as jstate
 from skycore.jobs.state import JobStatus
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("local_cloud")
 
@@ -59,18 +60,6 @@ def jobs_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [*JOBS_CLI, *args], capture_output=True, text=True, env=env, timeout=timeout
     )
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 def uninterrupted_result(tmp_path: Path) -> str:

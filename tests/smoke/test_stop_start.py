@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from harness.testing.buckets import SKY_MANAGED
+from tests.smoke.helpers import mounted_buckets
 
 WRITE = (
     "set -e; echo before-stop > /data/mount/before.txt; "
@@ -14,16 +14,11 @@ WRITE = (
 
 
 def test_stop_start_keeps_mounts_and_files(store, bucket_factory, cluster_factory) -> None:
-    plain, cached = bucket_factory(store, SKY_MANAGED), bucket_factory(store, SKY_MANAGED)
+    modes = {"/data/mount": "MOUNT", "/data/cached": "MOUNT_CACHED"}
+    buckets, mounts = mounted_buckets(bucket_factory, store, modes)
+    plain, cached = buckets["/data/mount"], buckets["/data/cached"]
     cluster = cluster_factory("stopstart")
-    spec = {
-        "name": "stop-start",
-        "file_mounts": {
-            "/data/mount": plain.mount_entry("MOUNT"),
-            "/data/cached": cached.mount_entry("MOUNT_CACHED"),
-        },
-        "run": "ls /data/mount /data/cached",
-    }
+    spec = {"name": "stop-start", "file_mounts": mounts, "run": "ls /data/mount /data/cached"}
     assert cluster.launch(spec).exit_code == 0
 
     # Written outside any job, straight into the mounts: stop must drain it before stopping.

@@ -16,22 +16,37 @@ from skycore.storage.gcs import gcs_name_problem
 from skycore.storage.r2 import r2_name_problem
 from skycore.storage.s3 import s3_name_problem
 
+# Invalid names and, for each store checked with a name, the problem that store finds.
+INVALID: list[tuple[str, dict[str, str]]] = [
+    ("ab", dict.fromkeys(("s3", "gcs", "azure", "r2"), "3 to 63")),
+    ("a" * 64, dict.fromkeys(("s3", "gcs", "r2"), "3 to 63")),
+    ("My-bucket", {"s3": "lowercase"}),
+    ("under_score", {"s3": "lowercase"}),
+    ("-abc", {"s3": "begin and end", "r2": "begin and end"}),
+    ("abc.", {"s3": "begin and end"}),
+    ("a..b", {"s3": "adjacent dots"}),
+    ("192.168.5.4", {"s3": "IP address"}),
+    ("xn--abc", {"s3": "must not start"}),
+    ("abc-s3alias", {"s3": "must not end"}),
+    ("a." + "b" * 64, {"gcs": "each dot-separated part"}),
+    ("goog-bucket", {"gcs": "goog"}),
+    ("my-google-bucket", {"gcs": "google"}),
+    ("10.0.0.1", {"gcs": "IP address"}),
+    ("Upper", {"gcs": "lowercase", "r2": "lowercase letters, digits and hyphens"}),
+    ("a.b.c", {"azure": "hyphens"}),
+    ("a--b", {"azure": "consecutive"}),
+    ("-ab", {"azure": "begin"}),
+    ("A12", {"azure": "lowercase"}),
+    ("with.dot", {"r2": "lowercase letters, digits and hyphens"}),
+]
 
-@pytest.mark.parametrize(
-    ("name", "problem"),
-    [
-        ("ab", "3 to 63"),
-        ("a" * 64, "3 to 63"),
-        ("My-bucket", "lowercase"),
-        ("under_score", "lowercase"),
-        ("-abc", "begin and end"),
-        ("abc.", "begin and end"),
-        ("a..b", "adjacent dots"),
-        ("192.168.5.4", "IP address"),
-        ("xn--abc", "must not start"),
-        ("abc-s3alias", "must not end"),
-    ],
-)
+
+def invalid(store: str) -> list[tuple[str, str]]:
+    """(name, problem) of every INVALID name checked with ``store``."""
+    return [(name, problems[store]) for name, problems in INVALID if store in problems]
+
+
+@pytest.mark.parametrize(("name", "problem"), invalid("s3"))
 def test_s3_invalid(name: str, problem: str) -> None:
     assert problem in (s3_name_problem(name) or "")
 
@@ -41,18 +56,7 @@ def test_s3_valid(name: str) -> None:
     assert s3_name_problem(name) is None
 
 
-@pytest.mark.parametrize(
-    ("name", "problem"),
-    [
-        ("ab", "3 to 63"),
-        ("a" * 64, "3 to 63"),
-        ("a." + "b" * 64, "each dot-separated part"),
-        ("goog-bucket", "goog"),
-        ("my-google-bucket", "google"),
-        ("10.0.0.1", "IP address"),
-        ("Upper", "lowercase"),
-    ],
-)
+@pytest.mark.parametrize(("name", "problem"), invalid("gcs"))
 def test_gcs_invalid(name: str, problem: str) -> None:
     assert problem in (gcs_name_problem(name) or "")
 
@@ -62,16 +66,7 @@ def test_gcs_valid(name: str) -> None:
     assert gcs_name_problem(name) is None
 
 
-@pytest.mark.parametrize(
-    ("name", "problem"),
-    [
-        ("ab", "3 to 63"),
-        ("a.b.c", "hyphens"),
-        ("a--b", "consecutive"),
-        ("-ab", "begin"),
-        ("A12", "lowercase"),
-    ],
-)
+@pytest.mark.parametrize(("name", "problem"), invalid("azure"))
 def test_azure_invalid(name: str, problem: str) -> None:
     assert problem in (azure_name_problem(name) or "")
 
@@ -129,16 +124,7 @@ def test_parse_url_errors(url: str) -> None:
         parse_url(url)
 
 
-@pytest.mark.parametrize(
-    ("name", "problem"),
-    [
-        ("ab", "3 to 63"),
-        ("a" * 64, "3 to 63"),
-        ("with.dot", "lowercase letters, digits and hyphens"),
-        ("Upper", "lowercase letters, digits and hyphens"),
-        ("-abc", "begin and end"),
-    ],
-)
+@pytest.mark.parametrize(("name", "problem"), invalid("r2"))
 def test_r2_name_rules(name: str, problem: str) -> None:
     assert problem in (r2_name_problem(name) or "")
     assert r2_name_problem("my-r2-bucket-01") is None
