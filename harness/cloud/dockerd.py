@@ -24,6 +24,7 @@ from docker.errors import DockerException
 
 from harness.errors import CloudError
 from harness.paths import harness_home
+from skycore.processes import pid_alive
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -66,16 +67,6 @@ def answers(host: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
 def current() -> EngineState | None:
     """The engine the harness uses, if it answers now."""
     state = _read_state()
@@ -116,7 +107,7 @@ def _start_private(say: Callable[[str], None]) -> str:
     host = f"unix://{sock}"
     log_path = base / "dockerd.log"
     stale = _read_state()
-    if stale and stale.pid and _pid_alive(stale.pid):
+    if stale and stale.pid and pid_alive(stale.pid):
         # Our own engine from before, still alive but not answering: stop it first.
         _terminate(stale.pid)
     cmd = [
@@ -180,11 +171,11 @@ def _terminate(pid: int, timeout: float = 20.0) -> None:
     except OSError:
         return
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid_alive(pid):
+    while time.monotonic() < deadline and pid_alive(pid):
         time.sleep(0.2)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -193,7 +184,7 @@ def stop_dockerd(say: Callable[[str], None] = print) -> bool:
     state = _read_state()
     if not state or not state.pid:
         return False
-    if _pid_alive(state.pid):
+    if pid_alive(state.pid):
         say(f"Stopping the private dockerd (pid {state.pid})...")
         _terminate(state.pid)
     _state_file().unlink(missing_ok=True)

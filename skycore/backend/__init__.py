@@ -15,7 +15,6 @@ from skycore.backend.handle import (
     ClusterHandle,
     describe_resources,
     get_handle,
-    pid_alive,
     resources_of,
     up_nodes,
 )
@@ -67,7 +66,6 @@ __all__ = [
     "job_exit_codes",
     "merge_mounts",
     "node_problems",
-    "pid_alive",
     "read_job_meta",
     "refresh_job_logs",
     "remount",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,16 +69,3 @@ def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHan
     info = provision.get_cluster_info(record.provider, record.name, config)
     runners = provision.get_command_runners(record.provider, info, config)
     return ClusterHandle(record.name, record.provider, info, runners, config)
-
-
-def pid_alive(pid: int | None) -> bool:
-    """True if a local process with ``pid`` exists."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -29,19 +29,25 @@ Say = Callable[[str], None]
 # ---------------------------------------------------------------------------------------------
 
 
+def _rsync(runner: CommandRunner, src: str | Path, dst: str, log_path: Path, what: str) -> int:
+    """rsync ``src`` to ``dst`` on the runner's node: files sent; StageError saying ``what``
+    failed (with the log's tail) otherwise."""
+    res = runner.rsync_up(src, dst, log_path=log_path)
+    if res.returncode != 0:
+        raise StageError(
+            f"{what} failed (rsync exit {res.returncode}).",
+            log_path=log_path,
+            tail=logs.tail(log_path, 10),
+        )
+    return res.files_transferred
+
+
 def sync_workdir(handle: ClusterHandle, workdir: Path, log_path: Path) -> int:
     """rsync the workdir to ~/sky_workdir on every node in parallel; files sent per node."""
 
     def one(runner: CommandRunner) -> int:
-        res = runner.rsync_up(workdir, WORKDIR, log_path=log_path)
-        if res.returncode != 0:
-            raise StageError(
-                f"Syncing workdir {workdir} to {runner.node_name} failed (rsync exit "
-                f"{res.returncode}).",
-                log_path=log_path,
-                tail=logs.tail(log_path, 10),
-            )
-        return res.files_transferred
+        what = f"Syncing workdir {workdir} to {runner.node_name}"
+        return _rsync(runner, workdir, WORKDIR, log_path, what)
 
     counts = parallel(one, handle.runners)
     return max(counts) if counts else 0
@@ -123,14 +129,7 @@ def sync_file_mounts(
 
     def copy_local(item: tuple[CommandRunner, str, str]) -> None:
         runner, dst, src = item
-        res = runner.rsync_up(src, dst, log_path=log_path)
-        if res.returncode != 0:
-            raise StageError(
-                f"Copying {src} to {dst} on {runner.node_name} failed (rsync exit "
-                f"{res.returncode}).",
-                log_path=log_path,
-                tail=logs.tail(log_path, 10),
-            )
+        _rsync(runner, src, dst, log_path, f"Copying {src} to {dst} on {runner.node_name}")
 
     if jobs:
         say(f"copying {len(local)} local file mount(s) to {handle.num_nodes} node(s)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from skycore import backend, state
 from skycore.config import SkycoreConfig
 from skycore.core.jobs import complete_job_logs, reconcile_job, refresh_jobs
+from skycore.processes import pid_alive
 
 
 class LogPrinter:
@@ -49,7 +50,7 @@ def print_job_log(
     or None when the copy is whole)."""
     cluster = record.name
     log_dir = Path(job.log_dir)
-    if follow and job.status == state.JOB_RUNNING and not backend.pid_alive(job.driver_pid):
+    if follow and job.status == state.JOB_RUNNING and not pid_alive(job.driver_pid):
         # No terminal drives it: follow the nodes' own job logs until the run ends.
         handle = backend.get_handle(record, config)
         backend.follow_job(handle, job.job_id, job.num_nodes, "run", log_dir, stream=True)
@@ -65,7 +66,7 @@ def print_job_log(
         current = state.get_job(cluster, job.job_id)
         if not follow or current is None or current.status in state.JOB_TERMINAL:
             break
-        if not backend.pid_alive(current.driver_pid):
+        if not pid_alive(current.driver_pid):
             # Its terminal is gone: the cluster's job table decides, and an ended job's
             # log is completed from the nodes before the rest of it is printed.
             refresh_jobs(cluster)

@@ -13,6 +13,7 @@ from skycore import backend, logs, state
 from skycore.backend import ClusterHandle, StageError
 from skycore.config import SkycoreConfig, load_config
 from skycore.node import mounts as node_mounts
+from skycore.processes import pid_alive
 from skycore.task import Task
 
 
@@ -26,7 +27,7 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
     table: SUCCEEDED / FAILED once every node recorded its run's exit code (the nodes drain
     their cached mounts before they record it), still RUNNING while any runs, FAILED_DRIVER
     only when the head node itself is gone (or the job never reached its run)."""
-    if job.status in state.JOB_TERMINAL or backend.pid_alive(job.driver_pid):
+    if job.status in state.JOB_TERMINAL or pid_alive(job.driver_pid):
         return job.status
     handle = backend.up_nodes(backend.get_handle(record, config))
     if handle is None or job.status == state.JOB_PENDING:
@@ -213,7 +214,7 @@ def settle_orphan_jobs(record: state.ClusterRecord, config: SkycoreConfig) -> No
     """Before the nodes stop: record the outcome (and fetch the whole logs) of every job
     whose terminal is gone, while the nodes' job table can still be read."""
     for job in state.list_jobs(record.name):
-        if job.status not in state.JOB_TERMINAL and not backend.pid_alive(job.driver_pid):
+        if job.status not in state.JOB_TERMINAL and not pid_alive(job.driver_pid):
             reconcile_job(record, job, config)
 
 
@@ -222,7 +223,7 @@ def refresh_jobs(cluster: str | None) -> list[state.JobRecord]:
     cluster's own job table (its nodes run it whatever happened to the terminal)."""
     jobs = state.list_jobs(cluster)
     orphans = [j for j in jobs if j.status not in state.JOB_TERMINAL]
-    orphans = [j for j in orphans if not backend.pid_alive(j.driver_pid)]
+    orphans = [j for j in orphans if not pid_alive(j.driver_pid)]
     if orphans:
         config = load_config()
         for j in orphans:

@@ -51,6 +51,16 @@ def _quiet(argv: list[str], stderr: bool = False) -> bool:
     return done.returncode == 0
 
 
+def _make_dir(dst: str) -> bool:
+    """Create the folder ``dst`` (and its parents); False, having said why, if it cannot be."""
+    try:
+        os.makedirs(dst, exist_ok=True)
+    except OSError as e:
+        warn(f"skycore: {dst}: {e}")
+        return False
+    return True
+
+
 def prep(dst: str, live_now: set[str]) -> int:
     """Make mount point ``dst`` ready: 0 (mount it), ALREADY_LIVE, or 1 (failed)."""
     if is_mounted(dst):
@@ -64,10 +74,7 @@ def prep(dst: str, live_now: set[str]) -> int:
             or _quiet(["umount", "-l", dst], stderr=True)
         ):
             return 1
-    try:
-        os.makedirs(dst, exist_ok=True)
-    except OSError as e:
-        warn(f"skycore: {dst}: {e}")
+    if not _make_dir(dst):
         return 1
     try:
         empty = not os.listdir(dst)
@@ -77,10 +84,7 @@ def prep(dst: str, live_now: set[str]) -> int:
         stray = f"{dst}.skycore-stray-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         if not _quiet(["mv", dst, stray], stderr=True):
             return 1
-        try:
-            os.makedirs(dst, exist_ok=True)
-        except OSError as e:
-            warn(f"skycore: {dst}: {e}")
+        if not _make_dir(dst):
             return 1
         warn(
             f"skycore: warning: {dst} held files that are not in the bucket (written while it "
