@@ -22,6 +22,7 @@ from aiohttp import web
 
 from harness.cloud.procs import listening_socket
 from harness.emulators.registry import UnknownEmulatorError, get_emulator_class
+from harness.gate.parse_errors import GateRunner
 from harness.gate.server import Gate
 from harness.gate.state import GateState
 
@@ -41,7 +42,7 @@ def _host_port(value: str, what: str) -> tuple[str, int]:
 
 
 async def _serve(gate: Gate, sock: socket.socket) -> None:
-    runner = web.AppRunner(gate.app, access_log=None, handle_signals=True)
+    runner = GateRunner(gate.app, gate.bad_request, access_log=None, handle_signals=True)
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()

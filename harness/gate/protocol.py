@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.gate.rules import Access, Verdict
+from harness.gate.rules import Access, Verdict, decide
 from harness.gate.state import GateState
 
 
@@ -63,6 +63,15 @@ class Success:
     data: bytes
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A response the gate gives itself, without asking the emulator."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
 class GateProtocol:
     """How the gate reads one storage API. Subclasses override what their API needs."""
 
@@ -80,10 +89,36 @@ class GateProtocol:
         access rules. By default nothing is checked beyond the identity."""
         return None
 
+    def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        """Whether the caller may do what the request does: by default the local cloud's
+        owner-and-public-flag rules (harness.gate.rules.decide); a store with a richer access
+        model (ACLs, policies, IAM) overrides it."""
+        return decide(access, identity, ex.state.buckets())
+
+    def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
+        """A response the gate gives itself for an allowed request (a CORS preflight, an ACL
+        the gate keeps), or None to forward the request (the default)."""
+        return None
+
+    def upstream_target(self, ex: Exchange, access: Access, identity: str | None) -> str:
+        """The path and query forwarded to the emulator (the request's own by default)."""
+        return ex.path
+
+    def response_headers(
+        self, ex: Exchange, access: Access, identity: str | None
+    ) -> dict[str, str]:
+        """Headers added to the emulator's response (CORS headers, ...; none by default)."""
+        return {}
+
     def fault_verdict(self, status: int) -> Verdict:
         """The error an injected ``errors`` fault answers with (``status``: 5xx or 4xx), in
         the service's terms; :meth:`error_body` writes it."""
         return Verdict(False, status, "ServiceUnavailable", "Service unavailable (injected).")
+
+    def malformed_verdict(self, message: str) -> Verdict:
+        """The error for a request the HTTP parser refused (``message``: the parser's
+        reason), in the service's terms; :meth:`error_body` writes it."""
+        return Verdict(False, 400, "BadRequest", f"The request is malformed: {message}")
 
     def error_headers(self, verdict: Verdict) -> dict[str, str]:
         """Extra headers of a denial (some APIs repeat the error code in a header)."""

@@ -17,6 +17,8 @@ from multidict import CIMultiDict
 
 from harness.gate.faults import Fault, FaultTable
 
+SENT_STATUS = "sent_status"
+"""Request key: the status of a streamed response whose headers went out."""
 MAX_SMALL_BODY = 16 << 20  # bodies the gate reads whole to classify a request
 CHUNK = 1 << 20
 READ_BUFSIZE = 4 << 20  # stream buffers (aiohttp's 64 KiB default costs CPU on big bodies)
@@ -108,8 +110,9 @@ async def reset_mid_body(request: web.Request) -> None:
     raise Reset()
 
 
-def whole(up: Any, payload: bytes) -> web.Response:
-    """The upstream response ``up`` with its body read whole (``payload``)."""
+def whole(up: Any, payload: bytes, added: Mapping[str, str] | None = None) -> web.Response:
+    """The upstream response ``up`` with its body read whole (``payload``) and the gate's
+    ``added`` headers."""
     resp = web.Response(status=up.status, reason=up.reason, body=payload)
     for name, value in up.headers.items():
         lname = name.lower()
@@ -118,23 +121,33 @@ def whole(up: Any, payload: bytes) -> web.Response:
         resp.headers.add(name, value)
     if "Content-Type" not in up.headers:
         resp.headers.pop("Content-Type", None)
+    for name, value in (added or {}).items():
+        resp.headers[name] = value
     return resp
 
 
 async def stream(
-    request: web.Request, up: Any, table: FaultTable, faults: list[Fault], reset: bool
+    request: web.Request,
+    up: Any,
+    table: FaultTable,
+    faults: list[Fault],
+    reset: bool,
+    added: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
-    """Stream the upstream response ``up`` to the client, throttled by ``faults``; with
-    ``reset``, the connection is reset half-way."""
+    """Stream the upstream response ``up`` to the client (with the gate's ``added``
+    headers), throttled by ``faults``; with ``reset``, the connection is reset half-way."""
     resp = web.StreamResponse(status=up.status, reason=up.reason)
     for name, value in up.headers.items():
         if name.lower() in HOP_BY_HOP:
             continue
         resp.headers.add(name, value)
+    for name, value in (added or {}).items():
+        resp.headers[name] = value
     no_body = request.method == "HEAD" or up.status in (204, 304) or up.status < 200
     if no_body and "Content-Length" in up.headers:
         resp.headers["Content-Length"] = up.headers["Content-Length"]
     await resp.prepare(request)
+    request[SENT_STATUS] = up.status
     if no_body:
         await resp.write_eof()
         return resp

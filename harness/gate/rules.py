@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 ANONYMOUS: str | None = None
@@ -49,14 +50,22 @@ class Access:
     """The bucket name is in the (small) request body; the protocol reads it."""
     sub: list[Access] = field(default_factory=list)
     """Parts of a batch request, each decided separately."""
+    action: str | None = None
+    """The store's name for the operation (``s3:GetObject``), when its protocol decides by
+    operation."""
+    detail: Any = None
+    """Protocol-specific data carried from classification to the decision and bookkeeping."""
 
 
 @dataclass(frozen=True)
 class Bucket:
-    """A bucket known to the gate."""
+    """A bucket known to the gate: its owner, the admin's public flag and the store's access
+    settings (ACLs, policies, public access levels: JSON values, written by the store's
+    protocol from the real API calls)."""
 
     owner: str
     public: bool = False
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

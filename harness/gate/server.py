@@ -21,13 +21,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp.web_request import BaseRequest
 from yarl import URL
 
 from harness.gate import relay
 from harness.gate.admin import Admin, Handler
 from harness.gate.faults import Fault, FaultTable
 from harness.gate.protocol import Exchange, GateProtocol
-from harness.gate.rules import Access, Kind, Verdict, decide
+from harness.gate.rules import Access, Kind, Verdict
 from harness.gate.state import Event, GateState
 
 __all__ = ["Event", "Gate", "GateState"]
@@ -176,7 +177,7 @@ class Gate:
         decision = _Decision(ex, access, identity, refused or Verdict(True))
         await self._apply_faults(request, decision)
         if decision.verdict.allowed:
-            decision.verdict = decide(access, identity, self.state.buckets())
+            decision.verdict = protocol.decide(ex, access, identity)
         request["decision"] = decision
         return decision
 
@@ -226,26 +227,35 @@ class Gate:
                 denied.force_close()
             return denied
         await self._continue(request)
+        answer = await asyncio.to_thread(
+            self.protocol.answer, decision.ex, decision.access, decision.identity
+        )
+        if answer is not None:
+            resp = web.Response(status=answer.status, body=answer.body, content_type=None)
+            resp.headers.update(answer.headers)
+            return resp
         if decision.access.kind is Kind.CREATE_BUCKET:
             async with self._create_lock:  # decide again now that creation is serial
-                decision.verdict = decide(decision.access, decision.identity, self.state.buckets())
+                decision.verdict = self.protocol.decide(
+                    decision.ex, decision.access, decision.identity
+                )
                 if not decision.verdict.allowed:
                     return self._denial(decision)
                 return await self._forward(request, decision)
         return await self._forward(request, decision)
 
     async def _forward(self, request: web.Request, decision: _Decision) -> web.StreamResponse:
-        ex, access = decision.ex, decision.access
-        extra = await asyncio.to_thread(
-            self.protocol.upstream_headers, ex, access, decision.identity
-        )
+        ex, access, identity = decision.ex, decision.access, decision.identity
+        extra = await asyncio.to_thread(self.protocol.upstream_headers, ex, access, identity)
+        target = self.protocol.upstream_target(ex, access, identity)
+        added = self.protocol.response_headers(ex, access, identity)
         body: bytes | None = request.get("body")
         headers = relay.forwarded_headers(request, extra, body)
         data: Any = body
         if body is None and request.body_exists:
             data = relay.request_body(request, self.faults, decision.faults)
         host, port = self.upstream
-        url = URL(f"http://{host}:{port}{request.raw_path}", encoded=True)
+        url = URL(f"http://{host}:{port}{target}", encoded=True)
         async with self.session.request(
             request.method,
             url,
@@ -261,12 +271,14 @@ class Gate:
                         self.protocol.after_success,
                         ex,
                         access,
-                        decision.identity,
+                        identity,
                         relay.Upstream(up.status, dict(up.headers)),
                         payload,
                     )
-                return relay.whole(up, payload)
-            return await relay.stream(request, up, self.faults, decision.faults, decision.reset)
+                return relay.whole(up, payload, added)
+            return await relay.stream(
+                request, up, self.faults, decision.faults, decision.reset, added
+            )
 
     def _wants_whole_response(
         self, request: web.Request, ex: Exchange, access: Access, up: Any
@@ -282,6 +294,21 @@ class Gate:
             or self.protocol.wants_whole_response(ex, access)
         )
 
+    def bad_request(self, request: BaseRequest, message: str) -> web.Response:
+        """A request the HTTP parser refused, answered in the API's error format."""
+        ex = Exchange(
+            method=request.method,
+            path=request.raw_path,
+            headers={},
+            query={},
+            state=self.state,
+            upstream=self.upstream,
+            read_body=lambda: b"",
+        )
+        verdict = self.protocol.malformed_verdict(message)
+        _log(f"{request.method} {request.raw_path[:200]} -> {verdict.status} ({message})")
+        return self._denial(_Decision(ex, Access(Kind.DENY), None, verdict))
+
     def _denial(self, decision: _Decision) -> web.Response:
         verdict = decision.verdict
         ctype, body = self.protocol.error_body(decision.ex, verdict, decision.access)
@@ -294,7 +321,8 @@ class Gate:
 
 def _logged(handler: Handler) -> Handler:
     """``handler`` with one log line per request; an unexpected error is answered 502 (the
-    gate stays up)."""
+    gate stays up). A client that goes away is logged as a disconnect, with the status it
+    had already been sent, if any."""
 
     async def logged(request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -306,10 +334,18 @@ def _logged(handler: Handler) -> Handler:
         except relay.Reset:
             status = "reset"
             raise
-        except (ConnectionResetError, asyncio.CancelledError):
-            status = "client gone"
+        except asyncio.CancelledError:
+            status = _disconnect(request)
+            raise
+        except ConnectionError:
+            if not _client_gone(request):
+                raise
+            status = _disconnect(request)
             raise
         except Exception as e:  # keep the gate alive; tell the client
+            if _client_gone(request):
+                status = _disconnect(request)
+                raise
             _log(f"error on {request.method} {request.path_qs[:200]}: {e!r}")
             status = 502
             resp = web.Response(status=502, text=f"access gate error: {e!r}\n")
@@ -320,6 +356,16 @@ def _logged(handler: Handler) -> Handler:
             _log(f"{request.method} {request.path_qs[:200]} -> {status} ({elapsed:.0f} ms)")
 
     return logged
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _disconnect(request: web.Request) -> str:
+    sent = request.get(relay.SENT_STATUS)
+    return f"client disconnected after {sent}" if sent else "client disconnected"
 
 
 def _log(message: str) -> None:

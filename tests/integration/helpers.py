@@ -8,12 +8,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from rich.console import Console
 
+from harness.emulators import registry
 from harness.emulators.fleet import RunningEmulator
 from skycore.task import Task
 from tests.names import unique_name
+
+
+def stores_of_kind(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
+    """A pytest.param per registered store whose emulator is a ``kind``, marked with the
+    store's marker (so ``--store`` selects it); for tests that use ``emulators[store_name]``."""
+    return [
+        pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
+        for store, cls in registry.emulator_classes().items()
+        if issubclass(cls, kind)
+    ]
 
 
 def quiet() -> Console:
