@@ -1,5 +1,7 @@
-"""S3 request signatures as the gate checks them: SigV4 (header and presigned URL) and SigV2,
-recomputed with botocore's own signers from the access keys the gate knows."""
+"""S3 request signatures as the gate checks them, recomputed with botocore's own signers from
+the access keys the gate knows: SigV4 (header, dated by X-Amz-Date or Date, and presigned
+URL) and SigV2 (header, dated by Date or x-amz-date, and presigned URL; the canonical
+resource as S3 computes it). POST-policy uploads are verified by harness.emulators.s3_gate.post."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+from harness.emulators.s3_gate.post import PostUpload
 from harness.gate.protocol import Exchange
 from harness.gate.rules import Access, Verdict
 
@@ -34,6 +39,20 @@ MAX_PRESIGN_EXPIRES = 7 * 24 * 3600
 
 def _deny(status: int, code: str, message: str) -> Verdict:
     return Verdict(False, status, code, message)
+
+
+def _no_date() -> Verdict:
+    return _deny(
+        403, "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
+    )
+
+
+def _skewed() -> Verdict:
+    return _deny(
+        403,
+        "RequestTimeTooSkewed",
+        "The difference between the request time and the current time is too large.",
+    )
 
 
 def _amz_time(value: str) -> float | None:
@@ -99,18 +118,41 @@ def sigv4_signature(
     return str(signer.signature(signer.string_to_sign(request, canonical), request))
 
 
+_V2_QUERY_AUTH = ("awsaccesskeyid", "signature", "expires")
+_V2_QUERY_HEADERS = ("content-md5", "content-type")
+
+
+def sigv2_resource_path(path: str) -> str:
+    """The path of a SigV2 canonical resource: a bucket-level request (``/bucket``, path
+    style) is signed as ``/bucket/``, as S3 (and botocore's ``auth_path``) computes it."""
+    if path.count("/") == 1 and len(path) > 1:
+        return path + "/"
+    return path
+
+
 def sigv2_signature(ex: Exchange, secret_key: str, access_key: str, expires: str | None) -> str:
-    """The SigV2 (HMAC-SHA1) signature of a request, computed by botocore's HmacV1 signer."""
+    """The SigV2 (HMAC-SHA1) signature of a request, computed by botocore's HmacV1 signer:
+    header-signed (``expires`` None; with ``x-amz-date`` the Date line is empty), or a
+    presigned URL (``expires``: its Expires; x-amz-* and Content-Type/MD5 query parameters
+    are signed as headers, as botocore's HmacV1QueryAuth moved them there)."""
     from botocore.auth import HmacV1Auth
     from botocore.compat import HTTPHeaders
     from botocore.credentials import Credentials
 
+    path, _, query = ex.path.partition("?")
+    params = [p for p in query.split("&") if p]
     headers = HTTPHeaders()
     for name, value in ex.headers.items():
         if name not in ("authorization", "date"):
             headers[name] = value
     if expires is not None:
         date = expires
+        for param in params:
+            name, _, value = param.partition("=")
+            name = unquote(name).lower()
+            if name.startswith("x-amz-") or name in _V2_QUERY_HEADERS:
+                del headers[name]
+                headers[name] = unquote(value)
     else:  # with x-amz-date the date line is empty (x-amz-date is signed as an amz header)
         date = "" if "x-amz-date" in ex.headers else ex.header("date") or ""
 
@@ -118,15 +160,42 @@ def sigv2_signature(ex: Exchange, secret_key: str, access_key: str, expires: str
         def _get_date(self) -> str:
             return date
 
-    path, _, query = ex.path.partition("?")
-    kept = [
-        p
-        for p in query.split("&")
-        if p.split("=", 1)[0].lower() not in ("awsaccesskeyid", "signature", "expires")
-    ]
-    split = urlsplit(path + ("?" + "&".join(kept) if kept and kept != [""] else ""))
+    kept = [p for p in params if p.split("=", 1)[0].lower() not in _V2_QUERY_AUTH]
+    split = urlsplit(path + ("?" + "&".join(kept) if kept else ""))
     signer = _Signer(Credentials(access_key, secret_key))
-    return str(signer.sign_string(signer.canonical_string(ex.method, split, headers)))
+    canonical = signer.canonical_string(
+        ex.method, split, headers, auth_path=sigv2_resource_path(path)
+    )
+    return str(signer.sign_string(canonical))
+
+
+def _http_time(value: str) -> float | None:
+    """Seconds since the epoch of an RFC 1123 date (``Tue, 27 Mar 2007 19:36:42 GMT``)."""
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed is None:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def request_time(ex: Exchange, sigv2: bool = False) -> tuple[str, float] | None:
+    """The signer's timestamp (``20260101T000000Z``) and its epoch seconds, from
+    ``x-amz-date`` or else the RFC 1123 ``Date`` header; None if neither is valid. SigV4's
+    x-amz-date is ISO 8601 basic; SigV2's is RFC 1123 (``sigv2``)."""
+    amz_date = ex.header("x-amz-date")
+    if amz_date is not None:
+        when = _http_time(amz_date) if sigv2 else _amz_time(amz_date)
+    else:
+        when = _http_time(ex.header("date") or "")
+    if when is None:
+        return None
+    return amz_date if amz_date and not sigv2 else _amz_stamp(when), when
+
+
+def _amz_stamp(when: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
 
 
 class S3Signatures:
@@ -138,7 +207,10 @@ class S3Signatures:
     def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
         """Verify the request's signature as S3 does (SigV4 header or presigned URL, SigV2),
         with botocore's signers: a wrong secret, a tampered or expired URL, a malformed
-        header each get AWS's status and code."""
+        header each get AWS's status and code. A POST-policy upload was verified when it was
+        classified (harness.emulators.s3_gate.post): its verdict stands."""
+        if isinstance(access.detail, PostUpload):
+            return access.detail.verdict
         auth = ex.header("authorization")
         query = {k.lower(): v[0] for k, v in ex.query.items() if v}
         if auth:
@@ -200,18 +272,12 @@ class S3Signatures:
         secret = self._secret(credential[0])
         if secret is None:
             return self._unknown_key()
-        amz_date = ex.header("x-amz-date") or ""
-        when = _amz_time(amz_date)
-        if when is None:
-            return _deny(
-                403, "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
-            )
+        timed = request_time(ex)
+        if timed is None:
+            return _no_date()
+        amz_date, when = timed
         if abs(time.time() - when) > MAX_SKEW:
-            return _deny(
-                403,
-                "RequestTimeTooSkewed",
-                "The difference between the request time and the current time is too large.",
-            )
+            return _skewed()
         if credential[1] != amz_date[:8]:
             return self._mismatch()
         expected = sigv4_signature(
@@ -270,5 +336,11 @@ class S3Signatures:
         secret = self._secret(key)
         if secret is None:
             return self._unknown_key()
+        if expires is None:  # header-signed: the request's own date must be now
+            timed = request_time(ex, sigv2=True)
+            if timed is None:
+                return _no_date()
+            if abs(time.time() - timed[1]) > MAX_SKEW:
+                return _skewed()
         expected = sigv2_signature(ex, secret, key, expires)
         return None if hmac.compare_digest(expected, signature) else self._mismatch()

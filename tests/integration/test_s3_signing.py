@@ -1,0 +1,644 @@
+"""Every S3 signing form the SDKs send, through the real gate and moto, on S3 and R2: SigV4
+with X-Amz-Date or Date, presigned SigV4, SigV2 header (bucket- and object-level, with Date
+or x-amz-date), presigned SigV2, and POST-policy uploads (V4 and V2). Each form once as the
+SDK sends it (it works) and forged (S3's error code)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from email.utils import formatdate
+from typing import Any
+
+import pytest
+import requests
+
+from harness.accounts import UNKNOWN, USER
+from harness.emulators import registry
+from harness.emulators.fleet import RunningEmulator
+from harness.emulators.s3 import S3Emulator
+
+Emulators = dict[str, RunningEmulator]
+VERSIONS = [pytest.param("s3v4", id="v4"), pytest.param("s3", id="v2")]
+"""botocore signature versions of a POST policy"""
+SKEW = 20 * 60  # beyond the 15 minutes S3 allows
+
+
+def _s3_stores() -> list[Any]:
+    return [
+        pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
+        for store, cls in registry.emulator_classes().items()
+        if issubclass(cls, S3Emulator)
+    ]
+
+
+pytestmark = pytest.mark.parametrize("store_name", _s3_stores())
+
+
+@pytest.fixture
+def s3(emulators: Emulators, store_name: str) -> S3Emulator:
+    """The S3-compatible emulator of the test's ``store_name``."""
+    emulator = emulators[store_name]
+    assert isinstance(emulator, S3Emulator)
+    return emulator
+
+
+@pytest.fixture
+def bucket(s3: S3Emulator) -> Iterator[str]:
+    """A private bucket of USER's with one object (``seed``), deleted after the test."""
+    name = f"sig-{uuid.uuid4().hex[:12]}"
+    s3.make_bucket(name, owner=USER, public=False, objects={"seed": b"seed"})
+    yield name
+    s3.delete_bucket(name)
+
+
+def _client(s3: S3Emulator, version: str, secret: str | None = None, owner: str = USER) -> Any:
+    """A boto3 client signing with ``version`` ('s3v4' or 's3') as ``owner`` (path style);
+    ``secret`` replaces the owner's secret."""
+    import boto3
+    from botocore.config import Config
+
+    key = s3.keys[owner]
+    return boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        region_name=s3.region,
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=secret or key.secret_access_key,
+        config=Config(
+            signature_version=version,
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+        ),
+    )
+
+
+def _error(resp: requests.Response) -> tuple[int, str]:
+    code = re.search(rb"<Code>(.*?)</Code>", resp.content)
+    return resp.status_code, code.group(1).decode() if code else ""
+
+
+def _message(resp: requests.Response) -> str:
+    found = re.search(rb"<Message>(.*?)</Message>", resp.content, re.S)
+    return found.group(1).decode() if found else ""
+
+
+def _sdk_error(call: Callable[[], Any]) -> tuple[int, str]:
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as info:
+        call()
+    response = info.value.response
+    return response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]
+
+
+def _send(request: Any) -> requests.Response:
+    """Send a botocore AWSRequest as it was signed."""
+    prepared = request.prepare()
+    return requests.request(
+        prepared.method,
+        prepared.url,
+        headers=dict(prepared.headers),
+        data=prepared.body,
+        timeout=10,
+    )
+
+
+# --- SigV4 -----------------------------------------------------------------------------------
+
+
+def test_sigv4_x_amz_date(s3: S3Emulator, bucket: str) -> None:
+    """boto3 s3v4 (X-Amz-Date) works for bucket and object calls; a wrong secret, an altered
+    signature and a signed date 20 minutes off are refused as S3 does."""
+    client = _client(s3, "s3v4")
+    client.put_object(Bucket=bucket, Key="v4/a b+ü.txt", Body=b"v4")
+    assert client.get_object(Bucket=bucket, Key="v4/a b+ü.txt")["Body"].read() == b"v4"
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="v4/")["Contents"]
+    assert [o["Key"] for o in listed] == ["v4/a b+ü.txt"]
+    wrong = _client(s3, "s3v4", secret="not-the-secret")
+    assert _sdk_error(lambda: wrong.list_objects_v2(Bucket=bucket)) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    request = _v4_request(s3, "GET", f"/{bucket}?list-type=2")
+    altered = dict(request.headers)
+    altered["Authorization"] = re.sub(
+        r"Signature=(\w)", lambda m: "Signature=" + _flip(m[1]), altered["Authorization"]
+    )
+    resp = requests.get(request.url, headers=altered, timeout=10)
+    assert _error(resp) == (403, "SignatureDoesNotMatch")
+    old = _v4_request(s3, "GET", f"/{bucket}?list-type=2", shift=-SKEW)
+    assert _error(_send(old)) == (403, "RequestTimeTooSkewed")
+
+
+def _v4_request(
+    s3: S3Emulator,
+    method: str,
+    path: str,
+    date_header: bool = False,
+    shift: float = 0,
+    secret: str | None = None,
+    body: bytes = b"",
+) -> Any:
+    """A request signed by botocore's S3SigV4Auth at now + ``shift``: with X-Amz-Date, or
+    with an RFC 1123 Date header when ``date_header`` (the signer derives its timestamp from
+    it and signs the Date header)."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    key = s3.keys[USER]
+    request = AWSRequest(method=method, url=f"{s3.endpoint}{path}", data=body)
+    if date_header:
+        request.headers["Date"] = formatdate(usegmt=True)
+    with _clock(shift):
+        credentials = Credentials(key.access_key_id, secret or key.secret_access_key)
+        S3SigV4Auth(credentials, "s3", s3.region).add_auth(request)
+    return request
+
+
+def test_sigv4_date_header(s3: S3Emulator, bucket: str) -> None:
+    """SigV4 signed with a Date header instead of X-Amz-Date (botocore's signer) works for a
+    listing and an upload; a wrong secret, a Date changed after signing and a Date 20
+    minutes off are refused."""
+    listing = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True)
+    assert "X-Amz-Date" not in listing.headers and "Date" in listing.headers
+    assert "date" in listing.headers["Authorization"]
+    resp = _send(listing)
+    assert resp.status_code == 200, resp.text
+    assert b"<Key>seed</Key>" in resp.content
+    put = _v4_request(s3, "PUT", f"/{bucket}/date/put", date_header=True, body=b"dated")
+    assert _send(put).status_code == 200
+    assert s3.read_object(bucket, "date/put") == b"dated"
+    wrong = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True, secret="nope")
+    assert _error(_send(wrong)) == (403, "SignatureDoesNotMatch")
+    moved = dict(listing.headers)
+    moved["Date"] = formatdate(time.time() - 5, usegmt=True)
+    assert _error(requests.get(listing.url, headers=moved, timeout=10)) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    skewed = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True, shift=-SKEW)
+    assert _error(_send(skewed)) == (403, "RequestTimeTooSkewed")
+    forged = _v4_request(s3, "PUT", f"/{bucket}/date/forged", date_header=True, secret="x")
+    assert _error(_send(forged)) == (403, "SignatureDoesNotMatch")
+    assert "date/forged" not in s3.list_keys(bucket)
+
+
+def test_sigv4_presigned_query(s3: S3Emulator, bucket: str) -> None:
+    """Presigned SigV4 URLs (boto3) for a GET, a PUT and a bucket listing work; an altered
+    signature, a wrong secret and an expired URL are refused and write nothing."""
+    client = _client(s3, "s3v4")
+    get = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "seed"})
+    assert requests.get(get, timeout=10).content == b"seed"
+    listing = client.generate_presigned_url("list_objects_v2", Params={"Bucket": bucket})
+    assert b"<Key>seed</Key>" in requests.get(listing, timeout=10).content
+    params = {"Bucket": bucket, "Key": "q4/ok"}
+    put = client.generate_presigned_url("put_object", Params=params)
+    assert requests.put(put, data=b"q4", timeout=10).status_code == 200
+    altered = re.sub(r"X-Amz-Signature=(\w)", lambda m: "X-Amz-Signature=" + _flip(m[1]), put)
+    assert _error(requests.put(altered, data=b"x", timeout=10)) == (403, "SignatureDoesNotMatch")
+    wrong = _client(s3, "s3v4", secret="nope").generate_presigned_url(
+        "put_object", Params={"Bucket": bucket, "Key": "q4/forged"}
+    )
+    assert _error(requests.put(wrong, data=b"x", timeout=10)) == (403, "SignatureDoesNotMatch")
+    with _clock(-120):  # signed two minutes ago, valid for one
+        short = client.generate_presigned_url(
+            "put_object", Params={"Bucket": bucket, "Key": "q4/expired"}, ExpiresIn=60
+        )
+    expired = requests.put(short, data=b"x", timeout=10)
+    assert _error(expired) == (403, "AccessDenied")
+    assert _message(expired) == "Request has expired"
+    keys = s3.list_keys(bucket)
+    assert "q4/ok" in keys and not {"q4/forged", "q4/expired"} & set(keys)
+
+
+@contextmanager
+def _clock(shift: float) -> Iterator[None]:
+    """botocore's signers see the time now + ``shift`` seconds (SigV4 and SigV2 clocks)."""
+    from unittest import mock
+
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    real = time.time
+    with (
+        mock.patch(
+            "botocore.auth.get_current_datetime",
+            return_value=now + datetime.timedelta(seconds=shift),
+        ),
+        mock.patch("botocore.auth.time.time", lambda: real() + shift),
+    ):
+        yield
+
+
+def _flip(char: str) -> str:
+    return "1" if char == "0" else "0"
+
+
+# --- SigV2 -----------------------------------------------------------------------------------
+
+
+def test_sigv2_header_bucket_level(s3: S3Emulator, bucket: str) -> None:
+    """boto3 's3' (SigV2) on bucket-level requests, whose canonical resource is ``/bucket/``
+    with its sub-resources (acl, uploads, versions): they work; a wrong secret is
+    SignatureDoesNotMatch, and so is a bucket signature replayed on ``?acl``."""
+    client = _client(s3, "s3")
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["seed"]
+    assert [o["Key"] for o in client.list_objects(Bucket=bucket)["Contents"]] == ["seed"]
+    client.head_bucket(Bucket=bucket)
+    assert client.get_bucket_acl(Bucket=bucket)["Grants"]
+    assert "Uploads" not in client.list_multipart_uploads(Bucket=bucket)
+    assert client.list_object_versions(Bucket=bucket)["Name"] == bucket
+    assert bucket in {b["Name"] for b in client.list_buckets()["Buckets"]}
+    wrong = _client(s3, "s3", secret="not-the-secret")
+    assert _sdk_error(lambda: wrong.list_objects_v2(Bucket=bucket)) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    assert _sdk_error(lambda: wrong.head_bucket(Bucket=bucket)) == (403, "403")
+    signed = _v2_request(s3, "GET", f"/{bucket}")
+    assert _send(signed).status_code == 200
+    replayed = requests.get(f"{signed.url}?acl", headers=dict(signed.headers), timeout=10)
+    assert _error(replayed) == (403, "SignatureDoesNotMatch")
+
+
+def test_sigv2_header_object_level(s3: S3Emulator, bucket: str) -> None:
+    """SigV2 object calls with every sub-resource botocore signs (uploads, uploadId,
+    partNumber, tagging, delete, response-* overrides) work; a response-* override added to
+    a signed URL is SignatureDoesNotMatch, a parameter S3 does not sign is not."""
+    client = _client(s3, "s3")
+    key = "v2/a b+ü.txt"
+    client.put_object(Bucket=bucket, Key=key, Body=b"v2", Metadata={"who": "v2"})
+    got = client.get_object(Bucket=bucket, Key=key, ResponseContentType="text/x-v2")
+    assert got["Body"].read() == b"v2" and got["ContentType"] == "text/x-v2"
+    assert client.head_object(Bucket=bucket, Key=key)["Metadata"] == {"who": "v2"}
+    client.put_object_tagging(
+        Bucket=bucket, Key=key, Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}
+    )
+    assert client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"] == [
+        {"Key": "k", "Value": "v"}
+    ]
+    upload = client.create_multipart_upload(Bucket=bucket, Key="v2/multi")["UploadId"]
+    part = client.upload_part(
+        Bucket=bucket, Key="v2/multi", UploadId=upload, PartNumber=1, Body=b"part"
+    )
+    assert client.list_parts(Bucket=bucket, Key="v2/multi", UploadId=upload)["Parts"]
+    client.complete_multipart_upload(
+        Bucket=bucket,
+        Key="v2/multi",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
+    assert s3.read_object(bucket, "v2/multi") == b"part"
+    deleted = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "v2/multi"}]})
+    assert [d["Key"] for d in deleted["Deleted"]] == ["v2/multi"]
+    client.delete_object(Bucket=bucket, Key=key)
+    signed = _v2_request(s3, "GET", f"/{bucket}/seed")
+    assert _send(signed).content == b"seed"
+    headers = dict(signed.headers)
+    unsigned = requests.get(f"{signed.url}?x-id=GetObject", headers=headers, timeout=10)
+    assert unsigned.content == b"seed"
+    override = requests.get(
+        f"{signed.url}?response-content-type=text/evil", headers=headers, timeout=10
+    )
+    assert _error(override) == (403, "SignatureDoesNotMatch")
+    wrong = _client(s3, "s3", secret="not-the-secret")
+    assert _sdk_error(lambda: wrong.put_object(Bucket=bucket, Key="v2/forged", Body=b"x")) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    assert s3.list_keys(bucket) == ["seed"]
+
+
+def _v2_request(
+    s3: S3Emulator,
+    method: str,
+    path: str,
+    amz_date: bool = False,
+    shift: float = 0,
+    secret: str | None = None,
+    body: bytes = b"",
+) -> Any:
+    """A request signed by botocore's HmacV1Auth (SigV2) at now + ``shift``, path style: with
+    a Date header, or with ``x-amz-date`` and an empty Date line when ``amz_date``."""
+    from botocore.auth import HmacV1Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    date = formatdate(time.time() + shift, usegmt=True)
+
+    class Signer(HmacV1Auth):
+        def _get_date(self) -> str:
+            return "" if amz_date else date
+
+    key = s3.keys[USER]
+    request = AWSRequest(method=method, url=f"{s3.endpoint}{path}", data=body)
+    bucket_level = path.count("/") == 1 and len(path) > 1
+    request.auth_path = path + "/" if bucket_level else path
+    if amz_date:
+        request.headers["x-amz-date"] = date
+    Signer(Credentials(key.access_key_id, secret or key.secret_access_key)).add_auth(request)
+    if amz_date:
+        del request.headers["Date"]  # the signer set it empty: send none
+    return request
+
+
+def test_sigv2_x_amz_date(s3: S3Emulator, bucket: str) -> None:
+    """SigV2 with x-amz-date (Date line empty, x-amz-date signed as an amz header) works on a
+    bucket listing and an upload; an x-amz-date changed after signing is
+    SignatureDoesNotMatch, one 20 minutes off RequestTimeTooSkewed, none at all AccessDenied."""
+    listing = _v2_request(s3, "GET", f"/{bucket}", amz_date=True)
+    assert "Date" not in listing.headers
+    resp = _send(listing)
+    assert resp.status_code == 200, resp.text
+    assert b"<Key>seed</Key>" in resp.content
+    put = _v2_request(s3, "PUT", f"/{bucket}/amz/put", amz_date=True, body=b"amz")
+    assert _send(put).status_code == 200
+    assert s3.read_object(bucket, "amz/put") == b"amz"
+    moved = dict(listing.headers)
+    moved["x-amz-date"] = formatdate(time.time() - 5, usegmt=True)
+    assert _error(requests.get(listing.url, headers=moved, timeout=10)) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    skewed = _v2_request(s3, "GET", f"/{bucket}", amz_date=True, shift=-SKEW)
+    assert _error(_send(skewed)) == (403, "RequestTimeTooSkewed")
+    undated = {k: v for k, v in listing.headers.items() if k.lower() != "x-amz-date"}
+    assert _error(requests.get(listing.url, headers=undated, timeout=10)) == (
+        403,
+        "AccessDenied",
+    )
+    wrong = _v2_request(s3, "PUT", f"/{bucket}/amz/forged", amz_date=True, secret="x")
+    assert _error(_send(wrong)) == (403, "SignatureDoesNotMatch")
+    assert "amz/forged" not in s3.list_keys(bucket)
+
+
+def test_sigv2_presigned_query(s3: S3Emulator, bucket: str) -> None:
+    """Presigned SigV2 URLs (boto3 's3'): a GET with a response-* override, a bucket
+    listing, a PUT whose metadata travels as signed x-amz-meta-* query parameters; an
+    altered signature, a tampered metadata value and an expired URL are refused."""
+    client = _client(s3, "s3")
+    get = client.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "seed", "ResponseContentType": "a/b"}
+    )
+    got = requests.get(get, timeout=10)
+    assert got.content == b"seed" and got.headers["Content-Type"] == "a/b"
+    listing = client.generate_presigned_url("list_objects", Params={"Bucket": bucket})
+    assert b"<Key>seed</Key>" in requests.get(listing, timeout=10).content
+    params = {"Bucket": bucket, "Key": "q2/meta", "Metadata": {"who": "q2"}}
+    put = client.generate_presigned_url("put_object", Params=params)
+    assert "x-amz-meta-who=q2" in put
+    assert requests.put(put, data=b"q2", timeout=10).status_code == 200
+    assert s3.read_object(bucket, "q2/meta") == b"q2"
+    altered = put.replace("Signature=", "Signature=A", 1)
+    assert _error(requests.put(altered, data=b"x", timeout=10)) == (403, "SignatureDoesNotMatch")
+    tampered = put.replace("x-amz-meta-who=q2", "x-amz-meta-who=evil")
+    assert _error(requests.put(tampered, data=b"x", timeout=10)) == (403, "SignatureDoesNotMatch")
+    with _clock(-120):  # signed two minutes ago, valid for one
+        expired = client.generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": "seed"}, ExpiresIn=60
+        )
+    resp = requests.get(expired, timeout=10)
+    assert _error(resp) == (403, "AccessDenied")
+    assert _message(resp) == "Request has expired"
+
+
+# --- POST policy -----------------------------------------------------------------------------
+
+
+def _post(
+    s3: S3Emulator, bucket: str, fields: dict[str, str], content: bytes, filename: str = "f.txt"
+) -> requests.Response:
+    """A browser-style form upload: the fields, then the file."""
+    return requests.post(
+        f"{s3.endpoint}/{bucket}",
+        data=fields,
+        files={"file": (filename, content, "application/octet-stream")},
+        timeout=10,
+    )
+
+
+def _signed_form(
+    s3: S3Emulator,
+    bucket: str,
+    version: str,
+    fields: dict[str, str],
+    conditions: list[Any],
+    expiration: float | None = None,
+    owner: str = USER,
+    secret: str | None = None,
+) -> dict[str, str]:
+    """Form fields signed by botocore's POST signers (S3SigV4PostAuth or HmacV1PostAuth)
+    for a policy with ``conditions`` (the bucket's is added) expiring at ``expiration``
+    (default: in an hour)."""
+    from botocore.auth import HmacV1PostAuth, S3SigV4PostAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    key = s3.keys[owner]
+    credentials = Credentials(key.access_key_id, secret or key.secret_access_key)
+    when = time.gmtime(expiration if expiration is not None else time.time() + 3600)
+    request = AWSRequest(method="POST", url=f"{s3.endpoint}/{bucket}")
+    request.context["s3-presign-post-fields"] = dict(fields)
+    request.context["s3-presign-post-policy"] = {
+        "expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", when),
+        "conditions": [{"bucket": bucket}, *conditions],
+    }
+    if version == "v4":
+        S3SigV4PostAuth(credentials, "s3", s3.region).add_auth(request)
+    else:
+        HmacV1PostAuth(credentials).add_auth(request)
+    return dict(request.context["s3-presign-post-fields"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_post_policy_sdk(s3: S3Emulator, bucket: str, version: str) -> None:
+    """boto3's generate_presigned_post (V4 and V2 fields), with a key prefix and
+    ``${filename}``, a size range, metadata and a Content-Type prefix: the upload works and
+    the object is there."""
+    client = _client(s3, version)
+    post = client.generate_presigned_post(
+        bucket,
+        "uploads/${filename}",
+        Fields={"Content-Type": "text/plain", "x-amz-meta-who": "form"},
+        Conditions=[
+            ["content-length-range", 1, 1024],
+            ["starts-with", "$Content-Type", "text/"],
+            {"x-amz-meta-who": "form"},
+        ],
+        ExpiresIn=300,
+    )
+    signed = "x-amz-signature" if version == "s3v4" else "signature"
+    assert signed in post["fields"]
+    resp = _post(s3, bucket, post["fields"], b"from a form", filename="hello.txt")
+    assert resp.status_code == 204, resp.text
+    assert s3.read_object(bucket, "uploads/hello.txt") == b"from a form"
+
+
+POLICY: list[Any] = [
+    ["starts-with", "$key", "in/"],
+    ["starts-with", "$Content-Type", "text/"],
+    {"x-amz-meta-who": "form"},
+    {"success_action_status": "201"},
+    ["content-length-range", 2, 64],
+]
+"""The conditions of the forms below (botocore adds the bucket and its signing fields)."""
+FORM = {
+    "key": "in/${filename}",
+    "Content-Type": "text/plain",
+    "x-amz-meta-who": "form",
+    "success_action_status": "201",
+}
+Form = dict[str, str]
+
+
+def _signature_field(form: Form) -> str:
+    return "x-amz-signature" if "x-amz-signature" in form else "signature"
+
+
+def _tamper_policy(form: Form) -> None:
+    """Widen the key condition in the policy, keep the signature, upload elsewhere."""
+    document = json.loads(base64.b64decode(form["policy"]))
+    document["conditions"][1] = ["starts-with", "$key", ""]
+    form["policy"] = base64.b64encode(json.dumps(document).encode()).decode()
+    form["key"] = "elsewhere/${filename}"
+
+
+def _alter_signature(form: Form) -> None:
+    name = _signature_field(form)
+    form[name] = _flip(form[name][0]) + form[name][1:]
+
+
+CONDITION_FAILED = "Invalid according to Policy: Policy Condition failed: "
+FORGERIES: dict[str, tuple[dict[str, Any], Callable[[Form], Any], bytes, int, str, str]] = {
+    # how: (signing changes, change to the signed form, file, status, code, message part)
+    "wrong-secret": ({"secret": "x"}, dict, b"ok", 403, "SignatureDoesNotMatch", ""),
+    "unknown-key": ({"owner": UNKNOWN}, dict, b"ok", 403, "InvalidAccessKeyId", ""),
+    "tampered-policy": ({}, _tamper_policy, b"ok", 403, "SignatureDoesNotMatch", ""),
+    "altered-signature": ({}, _alter_signature, b"ok", 403, "SignatureDoesNotMatch", ""),
+    "expired": (
+        {"expiration": time.time() - 60},
+        dict,
+        b"ok",
+        403,
+        "AccessDenied",
+        "Invalid according to Policy: Policy expired.",
+    ),
+    "key-prefix": (
+        {},
+        lambda f: f.update(key="out/${filename}"),
+        b"ok",
+        403,
+        "AccessDenied",
+        CONDITION_FAILED + '["starts-with", "$key", "in/"]',
+    ),
+    "content-type": (
+        {},
+        lambda f: f.update({"Content-Type": "image/png"}),
+        b"ok",
+        403,
+        "AccessDenied",
+        CONDITION_FAILED + '["starts-with", "$Content-Type", "text/"]',
+    ),
+    "metadata": (
+        {},
+        lambda f: f.update({"x-amz-meta-who": "someone else"}),
+        b"ok",
+        403,
+        "AccessDenied",
+        CONDITION_FAILED + '{"x-amz-meta-who": "form"}',
+    ),
+    "status": (
+        {},
+        lambda f: f.update(success_action_status="200"),
+        b"ok",
+        403,
+        "AccessDenied",
+        CONDITION_FAILED + '{"success_action_status": "201"}',
+    ),
+    "extra-field": (
+        {},
+        lambda f: f.update({"x-amz-meta-extra": "not in the policy"}),
+        b"ok",
+        403,
+        "AccessDenied",
+        "Invalid according to Policy: Extra input fields: x-amz-meta-extra",
+    ),
+    "too-large": (
+        {},
+        dict,
+        b"x" * 65,
+        400,
+        "EntityTooLarge",
+        "Your proposed upload exceeds the maximum allowed size",
+    ),
+    "too-small": (
+        {},
+        dict,
+        b"x",
+        400,
+        "EntityTooSmall",
+        "Your proposed upload is smaller than the minimum allowed size",
+    ),
+    "no-key": (
+        {},
+        lambda f: f.pop("key"),
+        b"ok",
+        400,
+        "InvalidArgument",
+        "Bucket POST must contain a field named 'key'.",
+    ),
+    "no-signature": (
+        {},
+        lambda f: f.pop(_signature_field(f)),
+        b"ok",
+        400,
+        "InvalidArgument",
+        "Bucket POST must contain a field named",
+    ),
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("how", FORGERIES)
+def test_post_policy_forged(s3: S3Emulator, bucket: str, version: str, how: str) -> None:
+    """A POST upload with a forged signature or a form its policy does not allow gets S3's
+    error (status, code and message) and writes nothing; the same form unforged works."""
+    signing, change, content, status, code, message = FORGERIES[how]
+    sigv = "v4" if version == "s3v4" else "v2"
+    form = _signed_form(s3, bucket, sigv, FORM, POLICY, **signing)
+    change(form)
+    resp = _post(s3, bucket, form, content)
+    assert _error(resp) == (status, code), resp.text
+    assert message in _message(resp)
+    assert s3.list_keys(bucket) == ["seed"]
+    fine = _signed_form(s3, bucket, sigv, FORM, POLICY)
+    resp = _post(s3, bucket, fine, b"fine")
+    assert resp.status_code == 201, resp.text
+    assert s3.read_object(bucket, "in/f.txt") == b"fine"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_post_policy_other_bucket_and_no_file(s3: S3Emulator, bucket: str, version: str) -> None:
+    """A policy signed for one bucket does not upload to another of the same owner's (its
+    bucket condition fails); a form without a file is InvalidArgument."""
+    sigv = "v4" if version == "s3v4" else "v2"
+    form = _signed_form(s3, bucket, sigv, FORM, POLICY)
+    other = f"sig-{uuid.uuid4().hex[:12]}"
+    s3.make_bucket(other, owner=USER, public=False)
+    try:
+        resp = _post(s3, other, form, b"ok")
+        assert _error(resp) == (403, "AccessDenied")
+        assert _message(resp) == f'{CONDITION_FAILED}{{"bucket": "{bucket}"}}'
+        assert s3.list_keys(other) == []
+    finally:
+        s3.delete_bucket(other)
+    fields_only = {name: (None, value) for name, value in form.items()}
+    resp = requests.post(f"{s3.endpoint}/{bucket}", files=fields_only, timeout=10)
+    assert _error(resp) == (400, "InvalidArgument")
+    assert _message(resp) == "POST requires exactly one file upload per request."
