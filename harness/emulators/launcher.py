@@ -189,11 +189,18 @@ def _class_files(classes: tuple[type, ...]) -> list[Path]:
 
 
 def _gate_files(emulator: type[RunningEmulator]) -> list[Path]:
-    """The code that runs inside ``emulator``'s gate: the gate package, the account names and
-    the modules of its gate protocol's classes (never the emulator's test helpers)."""
+    """The code that runs inside ``emulator``'s gate: the gate package, the account names,
+    the modules of its gate protocol's classes and, for a protocol in a package of its own
+    (``harness/emulators/s3_gate/``), every module of that package; never the emulator's
+    test helpers."""
     root = Path(harness.__file__).parent
     files = [*sorted((root / "gate").glob("*.py")), root / "accounts.py"]
-    return files + _class_files(type(emulator.gate_protocol()).__mro__)
+    for path in _class_files(type(emulator.gate_protocol()).__mro__):
+        package = path.parent
+        if package.parent == root / "emulators":
+            files += sorted(package.glob("*.py"))
+        files.append(path)
+    return list(dict.fromkeys(files))
 
 
 def _settings(value: Any) -> Any:

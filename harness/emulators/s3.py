@@ -1,9 +1,10 @@
-"""S3: moto's server behind the access gate (its protocol: harness.emulators.s3_protocol),
+"""S3: moto's server behind the access gate (its protocol: harness.emulators.s3_gate.protocol),
 and the SDK helpers tests use to reach it."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,10 +13,33 @@ from typing import Any, ClassVar
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator
-from harness.emulators.s3_protocol import S3GateProtocol
-from harness.emulators.s3_signatures import AccessKey
+from harness.emulators.s3_gate.protocol import S3GateProtocol
+from harness.emulators.s3_gate.signatures import AccessKey
 
 __all__ = ["AccessKey", "S3Emulator", "S3GateProtocol"]
+
+
+def public_read_policy(bucket: str) -> dict[str, Any]:
+    """A bucket policy that lets everyone read the bucket's objects and list it."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "PublicRead",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Sid": "PublicList",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+            },
+        ],
+    }
 
 
 class S3Emulator(RunningEmulator):
@@ -102,10 +126,14 @@ class S3Emulator(RunningEmulator):
         return f"{self.scheme}://{name}"
 
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
+        """Create the bucket as a user does on AWS: a private bucket is just created; a
+        public one also has its Block Public Access removed and a bucket policy that lets
+        everyone read and list it."""
         client = self.client(owner)
         client.create_bucket(Bucket=name)
         if public:
-            self.set_bucket_access(name, owner, public=True)
+            client.delete_public_access_block(Bucket=name)
+            client.put_bucket_policy(Bucket=name, Policy=json.dumps(public_read_policy(name)))
         return lambda key, data: client.put_object(Bucket=name, Key=key, Body=data)
 
     def delete_bucket(self, name: str) -> None:

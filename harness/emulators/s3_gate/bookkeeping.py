@@ -1,0 +1,157 @@
+"""The S3 gate's bookkeeping after a successful response: bucket creation and deletion,
+the access configuration mirrored into the gate state (ACLs, ownership, Block Public
+Access, CORS), object ACLs of new objects, the ListBuckets answer and write events."""
+
+from __future__ import annotations
+
+import re
+import threading
+from html import unescape
+from typing import Any
+
+from harness.emulators.s3_gate import cors as s3_cors
+from harness.emulators.s3_gate.access import NO_BLOCK, BucketAccess
+from harness.emulators.s3_gate.acl import AclError, acl_to_xml
+from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, operation
+from harness.emulators.s3_gate.listing import list_buckets_xml
+from harness.emulators.s3_gate.mirror import (
+    ACCESS,
+    CORS,
+    SettingsCache,
+    acl_meta,
+    effective_object_acl,
+    write_meta,
+)
+from harness.emulators.s3_gate.post import PostUpload
+from harness.emulators.s3_gate.upstream import quoted_key, upstream_size
+from harness.gate.protocol import Exchange, Success
+from harness.gate.rules import Access, Kind
+
+_UPLOAD_ID = re.compile(rb"<UploadId>(.*?)</UploadId>", re.S)
+_DELETED = re.compile(rb"<Deleted>.*?<Key>(.*?)</Key>.*?</Deleted>", re.S)
+
+
+class S3Bookkeeping:
+    """What the S3 gate records from successful responses (a base class of
+    S3GateProtocol)."""
+
+    settings: SettingsCache
+
+    def __init__(self) -> None:
+        self._pending: dict[str, dict[str, Any]] = {}
+        """upload id -> object metadata its CreateMultipartUpload asked for"""
+        self._pending_lock = threading.Lock()
+
+    def on_success(self, done: Success) -> bytes:
+        ex, access, identity, data = done.ex, done.access, done.identity, done.data
+        state = ex.state
+        name = access.bucket or ""
+        op = operation(access)
+        if access.kind is Kind.CREATE_BUCKET and identity:
+            if state.bucket(name) is None:
+                detail = access.detail
+                new = detail.config if isinstance(detail, S3Detail) else None
+                settings = (new or BucketAccess.new(identity, {})).to_json()
+                state.set_bucket(name, identity, public=False, settings={ACCESS: settings})
+            return data
+        if access.kind is Kind.LIST_BUCKETS and identity:
+            mine = {n for n, b in state.buckets().items() if b.owner == identity}
+            return list_buckets_xml(data, identity, mine, ex.query)
+        if access.deletes_bucket:
+            state.drop_bucket(name)
+            self.settings.forget(name)
+            return data
+        known = state.bucket(name)
+        if known is None:
+            return self._record(done)
+        bucket = self.settings.access(name, known)
+        if op in MIRRORED or op == "CreateMultipartUpload":
+            return self._mirror(done, op, bucket)
+        return self._record(done)
+
+    def _mirror(self, done: Success, op: str, bucket: BucketAccess) -> bytes:
+        ex, access, data = done.ex, done.access, done.data
+        name, key = access.bucket or "", access.key or ""
+        detail = access.detail
+        config = detail.config if isinstance(detail, S3Detail) else None
+        changed: BucketAccess | None = None
+        if op == "GetObjectAcl":
+            return acl_to_xml(effective_object_acl(bucket, ex.state.object_meta(name, key)))
+        if op == "PutObjectAcl" and config is not None:
+            ex.state.set_object_meta(name, key, acl_meta(bucket, config))
+        elif op == "CreateMultipartUpload" and isinstance(detail, S3Detail) and detail.meta:
+            found = _UPLOAD_ID.search(data)
+            if found is not None:
+                with self._pending_lock:
+                    self._pending[unescape(found.group(1).decode())] = detail.meta
+        elif op == "PutBucketAcl" and config is not None:
+            changed = bucket.with_acl(config)
+        elif op == "PutBucketOwnershipControls" and config is not None:
+            changed = bucket.with_ownership(config)
+        elif op == "DeleteBucketOwnershipControls":
+            changed = bucket.with_ownership(None)
+        elif op == "PutPublicAccessBlock" and config is not None:
+            changed = bucket.with_block(config)
+        elif op == "DeletePublicAccessBlock":
+            changed = bucket.with_block(NO_BLOCK)
+        elif op == "PutBucketCors" and config is not None:
+            ex.state.update_settings(name, **{CORS: s3_cors.cors_to_json(config)})
+        elif op == "DeleteBucketCors":
+            ex.state.update_settings(name, **{CORS: None})
+        if changed is not None:
+            ex.state.update_settings(name, **{ACCESS: changed.to_json()})
+        return data
+
+    def _record(self, done: Success) -> bytes:
+        """Object metadata and write events of a completed write."""
+        ex, access, identity, data = done.ex, done.access, done.identity, done.data
+        state = ex.state
+        name = access.bucket or ""
+        if access.event is None:
+            return data
+        if access.event == "delete":
+            detail = access.detail
+            if access.key is not None:
+                state.set_object_meta(name, access.key, None)
+                state.record(name, access.key, 0, "delete")
+                return data
+            if isinstance(detail, S3Detail):
+                for key in detail.keys:
+                    state.set_object_meta(name, key, None)
+            for m in _DELETED.finditer(data):
+                state.record(name, unescape(m.group(1).decode()), 0, "delete")
+            return data
+        if b"<Error>" in data:  # S3 may report a failed copy/complete with status 200
+            return data
+        self._object_written(ex, access, identity)
+        decoded = ex.header("x-amz-decoded-content-length")
+        if isinstance(access.detail, PostUpload):
+            size = access.detail.file_size
+        elif access.event == "put" and (decoded or ex.header("content-length")):
+            size = int(decoded or ex.header("content-length") or 0)
+        else:
+            size = upstream_size(ex, "/" + name + "/" + quoted_key(ex.path))
+        state.record(name, access.key or "", size, access.event)
+        return data
+
+    def _object_written(self, ex: Exchange, access: Access, identity: str | None) -> None:
+        known = ex.state.bucket(access.bucket) if access.bucket else None
+        if known is None or access.key is None:
+            return
+        detail = access.detail
+        meta: dict[str, Any] | None = None
+        if isinstance(detail, S3Detail):
+            if detail.op == "CompleteMultipartUpload":
+                upload_id = (ex.query.get("uploadId") or [""])[0]
+                with self._pending_lock:
+                    meta = self._pending.pop(upload_id, None)
+            else:
+                meta = detail.meta
+        elif isinstance(detail, PostUpload):
+            bucket = self.settings.access(access.bucket or "", known)
+            headers = {"x-amz-acl": detail.acl} if detail.acl else {}
+            try:
+                meta = write_meta(bucket, identity, headers)[1]
+            except AclError:
+                meta = None
+        ex.state.set_object_meta(access.bucket or "", access.key, meta)

@@ -1,0 +1,628 @@
+"""S3's access model through the real gate and moto, on S3 and R2 (issue 22): bucket and
+object ACLs, Object Ownership and Block Public Access with AWS's defaults, bucket policies,
+ListBuckets pagination, NoSuchBucket before AccessDenied, CORS preflights; each through
+boto3 (or raw requests where a browser would send it), as the service answers it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from harness.accounts import OTHER, USER
+from harness.emulators import registry
+from harness.emulators.fleet import RunningEmulator
+from harness.emulators.s3 import S3Emulator
+from harness.emulators.s3_gate.acl import S3_ACCOUNTS
+
+Emulators = dict[str, RunningEmulator]
+Maker = Callable[..., str]
+ORIGIN = "https://app.example.com"
+
+
+def _s3_stores() -> list[Any]:
+    return [
+        pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
+        for store, cls in registry.emulator_classes().items()
+        if issubclass(cls, S3Emulator)
+    ]
+
+
+pytestmark = pytest.mark.parametrize("store_name", _s3_stores())
+
+
+@pytest.fixture
+def s3(emulators: Emulators, store_name: str) -> S3Emulator:
+    """The S3-compatible emulator of the test's ``store_name``."""
+    emulator = emulators[store_name]
+    assert isinstance(emulator, S3Emulator)
+    return emulator
+
+
+@pytest.fixture
+def make(s3: S3Emulator) -> Iterator[Maker]:
+    """``make(owner=USER, acls=False, block=True, prefix="ac")``: a new bucket, created
+    through the API as on AWS (acls: ObjectWriter ownership; block=False: its Block Public
+    Access removed); deleted after the test."""
+    made: list[str] = []
+
+    def create(
+        owner: str = USER, acls: bool = False, block: bool = True, prefix: str = "ac"
+    ) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        client = s3.client(owner)
+        if acls:
+            client.create_bucket(Bucket=name, ObjectOwnership="ObjectWriter")
+        else:
+            client.create_bucket(Bucket=name)
+        made.append(name)
+        if not block:
+            client.delete_public_access_block(Bucket=name)
+        return name
+
+    yield create
+    for name in made:
+        s3.delete_bucket(name)
+
+
+def _error(call: Callable[[], Any]) -> tuple[int, str]:
+    """(HTTP status, S3 error code) of a call that must fail."""
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as info:
+        call()
+    response = info.value.response
+    return int(response["ResponseMetadata"]["HTTPStatusCode"]), response["Error"].get("Code", "")
+
+
+def _read(client: Any, bucket: str, key: str) -> bytes:
+    return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def _policy(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+def _account_principal(owner: str) -> dict[str, str]:
+    return {"AWS": f"arn:aws:iam::{S3_ACCOUNTS[owner].account_id}:root"}
+
+
+# --- security: anonymous reads are decided per object ------------------------------------
+
+
+def test_anonymous_get_of_a_private_object_in_a_public_bucket_is_denied(
+    s3: S3Emulator, make: Maker
+) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    user.put_bucket_acl(Bucket=name, ACL="public-read")
+    user.put_object(Bucket=name, Key="private", Body=b"secret")
+    user.put_object(Bucket=name, Key="open", Body=b"hello", ACL="public-read")
+    anonymous = s3.client(None)
+    listed = anonymous.list_objects_v2(Bucket=name)["Contents"]
+    assert sorted(o["Key"] for o in listed) == ["open", "private"]
+    assert _read(anonymous, name, "open") == b"hello"
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="private")) == (
+        403,
+        "AccessDenied",
+    )
+    assert _error(lambda: s3.client(OTHER).get_object(Bucket=name, Key="private"))[0] == 403
+
+
+def test_public_policy_does_not_open_objects_another_account_owns(
+    s3: S3Emulator, make: Maker
+) -> None:
+    name = make(acls=True, block=False)
+    s3.client(USER).put_bucket_policy(
+        Bucket=name,
+        Policy=_policy(
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": f"arn:aws:s3:::{name}/*",
+            }
+        ),
+    )
+    s3.client(USER).put_object(Bucket=name, Key="mine", Body=b"m")
+    s3.client(OTHER).put_object(Bucket=name, Key="theirs", Body=b"t")  # ObjectWriter: theirs
+    assert _read(s3.client(None), name, "mine") == b"m"
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="theirs"))[0] == 403
+    assert _error(lambda: s3.client(USER).get_object(Bucket=name, Key="theirs"))[0] == 403
+    assert _read(s3.client(OTHER), name, "theirs") == b"t"
+
+
+# --- ListBuckets is filtered, then paginated ---------------------------------------------
+
+
+def test_list_buckets_max_buckets_pages_the_callers_buckets(s3: S3Emulator, make: Maker) -> None:
+    prefix = f"lb{uuid.uuid4().hex[:6]}"
+    mine = sorted(make(prefix=prefix) for _ in range(3))
+    make(owner=OTHER, prefix=prefix)
+    user = s3.client(USER)
+    first = user.list_buckets(MaxBuckets=1)
+    assert len(first["Buckets"]) == 1 and first.get("ContinuationToken")
+    seen: list[str] = []
+    token: str | None = None
+    while True:
+        params: dict[str, Any] = {"MaxBuckets": 1, "Prefix": prefix}
+        if token:
+            params["ContinuationToken"] = token
+        page = user.list_buckets(**params)
+        assert len(page["Buckets"]) <= 1
+        seen += [b["Name"] for b in page["Buckets"]]
+        token = page.get("ContinuationToken")
+        if not token:
+            break
+    assert seen == mine
+    owner = user.list_buckets(Prefix=prefix)["Owner"]
+    assert owner["ID"] == S3_ACCOUNTS[USER].canonical_id
+
+
+# --- ACL grants ----------------------------------------------------------------------------
+
+
+def test_put_bucket_acl_public_read_after_creation(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    anonymous = s3.client(None)
+    assert _error(lambda: anonymous.list_objects_v2(Bucket=name))[0] == 403
+    s3.client(USER).put_bucket_acl(Bucket=name, ACL="public-read")
+    assert anonymous.list_objects_v2(Bucket=name)["KeyCount"] == 0
+    assert s3.client(OTHER).list_objects_v2(Bucket=name)["KeyCount"] == 0
+    assert _error(lambda: anonymous.put_object(Bucket=name, Key="x", Body=b"x"))[0] == 403
+
+
+def test_object_acl_public_read(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="k", Body=b"v")
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    user.put_object_acl(Bucket=name, Key="k", ACL="public-read")
+    assert _read(s3.client(None), name, "k") == b"v"
+    assert _read(s3.client(OTHER), name, "k") == b"v"
+    user.put_object(Bucket=name, Key="k", Body=b"v2")  # a new object: private again
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    user.put_object(Bucket=name, Key="gone", Body=b"g", ACL="public-read")
+    assert _read(s3.client(None), name, "gone") == b"g"
+    user.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "gone"}], "Quiet": True})
+    user.put_object(Bucket=name, Key="gone", Body=b"g")  # its ACL went with it
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="gone"))[0] == 403
+
+
+def test_public_read_write_bucket_takes_anonymous_writes(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    s3.client(USER).put_bucket_acl(Bucket=name, ACL="public-read-write")
+    s3.client(None).put_object(Bucket=name, Key="from-anyone", Body=b"a")
+    s3.client(OTHER).put_object(Bucket=name, Key="from-other", Body=b"o")
+    keys = [o["Key"] for o in s3.client(None).list_objects_v2(Bucket=name)["Contents"]]
+    assert keys == ["from-anyone", "from-other"]
+    s3.client(None).delete_object(Bucket=name, Key="from-anyone")
+    assert [o["Key"] for o in s3.client(USER).list_objects_v2(Bucket=name)["Contents"]] == [
+        "from-other"
+    ]
+
+
+def test_grants_to_the_other_account(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True)
+    user, other = s3.client(USER), s3.client(OTHER)
+    user.put_object(Bucket=name, Key="k", Body=b"v")
+    assert _error(lambda: other.list_objects_v2(Bucket=name))[0] == 403
+    other_id = S3_ACCOUNTS[OTHER].canonical_id
+    user.put_bucket_acl(
+        Bucket=name,
+        GrantFullControl=f'id="{other_id}"',
+        GrantRead=f'id="{S3_ACCOUNTS[USER].canonical_id}"',
+    )
+    assert other.list_objects_v2(Bucket=name)["KeyCount"] == 1
+    other.put_object(Bucket=name, Key="by-other", Body=b"o")  # FULL_CONTROL includes WRITE
+    assert _error(lambda: other.get_object(Bucket=name, Key="k"))[0] == 403  # the object's own
+    user.put_object_acl(
+        Bucket=name, Key="k", GrantRead=f'emailAddress="{S3_ACCOUNTS[OTHER].email}"'
+    )
+    assert _read(other, name, "k") == b"v"
+    grants = user.get_object_acl(Bucket=name, Key="k")["Grants"]
+    assert {"ID": other_id, "Type": "CanonicalUser"}.items() <= grants[0]["Grantee"].items() or any(
+        g["Grantee"].get("ID") == other_id and g["Permission"] == "READ" for g in grants
+    )
+    assert _error(lambda: other.put_object_acl(Bucket=name, Key="k", ACL="public-read"))[0] == 403
+
+
+def test_create_bucket_with_acl_headers(s3: S3Emulator) -> None:
+    user, other = s3.client(USER), s3.client(OTHER)
+    name = f"ac-{uuid.uuid4().hex[:12]}"
+    grant = f'id="{S3_ACCOUNTS[OTHER].canonical_id}"'
+    assert _error(lambda: user.create_bucket(Bucket=name, GrantRead=grant)) == (
+        400,
+        "InvalidBucketAclWithObjectOwnership",
+    )
+    try:
+        user.create_bucket(Bucket=name, ObjectOwnership="ObjectWriter", GrantRead=grant)
+        assert other.list_objects_v2(Bucket=name)["KeyCount"] == 0
+        assert _error(lambda: other.put_object(Bucket=name, Key="x", Body=b"x"))[0] == 403
+        assert _error(lambda: s3.client(None).list_objects_v2(Bucket=name))[0] == 403
+    finally:
+        s3.delete_bucket(name)
+
+
+def test_grant_read_by_access_control_policy_round_trip(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True)
+    user = s3.client(USER)
+    acl = user.get_bucket_acl(Bucket=name)
+    assert acl["Owner"]["ID"] == S3_ACCOUNTS[USER].canonical_id
+    assert [(g["Grantee"]["ID"], g["Permission"]) for g in acl["Grants"]] == [
+        (S3_ACCOUNTS[USER].canonical_id, "FULL_CONTROL")
+    ]
+    other_id = S3_ACCOUNTS[OTHER].canonical_id
+    policy = {
+        "Owner": acl["Owner"],
+        "Grants": [
+            *acl["Grants"],
+            {"Grantee": {"Type": "CanonicalUser", "ID": other_id}, "Permission": "READ"},
+        ],
+    }
+    user.put_bucket_acl(Bucket=name, AccessControlPolicy=policy)
+    back = user.get_bucket_acl(Bucket=name)["Grants"]
+    assert (other_id, "READ") in [(g["Grantee"].get("ID"), g["Permission"]) for g in back]
+    assert s3.client(OTHER).list_objects_v2(Bucket=name)["KeyCount"] == 0
+    assert _error(lambda: s3.client(OTHER).put_object(Bucket=name, Key="x", Body=b"x"))[0] == 403
+
+
+def test_copy_with_a_canned_acl(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="src", Body=b"data")
+    user.copy_object(
+        Bucket=name, Key="dst", CopySource={"Bucket": name, "Key": "src"}, ACL="public-read"
+    )
+    assert _read(s3.client(None), name, "dst") == b"data"
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="src"))[0] == 403
+    assert [e.op for e in s3.events(name) if e.key == "dst"] == ["copy"]
+
+
+def test_multipart_upload_with_an_acl_applies_it_on_completion(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    upload = user.create_multipart_upload(Bucket=name, Key="mp", ACL="public-read")
+    part = user.upload_part(
+        Bucket=name, Key="mp", UploadId=upload["UploadId"], PartNumber=1, Body=b"x" * 10
+    )
+    user.complete_multipart_upload(
+        Bucket=name,
+        Key="mp",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]},
+    )
+    assert _read(s3.client(None), name, "mp") == b"x" * 10
+
+
+# --- bucket policies -----------------------------------------------------------------------
+
+
+def test_policy_allowing_the_other_account(s3: S3Emulator, make: Maker) -> None:
+    name = make()
+    user, other = s3.client(USER), s3.client(OTHER)
+    user.put_object(Bucket=name, Key="k", Body=b"v")
+    user.put_object_tagging(Bucket=name, Key="k", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
+    for call in (
+        lambda: other.get_object(Bucket=name, Key="k"),
+        lambda: other.list_objects_v2(Bucket=name),
+        lambda: other.put_object(Bucket=name, Key="o", Body=b"o"),
+        lambda: other.get_object_tagging(Bucket=name, Key="k"),
+    ):
+        assert _error(call)[0] == 403
+    user.put_bucket_policy(
+        Bucket=name,
+        Policy=_policy(
+            {
+                "Effect": "Allow",
+                "Principal": _account_principal(OTHER),
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:*ObjectTagging"],
+                "Resource": f"arn:aws:s3:::{name}/*",
+            },
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": S3_ACCOUNTS[OTHER].account_id},
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{name}",
+            },
+        ),
+    )
+    assert _read(other, name, "k") == b"v"
+    assert other.list_objects_v2(Bucket=name)["KeyCount"] == 1
+    other.put_object(Bucket=name, Key="o", Body=b"o", ACL="bucket-owner-full-control")
+    assert other.get_object_tagging(Bucket=name, Key="k")["TagSet"] == [{"Key": "a", "Value": "b"}]
+    other.put_object_tagging(
+        Bucket=name, Key="k", Tagging={"TagSet": [{"Key": "by", "Value": "other"}]}
+    )
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    assert _error(lambda: other.delete_object(Bucket=name, Key="k"))[0] == 403
+    batch = {"Objects": [{"Key": "k"}, {"Key": "o"}], "Quiet": True}
+    assert _error(lambda: other.delete_objects(Bucket=name, Delete=batch))[0] == 403  # (1)
+    assert _read(user, name, "k") == b"v"
+    # (1) S3 answers 200 with an AccessDenied error per key; the gate refuses the batch.
+    got = json.loads(user.get_bucket_policy(Bucket=name)["Policy"])
+    assert got["Statement"][1]["Action"] == "s3:ListBucket"
+
+
+def test_policy_allowing_everyone(s3: S3Emulator, make: Maker) -> None:
+    name = make(block=False)
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="k", Body=b"v")
+    user.put_bucket_policy(
+        Bucket=name,
+        Policy=_policy(
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": f"arn:aws:s3:::{name}/*",
+            },
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{name}",
+            },
+        ),
+    )
+    anonymous = s3.client(None)
+    assert _read(anonymous, name, "k") == b"v"
+    anonymous.put_object(Bucket=name, Key="anon", Body=b"a")
+    assert sorted(o["Key"] for o in anonymous.list_objects_v2(Bucket=name)["Contents"]) == [
+        "anon",
+        "k",
+    ]
+    assert _read(user, name, "anon") == b"a"  # BucketOwnerEnforced: the bucket owner's
+    user.delete_bucket_policy(Bucket=name)
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
+    assert _error(lambda: user.get_bucket_policy(Bucket=name)) == (404, "NoSuchBucketPolicy")
+
+
+def test_explicit_deny_wins(s3: S3Emulator, make: Maker) -> None:
+    name = make(block=False)
+    user = s3.client(USER)
+    for key in ("open/a", "secret/b"):
+        user.put_object(Bucket=name, Key=key, Body=b"v")
+    user.put_bucket_policy(
+        Bucket=name,
+        Policy=_policy(
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{name}/*",
+            },
+            {
+                "Effect": "Deny",
+                "Principal": _account_principal(OTHER),
+                "Action": "s3:Get*",
+                "Resource": f"arn:aws:s3:::{name}/secret/*",
+            },
+        ),
+    )
+    other = s3.client(OTHER)
+    assert _read(other, name, "open/a") == b"v"
+    assert _error(lambda: other.get_object(Bucket=name, Key="secret/b")) == (403, "AccessDenied")
+    assert _read(s3.client(None), name, "secret/b") == b"v"
+    assert _read(user, name, "secret/b") == b"v"
+
+
+def test_malformed_policy_is_refused(s3: S3Emulator, make: Maker) -> None:
+    name = make()
+    user = s3.client(USER)
+    bad = _policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::another-bucket/*",
+        }
+    )
+    assert _error(lambda: user.put_bucket_policy(Bucket=name, Policy=bad)) == (
+        400,
+        "MalformedPolicy",
+    )
+    assert _error(lambda: user.put_bucket_policy(Bucket=name, Policy="{not json")) == (
+        400,
+        "MalformedPolicy",
+    )
+    ok = _policy(
+        {
+            "Effect": "Allow",
+            "Principal": _account_principal(OTHER),
+            "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{name}/*",
+        }
+    )
+    assert _error(lambda: s3.client(OTHER).put_bucket_policy(Bucket=name, Policy=ok))[0] in (
+        403,
+        405,
+    )
+
+
+# --- AWS's defaults: ACLs disabled, Block Public Access on ---------------------------------
+
+
+def test_defaults_refuse_acls_and_public_policies_until_switched(
+    s3: S3Emulator, make: Maker
+) -> None:
+    name = make()
+    user = s3.client(USER)
+    ownership = user.get_bucket_ownership_controls(Bucket=name)["OwnershipControls"]
+    assert ownership["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    block = user.get_public_access_block(Bucket=name)["PublicAccessBlockConfiguration"]
+    assert set(block.values()) == {True} and len(block) == 4
+    assert _error(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
+        400,
+        "AccessControlListNotSupported",
+    )
+    assert _error(lambda: user.put_object(Bucket=name, Key="k", Body=b"v", ACL="public-read")) == (
+        400,
+        "AccessControlListNotSupported",
+    )
+    user.put_object(Bucket=name, Key="k", Body=b"v", ACL="bucket-owner-full-control")
+    public = _policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{name}/*",
+        }
+    )
+    assert _error(lambda: user.put_bucket_policy(Bucket=name, Policy=public)) == (
+        403,
+        "AccessDenied",
+    )
+    user.put_bucket_ownership_controls(
+        Bucket=name, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
+    assert _error(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
+        403,
+        "AccessDenied",
+    )  # ACLs enabled now, but BlockPublicAcls
+    user.put_public_access_block(
+        Bucket=name,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": False,
+            "IgnorePublicAcls": False,
+            "BlockPublicPolicy": False,
+            "RestrictPublicBuckets": False,
+        },
+    )
+    user.put_bucket_acl(Bucket=name, ACL="public-read")
+    user.put_bucket_policy(Bucket=name, Policy=public)
+    assert _read(s3.client(None), name, "k") == b"v"
+    assert _error(
+        lambda: user.put_bucket_ownership_controls(
+            Bucket=name,
+            OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
+        )
+    ) == (400, "InvalidBucketAclWithObjectOwnership")
+    user.delete_public_access_block(Bucket=name)
+    assert _error(lambda: user.get_public_access_block(Bucket=name)) == (
+        404,
+        "NoSuchPublicAccessBlockConfiguration",
+    )
+
+
+def test_ignore_public_acls_and_restrict_public_buckets(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="k", Body=b"v", ACL="public-read")
+    assert _read(s3.client(None), name, "k") == b"v"
+    user.put_public_access_block(
+        Bucket=name,
+        PublicAccessBlockConfiguration={"IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+    )
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+
+
+# --- errors in S3's order --------------------------------------------------------------------
+
+
+def test_anonymous_delete_on_a_deleted_bucket_is_no_such_bucket(s3: S3Emulator) -> None:
+    name = f"gone-{uuid.uuid4().hex[:12]}"
+    s3.client(USER).create_bucket(Bucket=name)
+    s3.delete_bucket(name)
+    assert _error(lambda: s3.client(None).delete_object(Bucket=name, Key="k")) == (
+        404,
+        "NoSuchBucket",
+    )
+    resp = requests.get(f"{s3.endpoint}/{name}/k", timeout=10)
+    assert resp.status_code == 404 and b"<Code>NoSuchBucket</Code>" in resp.content
+
+
+def test_get_object_acl_round_trip_and_missing_key(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="k", Body=b"v", ACL="authenticated-read")
+    acl = user.get_object_acl(Bucket=name, Key="k")
+    assert acl["Owner"]["ID"] == S3_ACCOUNTS[USER].canonical_id
+    grants = {
+        (g["Grantee"].get("URI") or g["Grantee"].get("ID"), g["Permission"]) for g in acl["Grants"]
+    }
+    assert grants == {
+        (S3_ACCOUNTS[USER].canonical_id, "FULL_CONTROL"),
+        ("http://acs.amazonaws.com/groups/global/AuthenticatedUsers", "READ"),
+    }
+    assert _read(s3.client(OTHER), name, "k") == b"v"
+    assert _error(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    assert _error(lambda: user.get_object_acl(Bucket=name, Key="missing")) == (404, "NoSuchKey")
+    assert _error(lambda: s3.client(OTHER).put_object(Bucket=name, Key="t", Body=b"t"))[0] == 403
+    user.put_bucket_acl(Bucket=name, GrantWrite=f'id="{S3_ACCOUNTS[OTHER].canonical_id}"')
+    s3.client(OTHER).put_object(Bucket=name, Key="theirs", Body=b"t")  # ObjectWriter: theirs
+    theirs = s3.client(OTHER).get_object_acl(Bucket=name, Key="theirs")
+    assert theirs["Owner"]["ID"] == S3_ACCOUNTS[OTHER].canonical_id
+
+
+# --- CORS ----------------------------------------------------------------------------------
+
+
+def test_cors_preflight_from_the_buckets_rules(s3: S3Emulator, make: Maker) -> None:
+    name = make()
+    user = s3.client(USER)
+    user.put_object(Bucket=name, Key="k", Body=b"v")
+    url = f"{s3.endpoint}/{name}/k"
+    asks = {"Origin": ORIGIN, "Access-Control-Request-Method": "PUT"}
+    refused = requests.options(url, headers=asks, timeout=10)
+    assert refused.status_code == 403 and b"CORS is not enabled" in refused.content
+    user.put_bucket_cors(
+        Bucket=name,
+        CORSConfiguration={
+            "CORSRules": [
+                {
+                    "AllowedOrigins": [ORIGIN],
+                    "AllowedMethods": ["GET", "PUT"],
+                    "AllowedHeaders": ["content-type", "x-amz-*"],
+                    "ExposeHeaders": ["ETag"],
+                    "MaxAgeSeconds": 600,
+                }
+            ]
+        },
+    )
+    rules = user.get_bucket_cors(Bucket=name)["CORSRules"]
+    assert rules[0]["AllowedOrigins"] == [ORIGIN] and rules[0]["MaxAgeSeconds"] == 600
+    ok = requests.options(
+        url, headers={**asks, "Access-Control-Request-Headers": "Content-Type"}, timeout=10
+    )
+    assert ok.status_code == 200, ok.text
+    assert ok.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert "PUT" in ok.headers["Access-Control-Allow-Methods"]
+    assert ok.headers["Access-Control-Max-Age"] == "600"
+    for headers in (
+        {**asks, "Origin": "https://evil.example.com"},
+        {**asks, "Access-Control-Request-Method": "DELETE"},
+        {**asks, "Access-Control-Request-Headers": "x-custom"},
+    ):
+        denied = requests.options(url, headers=headers, timeout=10)
+        assert denied.status_code == 403 and b"AccessForbidden" in denied.content
+    actual = requests.get(
+        user.generate_presigned_url("get_object", Params={"Bucket": name, "Key": "k"}),
+        headers={"Origin": ORIGIN},
+        timeout=10,
+    )
+    assert actual.content == b"v"
+    assert actual.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert "ETag" in actual.headers["Access-Control-Expose-Headers"]
+    user.delete_bucket_cors(Bucket=name)
+    assert _error(lambda: user.get_bucket_cors(Bucket=name)) == (404, "NoSuchCORSConfiguration")
+    assert requests.options(url, headers=asks, timeout=10).status_code == 403
+    missing = f"{s3.endpoint}/nosuch-{uuid.uuid4().hex[:8]}/k"
+    assert requests.options(missing, headers=asks, timeout=10).status_code == 404
+
+
+# --- browser-style uploads --------------------------------------------------------------------
+
+
+def test_post_policy_upload_lands_as_the_signer(s3: S3Emulator, make: Maker) -> None:
+    name = make()
+    post = s3.client(USER).generate_presigned_post(name, "posted/${filename}")
+    files = {"file": ("hello.txt", b"hello form")}
+    resp = requests.post(post["url"], data=post["fields"], files=files, timeout=10)
+    assert resp.status_code in (200, 204), resp.text
+    assert _read(s3.client(USER), name, "posted/hello.txt") == b"hello form"
+    assert [e.op for e in s3.events(name) if e.key == "posted/hello.txt"] == ["put"]
