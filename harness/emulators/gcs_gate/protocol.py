@@ -1,0 +1,470 @@
+"""The GCS gate protocol (runs inside the gate): JSON API (and XML-style) requests
+classified into GCS permissions, bearer tokens and signed URLs V4 as identities, access
+decided by GCS's model (harness.emulators.gcs_gate.access: IAM, uniform bucket-level access,
+public access prevention, object ACLs), bucket IAM policies answered by the gate (the
+emulator has none), denials as GCS JSON (or XML) errors, bucket ownership, access settings,
+resumable uploads and write events recorded from responses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.error import HTTPError
+from urllib.parse import parse_qs, quote, urlsplit
+from urllib.request import urlopen
+from xml.sax.saxutils import escape
+
+from harness.emulators.gcs_gate import access as ga
+from harness.emulators.gcs_gate.requests import (
+    GcsDetail,
+    classify_gcs,
+    classify_gcs_batch,
+    detail_of,
+    gcs_bucket_from_insert,
+    json_object,
+)
+from harness.emulators.gcs_gate.signed_urls import SignedRequest, SignedUrlError, is_signed, signer
+from harness.emulators.gcs_gate.signed_urls import verify as verify_signed
+from harness.gate import rules
+from harness.gate.protocol import Answer, Exchange, GateProtocol, Success
+from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
+
+__all__ = ["GcsGateProtocol", "classify_gcs", "classify_gcs_batch", "gcs_bucket_from_insert"]
+
+_GCS_REASONS = (
+    "authError",
+    "forbidden",
+    "conflict",
+    "backendError",
+    "rateLimitExceeded",
+    "invalid",
+    "conditionNotMet",
+    "notFound",
+    "required",
+)
+_JSON = {"Content-Type": "application/json; charset=UTF-8"}
+_OBJ = "storage.objects."
+_BKT = "storage.buckets."
+
+
+def _object_exists(upstream: tuple[str, int], bucket: str, key: str) -> bool:
+    host, port = upstream
+    url = f"http://{host}:{port}/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
+    try:
+        with urlopen(url, timeout=30) as resp:
+            return bool(200 <= resp.status < 300)
+    except HTTPError:
+        return False
+
+
+def _xml_error(verdict: Verdict) -> bytes:
+    codes = {403: "AccessDenied", 401: "AuthenticationRequired", 404: "NoSuchKey"}
+    code = verdict.code
+    if not code or code in _GCS_REASONS:
+        code = codes.get(verdict.status, "InvalidArgument")
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?><Error>"
+        f"<Code>{escape(code)}</Code><Message>{escape(verdict.message)}</Message></Error>"
+    ).encode()
+
+
+def _refusal(error: ga.AccessError | SignedUrlError) -> Verdict:
+    code = error.reason if isinstance(error, ga.AccessError) else error.code
+    return Verdict(False, error.status, code, error.message)
+
+
+class GcsGateProtocol(GateProtocol):
+    """The GCS JSON API as fake-gcs-server serves it, with GCS's access model on top.
+    A resumable upload's id is its credential, as in GCS."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self.tokens = dict(tokens)
+        """owner -> bearer token"""
+        self._parsed: dict[str, tuple[Any, ga.BucketAccess]] = {}
+        self._upload_acls: dict[str, str] = {}
+
+    # --- identity ---------------------------------------------------------------------------
+
+    def identity(self, headers: Mapping[str, str]) -> str | None:
+        """The account behind a request (``Authorization: Bearer``), ANONYMOUS or INVALID."""
+        auth = header(headers, "Authorization")
+        if not auth:
+            return ANONYMOUS
+        scheme, _, token = auth.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return INVALID
+        return next((o for o, t in self.tokens.items() if t == token.strip()), INVALID)
+
+    def classify(self, ex: Exchange) -> tuple[Access, str | None]:
+        access = classify_gcs(ex.method, ex.path, ex.headers)
+        signed = is_signed(ex.query)
+        identity = (signer(ex.query) or INVALID) if signed else self.identity(ex.headers)
+        if access.needs_body:
+            body = ex.read_body()
+            if access.kind is Kind.CREATE_BUCKET:
+                access.bucket = gcs_bucket_from_insert(body)
+                access.detail = GcsDetail(body=json_object(body))
+                access.detail.predefined = ex.query.get("predefinedAcl", [None])[0]
+            elif access.sub or access.bucket is None:
+                access = classify_gcs_batch(body)
+            else:
+                detail_of(access).body = json_object(body)
+        detail = detail_of(access)
+        detail.xml = detail.xml or signed
+        if detail.predefined or (access.key and "acl" in detail.body):
+            detail.sets_acl = True
+        upload_id = ex.query.get("upload_id", [None])[0]
+        started = ex.state.upload(upload_id) if upload_id else None
+        if started is not None and started[0] == access.bucket:
+            identity = started[1]
+        return access, identity
+
+    def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
+        """An unknown or malformed bearer token is 401 Invalid Credentials, as in GCS; a
+        signed URL is verified (signature, date, expiry, scope)."""
+        if is_signed(ex.query):
+            raw_path, _, raw_query = ex.path.partition("?")
+            try:
+                verify_signed(SignedRequest(ex.method, raw_path, raw_query, ex.headers))
+            except SignedUrlError as e:
+                return _refusal(e)
+            return None
+        if identity == INVALID:
+            return Verdict(False, 401, "authError", "Invalid Credentials")
+        return None
+
+    # --- decision ---------------------------------------------------------------------------
+
+    def bucket_access(self, state: Any, name: str | None) -> ga.BucketAccess | None:
+        """The parsed access settings of a known bucket (cached while they do not change)."""
+        bucket = state.bucket(name)
+        if bucket is None:
+            return None
+        cached = self._parsed.get(name or "")
+        if cached is not None and cached[0] is bucket:
+            return cached[1]
+        parsed = ga.BucketAccess.parse(bucket.owner, bucket.settings, bucket.public)
+        self._parsed[name or ""] = (bucket, parsed)
+        return parsed
+
+    def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        if access.sub and identity != INVALID:
+            for part in access.sub:
+                verdict = self.decide(ex, part, identity)
+                if not verdict.allowed:
+                    return verdict
+            return rules.ALLOW
+        if access.kind in (Kind.PASS, Kind.DENY, Kind.LIST_BUCKETS) or identity == INVALID:
+            return rules.decide(access, identity, ex.state.buckets())
+        if access.kind is Kind.CREATE_BUCKET:
+            verdict = rules.decide(access, identity, ex.state.buckets())
+            if verdict.allowed:
+                detail = detail_of(access)
+                try:
+                    ga.new_bucket_settings(
+                        detail.body,
+                        detail.predefined,
+                        ex.query.get("predefinedDefaultObjectAcl", [None])[0],
+                    )
+                except ga.AccessError as e:
+                    return _refusal(e)
+            return verdict
+        try:
+            return self._decide(ex, access, identity)
+        except ga.AccessError as e:
+            return _refusal(e)
+
+    def _decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        detail = detail_of(access)
+        state = ex.state
+        for bucket, key in detail.sources:
+            verdict = self._check(state, bucket, key, _OBJ + "get", identity)
+            if not verdict.allowed:
+                return verdict
+        known = self.bucket_access(state, access.bucket)
+        if known is None:
+            if detail.iam:
+                return Verdict(False, 404, "notFound", "The specified bucket does not exist.")
+            return rules.decide(Access(access.kind, access.bucket), identity, {})
+        if detail.iam == "test":
+            return rules.ALLOW  # anyone may ask what they may do
+        if known.uniform and (detail.acl_call or detail.sets_acl):
+            what = "access legacy ACLs" if access.kind is Kind.READ else "update legacy ACLs"
+            raise ga.uniform_acl_error(what)
+        verdict = self._check(state, access.bucket, access.key, access.action, identity, known)
+        if not verdict.allowed or not (detail.sets_acl or detail.acl_call):
+            return verdict
+        if detail.acl_call in (None, "set", "delete") and (access.key or detail.predefined):
+            detail.new_acl = self._new_acl(state, access, detail, identity, known)
+            ga.check_acl(known, detail.new_acl)
+        if access.event is not None:
+            return verdict  # the writer of a new object owns it and may give it any ACL
+        return self._check(state, access.bucket, access.key, _OBJ + "setIamPolicy", identity, known)
+
+    def _new_acl(
+        self,
+        state: Any,
+        access: Access,
+        detail: GcsDetail,
+        identity: str | None,
+        known: ga.BucketAccess,
+    ) -> list[list[str]]:
+        """The ACL an object gets from a request that sets it (raises AccessError)."""
+        if detail.predefined:
+            return ga.predefined_acl(detail.predefined, identity)
+        if detail.acl_call is None:
+            return ga.acl_from_resource(detail.body.get("acl"))
+        acl = self.object_acl(state, access.bucket or "", access.key or "", known)
+        entity = detail.entity or detail.body.get("entity")
+        acl = [e for e in acl if e[0] != entity]
+        if detail.acl_call == "set":
+            acl += ga.acl_from_resource([{"entity": entity, "role": detail.body.get("role")}])
+        return acl
+
+    def object_acl(self, state: Any, bucket: str, key: str, known: ga.BucketAccess) -> ga.Acl:
+        """An object's ACL as the gate knows it (the default one unless recorded)."""
+        meta = state.object_meta(bucket, key)
+        if meta and isinstance(meta.get("acl"), list):
+            return [list(e) for e in meta["acl"]]
+        return ga.default_acl(known, known.owner)
+
+    def _check(
+        self,
+        state: Any,
+        bucket: str | None,
+        key: str | None,
+        permission: str | None,
+        identity: str | None,
+        known: ga.BucketAccess | None = None,
+    ) -> Verdict:
+        known = known or self.bucket_access(state, bucket)
+        if known is None or permission is None:
+            return rules.decide(Access(Kind.READ, bucket), identity, {})
+        meta = state.object_meta(bucket, key) if key and identity != known.owner else None
+        acl = meta.get("acl") if meta else None
+        if known.allows(permission, identity, acl):
+            return rules.ALLOW
+        who = "Anonymous caller" if identity is ANONYMOUS else ga.EMAILS.get(identity or "", "")
+        what = "object" if permission.startswith(_OBJ) and key else "bucket"
+        return Verdict(
+            False,
+            403,
+            "forbidden",
+            f"{who} does not have {permission} access to the Google Cloud Storage {what}. "
+            f"Permission '{permission}' denied on resource (or it may not exist).",
+        )
+
+    # --- answers of the gate's own ----------------------------------------------------------
+
+    def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
+        detail = access.detail if isinstance(access.detail, GcsDetail) else None
+        if detail is None or access.bucket is None:
+            return None
+        known = self.bucket_access(ex.state, access.bucket)
+        if detail.acl_call in ("get", "set", "delete") and access.key and known is not None:
+            return self._acl_answer(ex, access, detail, known)
+        if detail.iam is None or known is None:
+            return None
+        if detail.iam == "test":
+            asked = ex.query.get("permissions", [])
+            granted = known.iam_permissions(identity)
+            data: dict[str, Any] = {
+                "kind": "storage#testIamPermissionsResponse",
+                "permissions": [p for p in asked if p in granted],
+            }
+        elif detail.iam == "get":
+            data = known.policy()
+        else:
+            try:
+                policy = ga.new_policy(known, json_object(ex.read_body()))
+            except ga.AccessError as e:
+                ctype, body = self.error_body(ex, _refusal(e), access)
+                return Answer(e.status, {"Content-Type": ctype}, body)
+            ex.state.update_settings(access.bucket, iam=policy)
+            data = self.bucket_access(ex.state, access.bucket).policy()  # type: ignore[union-attr]
+        if "resourceId" not in data and detail.iam != "test":
+            data["resourceId"] = f"projects/_/buckets/{access.bucket}"
+        return Answer(200, _JSON, json.dumps(data).encode())
+
+    def _acl_answer(
+        self, ex: Exchange, access: Access, detail: GcsDetail, known: ga.BucketAccess
+    ) -> Answer:
+        """``/o/{object}/acl[/{entity}]``: answered from the gate's record of the ACL."""
+        bucket, key = access.bucket or "", access.key or ""
+        if not _object_exists(ex.upstream, bucket, key):
+            verdict = Verdict(False, 404, "notFound", f"No such object: {bucket}/{key}")
+            ctype, body = self.error_body(ex, verdict, access)
+            return Answer(404, {"Content-Type": ctype}, body)
+        if detail.new_acl is not None:
+            ex.state.set_object_meta(bucket, key, ga.stored_acl(known, detail.new_acl))
+        acl = self.object_acl(ex.state, bucket, key, known)
+        items = ga.acl_resource(acl, bucket, key)
+        data: Any = {"kind": "storage#objectAccessControls", "items": items}
+        if detail.acl_call == "delete":
+            return Answer(204, {}, b"")
+        if detail.acl_call == "set":
+            entity = detail.entity or detail.body.get("entity")
+            data = next((i for i in items if i["entity"] == entity), {})
+        elif detail.entity:
+            data = next((i for i in items if i["entity"] == detail.entity), None)
+            if data is None:
+                verdict = Verdict(False, 404, "notFound", f"No ACL entry for {detail.entity}.")
+                ctype, body = self.error_body(ex, verdict, access)
+                return Answer(404, {"Content-Type": ctype}, body)
+        return Answer(200, _JSON, json.dumps(data).encode())
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def fault_verdict(self, status: int) -> Verdict:
+        reasons = {
+            503: ("backendError", "We encountered an internal error. Please try again."),
+            500: ("backendError", "We encountered an internal error. Please try again."),
+            429: ("rateLimitExceeded", "The rate of change requests to the bucket is too high."),
+            403: ("forbidden", "The caller does not have storage access to the bucket."),
+        }
+        reason, message = reasons.get(status, ("backendError", "Backend Error"))
+        return Verdict(False, status, reason, message)
+
+    def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
+        if isinstance(access.detail, GcsDetail) and access.detail.xml:
+            return "application/xml; charset=UTF-8", _xml_error(verdict)
+        reasons = {401: "authError", 403: "forbidden", 409: "conflict", 404: "notFound"}
+        reason = verdict.code if verdict.code in _GCS_REASONS else None
+        reason = reason or reasons.get(verdict.status, "backendError")
+        err: dict[str, Any] = {"domain": "global", "reason": reason, "message": verdict.message}
+        if verdict.status == 401:
+            err.update(locationType="header", location="Authorization")
+        data = {"error": {"code": verdict.status, "message": verdict.message, "errors": [err]}}
+        return "application/json", json.dumps(data).encode()
+
+    def error_headers(self, verdict: Verdict) -> dict[str, str]:
+        if verdict.status == 401:
+            return {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'}
+        return {}
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
+        if "uploadType=resumable" in ex.path:
+            return True
+        detail = access.detail if isinstance(access.detail, GcsDetail) else None
+        if detail is not None and (detail.acl_call in ("get", "set") or detail.sets_acl):
+            return True
+        if (
+            access.bucket
+            and access.key is None
+            and access.action
+            in (
+                _BKT + "get",
+                _BKT + "update",
+            )
+        ):
+            return not (detail and detail.xml)
+        return False
+
+    def on_success(self, done: Success) -> bytes:
+        ex, access, identity, up, data = done.ex, done.access, done.identity, done.up, done.data
+        state, detail = ex.state, detail_of(access)
+        obj = json_object(data)
+        if access.kind is Kind.CREATE_BUCKET and identity:
+            name = obj.get("name") or access.bucket
+            if isinstance(name, str) and name not in state.buckets():
+                predefined_default = ex.query.get("predefinedDefaultObjectAcl", [None])[0]
+                settings = ga.new_bucket_settings(
+                    detail.body, detail.predefined, predefined_default
+                )
+                state.set_bucket(name, identity, public=False, settings=settings)
+            return self._bucket_resource(state, obj, data)
+        if access.kind is Kind.LIST_BUCKETS and identity and isinstance(obj.get("items"), list):
+            mine = {n for n, b in state.buckets().items() if b.owner == identity}
+            obj["items"] = [i for i in obj["items"] if i.get("name") in mine]
+            return json.dumps(obj).encode()
+        if access.deletes_bucket:
+            state.drop_bucket(access.bucket or "")
+            self._parsed.pop(access.bucket or "", None)
+            return data
+        if access.key is None and access.action in (_BKT + "get", _BKT + "update"):
+            known = self.bucket_access(state, access.bucket)
+            config = detail.body.get("iamConfiguration")
+            if known is not None and access.action == _BKT + "update" and config is not None:
+                uniform, prevention = ga.iam_configuration(config, known.uniform, known.prevention)
+                state.update_settings(access.bucket or "", uniform=uniform, prevention=prevention)
+            return self._bucket_resource(state, obj, data)
+        if access.event is None and "uploadType=resumable" in ex.path and ex.method == "POST":
+            location = up.header("Location") or ""
+            upload_id = parse_qs(urlsplit(location).query).get("upload_id", [None])[0]
+            if upload_id and access.bucket:
+                state.add_upload(upload_id, access.bucket, identity)
+                if detail.predefined:
+                    self._upload_acls[upload_id] = detail.predefined
+            return data
+        if access.event == "delete":
+            state.record(access.bucket or "", access.key or "", 0, "delete")
+            state.set_object_meta(access.bucket or "", access.key or "", None)
+            return data
+        if access.event is None:
+            if detail.new_acl is not None and obj.get("name"):
+                return self._object_resource(state, access, obj, detail.new_acl)
+            return data
+        if access.event == "rewrite":
+            if not obj.get("done"):
+                return data
+            obj = obj.get("resource") or {}
+        name = obj.get("name")
+        if not isinstance(name, str):
+            if access.event == "put" and access.key and not obj:  # XML-style PUT /bucket/key
+                state.record(access.bucket or "", access.key, ex.content_length(), "put")
+                self._record_new_acl(state, access.bucket or "", access.key, identity, None)
+            return data
+        try:
+            size = int(obj.get("size", -1))
+        except (TypeError, ValueError):
+            size = -1
+        bucket = str(obj.get("bucket") or access.bucket)
+        state.record(bucket, name, size, access.event)
+        predefined = detail.predefined
+        if access.event == "resumable":
+            upload_id = ex.query.get("upload_id", [""])[0]
+            state.finish_upload(upload_id)
+            predefined = self._upload_acls.pop(upload_id, None)
+        acl = detail.new_acl
+        if acl is None and predefined:
+            acl = ga.predefined_acl(predefined, identity)
+        self._record_new_acl(state, bucket, name, identity, acl)
+        if acl is None or access.event == "rewrite":
+            return data  # the upload's own response, unchanged (the data path stays cheap)
+        return self._object_resource(state, access, obj, acl)
+
+    def _record_new_acl(
+        self, state: Any, bucket: str, key: str, writer: str | None, acl: ga.Acl | None
+    ) -> None:
+        """Record a new object's ACL (its writer's default unless ``acl``)."""
+        known = self.bucket_access(state, bucket)
+        if known is not None:
+            acl = acl if acl is not None else ga.default_acl(known, writer)
+            state.set_object_meta(bucket, key, ga.stored_acl(known, acl))
+
+    def _object_resource(
+        self, state: Any, access: Access, obj: dict[str, Any], acl: ga.Acl
+    ) -> bytes:
+        """An object resource whose ``acl`` is the gate's (none under uniform access)."""
+        known = self.bucket_access(state, obj.get("bucket") or access.bucket)
+        if known is None:
+            return json.dumps(obj).encode()
+        if access.event is None:  # a metadata update (new objects are recorded already)
+            state.set_object_meta(
+                str(obj.get("bucket")), str(obj["name"]), ga.stored_acl(known, acl)
+            )
+        obj.pop("acl", None)
+        if not known.uniform:
+            obj["acl"] = ga.acl_resource(acl, str(obj.get("bucket")), str(obj["name"]))
+        return json.dumps(obj).encode()
+
+    def _bucket_resource(self, state: Any, obj: dict[str, Any], data: bytes) -> bytes:
+        """A bucket resource with the gate's ``iamConfiguration``."""
+        known = self.bucket_access(state, obj.get("name"))
+        if known is None:
+            return data
+        obj["iamConfiguration"] = ga.iam_configuration_resource(known)
+        return json.dumps(obj).encode()
