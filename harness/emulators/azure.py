@@ -1,6 +1,6 @@
 """Azure Blob: Azurite (from npm, installed into ``$HARNESS_HOME/npm``) behind a gate that
-only records write events (its protocol: harness.emulators.azure_protocol), and the SDK
-helpers tests use to reach it."""
+decides anonymous access by the containers' public levels and records write events (its
+protocol: harness.emulators.azure_gate.protocol), and the SDK helpers tests use to reach it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from harness.accounts import UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
-from harness.emulators.azure_protocol import (
+from harness.emulators.azure_gate.protocol import (
     ACCOUNTS,
     AzureGateProtocol,
     StorageAccount,
@@ -108,8 +108,8 @@ class AzureEmulator(RunningEmulator):
     startup_timeout = 60.0
     persistent = True
     needs_node = True
-    public_read_ignores_bad_credentials = True
     accounts: ClassVar[dict[str, StorageAccount]] = ACCOUNTS
+    denial_status = 404  # anonymous: ResourceNotFound (wrong keys and forged SAS get 403)
 
     @classmethod
     def prepare(cls, home: Path) -> None:
@@ -181,16 +181,31 @@ class AzureEmulator(RunningEmulator):
         return ACCOUNTS[owner if owner in ACCOUNTS else USER].name
 
     def _container(self, name: str, owner: str | None) -> Any:
-        return self.client(owner, account=self.account_of(name, owner)).get_container_client(name)
+        """``name`` in its storage account, as ``owner`` reaches it: with their key in their
+        own account, anonymously in another's (nobody holds another account's key), with
+        the wrong key for ``unknown``."""
+        account = self.account_of(name, owner)
+        if owner in ACCOUNTS and ACCOUNTS[owner].name != account:
+            owner = None
+        return self.client(owner, account=account).get_container_client(name)
 
     def bucket_url(self, name: str, owner: str = USER) -> str:
         return f"azure://{ACCOUNTS[owner].name}/{name}"
 
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
+        """Create the container in ``owner``'s storage account through the gate, public at
+        level ``container`` or private, the way a user would: the gate learns the owner and
+        the level from the Create Container request itself."""
         service = self.client(owner)
         container = service.create_container(name, public_access="container" if public else None)
-        self.set_bucket_access(name, owner, public=public)
         return lambda key, data: container.upload_blob(key, data, overwrite=True)
+
+    def set_public_access(self, name: str, level: str | None, owner: str = USER) -> None:
+        """Change a container's public access level (None: off) through Set Container ACL,
+        as a user would; the gate learns the new level from the request."""
+        self.client(owner).get_container_client(name).set_container_access_policy(
+            signed_identifiers={}, public_access=level
+        )
 
     def delete_bucket(self, name: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError
@@ -221,6 +236,8 @@ class AzureEmulator(RunningEmulator):
             account = self.account_of(bucket, owner)
         else:
             account = ACCOUNTS[owner if owner in ACCOUNTS else USER].name
+        if owner in ACCOUNTS and ACCOUNTS[owner].name != account:
+            owner = None  # another account's container: read anonymously, as skycore does
         lines = [
             "type = azureblob",
             f"account = {account}",

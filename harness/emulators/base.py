@@ -66,6 +66,9 @@ class RunningEmulator(GateClient, ABC):
     invalid_credentials_status: ClassVar[int] = 403
     """The HTTP status the real service answers to credentials it does not know (an unknown
     access key: 403; an invalid OAuth token: 401)."""
+    denial_status: ClassVar[int] = 403
+    """The HTTP status of a request the access rules refuse (S3, GCS: 403; Azure answers an
+    anonymous caller 404, as for a container that does not exist)."""
     public_read_ignores_bad_credentials: ClassVar[bool] = False
     """True if the emulator serves a public bucket to a caller with wrong credentials (as
     the real service does), instead of refusing the credentials."""
