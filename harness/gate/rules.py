@@ -2,10 +2,12 @@
 whether it is allowed.
 
 A request is first *classified* into an :class:`Access` (which bucket it touches, whether
-it reads or writes, which write event it produces) by the store's gate protocol (in its
-protocol module), then *decided* here against the bucket table (owner and public flag of
-every bucket the gate knows), the same way for every store. The gate process
-(harness.gate) applies the verdict and forwards allowed requests to the emulator.
+it reads or writes, which operation it is, which write event it produces) by the store's
+gate protocol, then *decided*: by the store's own access model where it has one
+(``GateProtocol.decide``: S3's ACLs and policies, GCS's IAM, Azure's public access levels),
+else by :func:`decide` here, against the bucket table (owner and admin public flag of every
+bucket the gate knows). The gate process (harness.gate) applies the verdict and forwards
+allowed requests to the emulator.
 """
 
 from __future__ import annotations
