@@ -45,6 +45,10 @@ class GateRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
+        if not hasattr(server, "_kwargs") or not hasattr(server, "_loop"):
+            # an aiohttp whose Server is built differently: keep its plain-text answers
+            # (tests/integration/test_gate_http.py fails and says so)
+            return server
         handler_class = type(
             "GateRequestHandler",
             (_GateRequestHandler,),

@@ -95,9 +95,15 @@ class GateProtocol:
         model (ACLs, policies, IAM) overrides it."""
         return decide(access, identity, ex.state.buckets())
 
+    def answers(self, access: Access) -> bool:
+        """True if :meth:`answer` may answer this request (checked first, on the event loop:
+        quick, no I/O), so that ordinary requests skip the call; False by default."""
+        return False
+
     def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
         """A response the gate gives itself for an allowed request (a CORS preflight, an ACL
-        the gate keeps), or None to forward the request (the default)."""
+        the gate keeps), or None to forward the request (the default). Called, in a thread,
+        only when :meth:`answers` says so."""
         return None
 
     def upstream_target(self, ex: Exchange, access: Access, identity: str | None) -> str:

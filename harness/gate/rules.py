@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ANONYMOUS: str | None = None
 """Identity of a request that carries no credentials."""
@@ -156,6 +156,19 @@ def _check(
 def split_path(path: str) -> tuple[str, dict[str, list[str]]]:
     parts = urlsplit(path)
     return parts.path, parse_qs(parts.query, keep_blank_values=True)
+
+
+def query_pairs(raw_query: str, plus_is_space: bool = False) -> list[tuple[str, str]]:
+    """The ``name=value`` pairs of a raw query string in order, percent-decoded; ``+`` is a
+    space only where the service reads it so (GCS), else it stays ``+`` (Azure)."""
+    pairs = []
+    for part in raw_query.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            if plus_is_space:
+                name, value = name.replace("+", "%20"), value.replace("+", "%20")
+            pairs.append((unquote(name), unquote(value)))
+    return pairs
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:

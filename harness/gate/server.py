@@ -227,9 +227,11 @@ class Gate:
                 denied.force_close()
             return denied
         await self._continue(request)
-        answer = await asyncio.to_thread(
-            self.protocol.answer, decision.ex, decision.access, decision.identity
-        )
+        answer = None
+        if self.protocol.answers(decision.access):
+            answer = await asyncio.to_thread(
+                self.protocol.answer, decision.ex, decision.access, decision.identity
+            )
         if answer is not None:
             resp = web.Response(status=answer.status, body=answer.body, content_type=None)
             resp.headers.update(answer.headers)
@@ -335,11 +337,6 @@ def _logged(handler: Handler) -> Handler:
             status = "reset"
             raise
         except asyncio.CancelledError:
-            status = _disconnect(request)
-            raise
-        except ConnectionError:
-            if not _client_gone(request):
-                raise
             status = _disconnect(request)
             raise
         except Exception as e:  # keep the gate alive; tell the client
