@@ -23,6 +23,7 @@ from harness.emulators.fleet import RunningEmulator
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.gcs_gate.protocol import classify_gcs, classify_gcs_batch
 from harness.emulators.s3 import S3Emulator
+from harness.emulators.s3_gate.acl import S3_ACCOUNTS
 from harness.emulators.s3_gate.protocol import classify_s3
 from harness.gate.rules import ANONYMOUS, INVALID, Bucket, Kind, decide
 
@@ -396,6 +397,32 @@ def test_admin_api(emulators: Emulators, store_name: str) -> None:
     requests.delete(f"{admin}/buckets?bucket={name}", headers=token, timeout=10)
     assert emulator.bucket_owner(name) is None
     assert emulator.events(name) == []
+
+
+@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+def test_admin_owner_change_moves_the_bucket(s3: S3Emulator) -> None:
+    """A bucket the admin API gives to another account is that account's: its old owner's
+    settings are gone, and with them the old owner's access."""
+    from botocore.exceptions import ClientError
+
+    name = f"gx-{uuid.uuid4().hex[:10]}"
+    s3.client(USER).create_bucket(Bucket=name)
+    try:
+        s3.client(USER).put_object(Bucket=name, Key="before", Body=b"b")
+        s3.set_bucket_access(name, OTHER)
+        with pytest.raises(ClientError) as denied:
+            s3.client(USER).put_object(Bucket=name, Key="k", Body=b"u")
+        assert _status_of(denied.value) == 403
+        with pytest.raises(ClientError) as unread:
+            s3.client(USER).get_object(Bucket=name, Key="before")
+        assert _status_of(unread.value) == 403
+        s3.client(OTHER).put_object(Bucket=name, Key="k", Body=b"o")
+        assert s3.read_object(name, "k", owner=OTHER) == b"o"
+        assert s3.read_object(name, "before", owner=OTHER) == b"b"
+        acl = s3.client(OTHER).get_bucket_acl(Bucket=name)
+        assert acl["Owner"]["ID"] == S3_ACCOUNTS[OTHER].canonical_id
+    finally:
+        s3.delete_bucket(name)
 
 
 # --- classification, without processes ------------------------------------------------

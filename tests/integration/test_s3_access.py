@@ -626,3 +626,141 @@ def test_post_policy_upload_lands_as_the_signer(s3: S3Emulator, make: Maker) -> 
     assert resp.status_code in (200, 204), resp.text
     assert _read(s3.client(USER), name, "posted/hello.txt") == b"hello form"
     assert [e.op for e in s3.events(name) if e.key == "posted/hello.txt"] == ["put"]
+
+
+# --- review fixes: the admin flag, object owners, keys that look like parameters -----------
+
+
+def _write_grant_to_other(s3: S3Emulator, name: str, *more: dict[str, Any]) -> None:
+    """A bucket policy letting OTHER write objects (which it then owns) into ``name``."""
+    allow_other = {
+        "Effect": "Allow",
+        "Principal": _account_principal(OTHER),
+        "Action": "s3:PutObject",
+        "Resource": f"arn:aws:s3:::{name}/*",
+    }
+    s3.client(USER).put_bucket_policy(Bucket=name, Policy=_policy(allow_other, *more))
+
+
+def test_admin_public_flag_is_a_public_read_statement(s3: S3Emulator, make: Maker) -> None:
+    """The admin API's public flag lets everyone read and list, as a public policy would:
+    not past an explicit Deny, not objects another account owns, not under
+    RestrictPublicBuckets."""
+    name = make(acls=True, block=False)
+    deny = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{name}/denied/*",
+    }
+    _write_grant_to_other(s3, name, deny)
+    user, anonymous = s3.client(USER), s3.client(None)
+    user.put_object(Bucket=name, Key="open", Body=b"o")
+    user.put_object(Bucket=name, Key="denied/x", Body=b"d")
+    s3.client(OTHER).put_object(Bucket=name, Key="theirs", Body=b"t")
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="open"))[0] == 403
+    s3.set_bucket_access(name, USER, public=True)
+    assert _read(anonymous, name, "open") == b"o"
+    assert len(anonymous.list_objects_v2(Bucket=name)["Contents"]) == 3
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="denied/x")) == (
+        403,
+        "AccessDenied",
+    )
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="theirs"))[0] == 403
+    assert _error(lambda: anonymous.put_object(Bucket=name, Key="w", Body=b"w"))[0] == 403
+    user.put_public_access_block(
+        Bucket=name, PublicAccessBlockConfiguration={"RestrictPublicBuckets": True}
+    )
+    assert _error(lambda: anonymous.get_object(Bucket=name, Key="open"))[0] == 403
+    assert _error(lambda: s3.client(OTHER).list_objects_v2(Bucket=name))[0] == 403
+    assert _read(user, name, "open") == b"o"
+
+
+def test_object_level_writes_need_the_objects_owner(s3: S3Emulator, make: Maker) -> None:
+    """Tagging an object is its owner's call, not the bucket owner's (ACLs enabled: an
+    object another account wrote is that account's)."""
+    name = make(acls=True, block=False)
+    _write_grant_to_other(s3, name)
+    user, other = s3.client(USER), s3.client(OTHER)
+    other.put_object(Bucket=name, Key="theirs", Body=b"t")
+    tags = {"TagSet": [{"Key": "team", "Value": "a"}]}
+    assert _error(lambda: user.put_object_tagging(Bucket=name, Key="theirs", Tagging=tags)) == (
+        403,
+        "AccessDenied",
+    )
+    other.put_object_tagging(Bucket=name, Key="theirs", Tagging=tags)
+    assert other.get_object_tagging(Bucket=name, Key="theirs")["TagSet"] == tags["TagSet"]
+    assert _error(lambda: user.delete_object_tagging(Bucket=name, Key="theirs"))[0] == 403
+    other.delete_object_tagging(Bucket=name, Key="theirs")
+    user.delete_object(Bucket=name, Key="theirs")  # deleting is the bucket owner's
+
+
+def test_a_key_that_looks_like_a_credential_is_just_a_key(s3: S3Emulator, make: Maker) -> None:
+    name = make(block=False)
+    user = s3.client(USER)
+    key = "x-amz-credential=1/AWSAccessKeyId=2"
+    user.put_object(Bucket=name, Key=key, Body=b"k")
+    public = {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{name}/*",
+    }
+    user.put_bucket_policy(Bucket=name, Policy=_policy(public))
+    assert _read(s3.client(None), name, key) == b"k"
+    resp = requests.get(f"{s3.endpoint}/{name}/{key}", timeout=10)
+    assert resp.status_code == 200 and resp.content == b"k"
+
+
+def _purge_versions(client: Any, name: str, held: tuple[tuple[str, str], ...] = ()) -> None:
+    """Lift the legal holds on ``held`` (key, version id) and delete every version and
+    delete marker, so that the bucket can go."""
+    for key, vid in held:
+        client.put_object_legal_hold(
+            Bucket=name, Key=key, VersionId=vid, LegalHold={"Status": "OFF"}
+        )
+    listed = client.list_object_versions(Bucket=name)
+    for version in listed.get("Versions", []) + listed.get("DeleteMarkers", []):
+        client.delete_object(Bucket=name, Key=version["Key"], VersionId=version["VersionId"])
+
+
+def test_deleting_a_version_keeps_the_current_objects_acl(s3: S3Emulator, make: Maker) -> None:
+    name = make(acls=True, block=False)
+    user, anonymous = s3.client(USER), s3.client(None)
+    user.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    try:
+        first = user.put_object(Bucket=name, Key="k", Body=b"1", ACL="public-read")["VersionId"]
+        user.put_object(Bucket=name, Key="k", Body=b"2", ACL="public-read")
+        user.delete_object(Bucket=name, Key="k", VersionId=first)
+        assert _read(anonymous, name, "k") == b"2"
+        versions = {"Objects": [{"Key": "k", "VersionId": "nope"}]}
+        user.delete_objects(Bucket=name, Delete=versions)
+        assert _read(anonymous, name, "k") == b"2"
+    finally:
+        _purge_versions(user, name)
+
+
+def test_delete_objects_keeps_the_acl_of_keys_it_could_not_delete(
+    s3: S3Emulator, make: Maker
+) -> None:
+    name = f"lk-{uuid.uuid4().hex[:12]}"
+    user, anonymous = s3.client(USER), s3.client(None)
+    user.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True, ObjectOwnership="ObjectWriter")
+    held = ""
+    try:
+        user.delete_public_access_block(Bucket=name)
+        held = user.put_object(
+            Bucket=name, Key="held", Body=b"h", ACL="public-read", ObjectLockLegalHoldStatus="ON"
+        )["VersionId"]
+        user.put_object(Bucket=name, Key="free", Body=b"f", ACL="public-read")
+        result = user.delete_objects(
+            Bucket=name,
+            Delete={"Objects": [{"Key": "held", "VersionId": held}, {"Key": "free"}]},
+        )
+        assert [e["Key"] for e in result.get("Errors", [])] == ["held"]
+        assert _read(anonymous, name, "held") == b"h"  # still there, still public
+        user.put_object(Bucket=name, Key="free", Body=b"again")  # a new object: private
+        assert _error(lambda: anonymous.get_object(Bucket=name, Key="free"))[0] == 403
+    finally:
+        _purge_versions(user, name, (("held", held),) if held else ())
+        s3.delete_bucket(name)

@@ -23,13 +23,13 @@ from harness.emulators.s3_gate.cors import (
     cors_from_json,
     cors_to_json,
     cors_to_xml,
+    cors_wildcard_match,
     find_rule,
     parse_cors,
     preflight,
     preflight_error,
     request_header_names,
     response_headers,
-    wildcard_match,
 )
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -285,13 +285,24 @@ def test_from_json_refuses_other_data(data: object) -> None:
     ],
 )
 def test_wildcard_match(pattern: str, value: str, matches: bool) -> None:
-    assert wildcard_match(pattern, value) is matches
+    assert cors_wildcard_match(pattern, value) is matches
 
 
 @given(_TEXT, _TEXT, _TEXT)
 def test_wildcard_matches_whatever_fills_it(head: str, middle: str, tail: str) -> None:
-    assert wildcard_match(f"{head}*{tail}", head + middle + tail)
-    assert wildcard_match(head + tail, head + tail)
+    assert cors_wildcard_match(f"{head}*{tail}", head + middle + tail)
+    assert cors_wildcard_match(head + tail, head + tail)
+
+
+@given(_TEXT, _TEXT, _TEXT)
+def test_wildcard_refuses_what_does_not_fit(head: str, middle: str, tail: str) -> None:
+    """The text before the ``*`` must start the value, the text after it end it, without
+    overlapping; without a ``*`` the whole value must be equal."""
+    assert not cors_wildcard_match(f"{head}x*{tail}", f"{head}y{middle}{tail}")
+    assert not cors_wildcard_match(f"{head}*x{tail}", f"{head}{middle}y{tail}")
+    assert not cors_wildcard_match(f"{head}*{tail}", (head + tail)[:-1])
+    assert not cors_wildcard_match(f"{head}*{tail}", middle + "\r")
+    assert not cors_wildcard_match(head + tail, head + middle + tail)
 
 
 def test_request_header_names() -> None:

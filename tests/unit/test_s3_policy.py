@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
 from harness.emulators.s3_gate.acl import S3_ACCOUNTS
-from harness.emulators.s3_gate.policy import (
-    BucketPolicy,
-    PolicyError,
-    _prefix_viable,
-    wildcard_match,
-)
+from harness.emulators.s3_gate.conditions import iam_wildcard_match
+from harness.emulators.s3_gate.policy import BucketPolicy, PolicyError, _prefix_viable
 
 B = "bk"
 OBJ = f"arn:aws:s3:::{B}/*"
@@ -61,7 +57,7 @@ def reference_match(pattern: str, text: str) -> bool:
 
 @given(st.text("ab*?/.", max_size=8), st.text("ab/.", max_size=8))
 def test_wildcard_matching_agrees_with_reference(pattern: str, text: str) -> None:
-    assert wildcard_match(pattern, text) == reference_match(pattern, text)
+    assert iam_wildcard_match(pattern, text) == reference_match(pattern, text)
 
 
 @given(st.text("ab*?/", max_size=5), st.text("ab/", max_size=4))
@@ -78,8 +74,8 @@ def test_prefix_viability_agrees_with_brute_force(pattern: str, prefix: str) -> 
 
 
 def test_wildcards_are_case_sensitive_unless_asked() -> None:
-    assert not wildcard_match("s3:get*", "s3:GetObject")
-    assert wildcard_match("s3:get*", "s3:GetObject", ignore_case=True)
+    assert not iam_wildcard_match("s3:get*", "s3:GetObject")
+    assert iam_wildcard_match("s3:get*", "s3:GetObject", ignore_case=True)
 
 
 @pytest.mark.parametrize(

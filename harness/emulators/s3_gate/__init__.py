@@ -6,6 +6,7 @@ S3-compatible store (R2, backend packages):
   mirrored from the real API calls, the gate's own Get* answers; ``listing``: ListBuckets
   filtered before it is paginated; ``upstream``: the gate's own key for what it forwards.
 - ``signatures`` (SigV4, SigV2, presigned) and ``post`` (POST-policy uploads): who signed.
-- ``acl``, ``policy``, ``access``, ``cors``: the access model itself, pure (ACLs, bucket
-  policies, Object Ownership and Block Public Access, CORS rules).
+- ``acl``, ``policy`` (with ``conditions``: IAM wildcards, condition operators and keys),
+  ``access``, ``cors``: the access model itself, pure (ACLs, bucket policies, Object
+  Ownership and Block Public Access, CORS rules).
 """

@@ -23,6 +23,7 @@ from harness.emulators.s3_gate.acl import (
     acl_allows,
     acl_from_headers,
     is_public_acl,
+    local_name,
     only_owner_grants,
     parse_xml,
     private_acl,
@@ -76,6 +77,12 @@ OBJECT_PERMISSION = {
     **dict.fromkeys(("s3:putobjectacl", "s3:putobjectversionacl"), "WRITE_ACP"),
 }
 """The object ACL permission that grants an action."""
+PUBLIC_FLAG_BUCKET_ACTIONS = frozenset(
+    ("s3:listbucket", "s3:listbucketversions", "s3:getbucketlocation")
+)
+PUBLIC_FLAG_OBJECT_ACTIONS = frozenset(("s3:getobject", "s3:getobjectversion"))
+"""What the admin API's public flag allows everyone, as a built-in bucket policy would:
+these actions on the bucket, those on ``bucket/*``."""
 _FLAGS = ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")
 
 
@@ -106,7 +113,7 @@ class PublicAccessBlock:
         root = parse_xml(body, "PublicAccessBlockConfiguration", error)
         values = dict.fromkeys(_FLAGS, False)
         for child in root:
-            name = child.tag.rsplit("}", 1)[-1]
+            name = local_name(child.tag)
             text = (child.text or "").strip().lower()
             if name not in values or text not in ("true", "false"):
                 raise error
@@ -266,12 +273,17 @@ def authorize(
     key: str | None = None,
     object_acl: Acl | None = None,
     context: Mapping[str, str] | None = None,
+    public_flag: bool = False,
 ) -> Verdict:
     """Whether ``caller`` (an account name, None for anonymous) may perform the IAM
     ``action`` (s3:GetObject, ...) on the bucket, or on its object ``key``. ``object_acl``
     is the object's ACL (None: private, owned by the bucket owner); ``context`` holds the
-    request's policy condition keys. Denials are 403 AccessDenied, except a bucket-policy
-    action another account is allowed by the policy (405 MethodNotAllowed, as S3)."""
+    request's policy condition keys; ``public_flag`` (the admin API's) adds a built-in
+    public policy statement (:data:`PUBLIC_FLAG_BUCKET_ACTIONS`,
+    :data:`PUBLIC_FLAG_OBJECT_ACTIONS`), subject like any policy to explicit Deny,
+    RestrictPublicBuckets and object ownership. Denials are 403 AccessDenied, except a
+    bucket-policy action another account is allowed by the policy (405 MethodNotAllowed,
+    as S3)."""
     act = action.lower()
     policy = bucket.policy
     decision = None
@@ -281,9 +293,12 @@ def authorize(
     is_owner = caller is not None and caller == bucket.owner
     if decision == "Deny" and not (is_owner and act in POLICY_ACTIONS):
         return ACCESS_DENIED
+    if public_flag and decision is None:
+        flagged = PUBLIC_FLAG_BUCKET_ACTIONS if key is None else PUBLIC_FLAG_OBJECT_ACTIONS
+        decision = "Allow" if act in flagged else None
+    public_policy = public_flag or (policy is not None and policy.is_public())
     policy_allows = decision == "Allow" and (
-        is_owner
-        or not (policy is not None and bucket.block.restrict_public_buckets and policy.is_public())
+        is_owner or not (bucket.block.restrict_public_buckets and public_policy)
     )
     ignore_public = bucket.block.ignore_public_acls
     if key is None or act in BUCKET_CONTEXT:
@@ -365,12 +380,12 @@ def ownership_from_xml(body: bytes) -> str:
     """The Object Ownership a PutBucketOwnershipControls body sets (AclError if invalid)."""
     error = AclError(400, "MalformedXML", MALFORMED_XML)
     root = parse_xml(body, "OwnershipControls", error)
-    rules = [child for child in root if child.tag.rsplit("}", 1)[-1] == "Rule"]
+    rules = [child for child in root if local_name(child.tag) == "Rule"]
     if len(rules) != 1 or len(rules[0]) != 1 or len(root) != 1:
         raise error
     setting = rules[0][0]
     mode = (setting.text or "").strip()
-    if setting.tag.rsplit("}", 1)[-1] != "ObjectOwnership" or mode not in OWNERSHIP_MODES:
+    if local_name(setting.tag) != "ObjectOwnership" or mode not in OWNERSHIP_MODES:
         raise error
     return mode
 
@@ -382,8 +397,3 @@ def ownership_to_xml(mode: str) -> bytes:
         f'<OwnershipControls xmlns="{S3_NS}"><Rule><ObjectOwnership>{mode}'
         "</ObjectOwnership></Rule></OwnershipControls>"
     ).encode()
-
-
-def verdict_of(error: AclError) -> Verdict:
-    """The denial an AclError stands for."""
-    return Verdict(False, error.status, error.code, error.message)

@@ -237,13 +237,23 @@ def acl_from_headers(headers: Mapping[str, str], owner: str, bucket_owner: str) 
     return Acl(owner, _unique(grants))
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
+def split_tag(tag: str) -> tuple[str, str]:
+    """(namespace, local name) of an ElementTree tag (``{ns}Name``); the namespace is ""
+    for a tag without one."""
+    if tag.startswith("{"):
+        namespace, _, name = tag[1:].partition("}")
+        return namespace, name
+    return "", tag
+
+
+def local_name(tag: str) -> str:
+    """An ElementTree tag without its namespace (S3's documents are read by local name)."""
+    return split_tag(tag)[1]
 
 
 def _child(element: ET.Element, name: str) -> ET.Element | None:
     for child in element:
-        if _local(child.tag) == name:
+        if local_name(child.tag) == name:
             return child
     return None
 
@@ -262,7 +272,7 @@ def parse_xml(body: bytes, root: str, error: AclError) -> ET.Element:
         element = ET.fromstring(body)
     except ET.ParseError:
         raise error from None
-    if _local(element.tag) != root:
+    if local_name(element.tag) != root:
         raise error
     return element
 
@@ -280,7 +290,7 @@ def acl_from_xml(body: bytes, owner: str) -> Acl:
     grants: list[Grant] = []
     listing = _child(policy, "AccessControlList")
     for element in listing if listing is not None else ():
-        if _local(element.tag) != "Grant":
+        if local_name(element.tag) != "Grant":
             raise malformed
         grantee = _child(element, "Grantee")
         permission = _text(element, "Permission")

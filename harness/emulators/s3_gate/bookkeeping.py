@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
+from functools import partial
 from html import unescape
 from typing import Any
 
@@ -19,6 +21,7 @@ from harness.emulators.s3_gate.mirror import (
     CORS,
     SettingsCache,
     acl_meta,
+    change_access,
     effective_object_acl,
     write_meta,
 )
@@ -28,7 +31,19 @@ from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Access, Kind
 
 _UPLOAD_ID = re.compile(rb"<UploadId>(.*?)</UploadId>", re.S)
-_DELETED = re.compile(rb"<Deleted>.*?<Key>(.*?)</Key>.*?</Deleted>", re.S)
+_DELETED = re.compile(rb"<Deleted>(.*?)</Deleted>", re.S)
+_DELETED_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+
+
+def deleted_keys(body: bytes) -> list[tuple[str, bool]]:
+    """(key, whether a version of it was named) of each <Deleted> entry of a
+    DeleteObjects answer, in order; keys reported as <Error> are not in it."""
+    found = []
+    for entry in _DELETED.finditer(body):
+        key = _DELETED_KEY.search(entry.group(1))
+        if key is not None:
+            found.append((unescape(key.group(1).decode()), b"<VersionId>" in entry.group(1)))
+    return found
 
 
 class S3Bookkeeping:
@@ -70,11 +85,13 @@ class S3Bookkeeping:
         return self._record(done)
 
     def _mirror(self, done: Success, op: str, bucket: BucketAccess) -> bytes:
+        """``bucket``: the settings the decision saw (for object ACLs; bucket settings are
+        changed from the current ones, under the state's lock)."""
         ex, access, data = done.ex, done.access, done.data
         name, key = access.bucket or "", access.key or ""
         detail = access.detail
         config = detail.config if isinstance(detail, S3Detail) else None
-        changed: BucketAccess | None = None
+        changed: Callable[[BucketAccess], BucketAccess] | None = None
         if op == "GetObjectAcl":
             return acl_to_xml(effective_object_acl(bucket, ex.state.object_meta(name, key)))
         if op == "PutObjectAcl" and config is not None:
@@ -85,21 +102,21 @@ class S3Bookkeeping:
                 with self._pending_lock:
                     self._pending[unescape(found.group(1).decode())] = detail.meta
         elif op == "PutBucketAcl" and config is not None:
-            changed = bucket.with_acl(config)
+            changed = partial(BucketAccess.with_acl, acl=config)
         elif op == "PutBucketOwnershipControls" and config is not None:
-            changed = bucket.with_ownership(config)
+            changed = partial(BucketAccess.with_ownership, mode=config)
         elif op == "DeleteBucketOwnershipControls":
-            changed = bucket.with_ownership(None)
+            changed = partial(BucketAccess.with_ownership, mode=None)
         elif op == "PutPublicAccessBlock" and config is not None:
-            changed = bucket.with_block(config)
+            changed = partial(BucketAccess.with_block, block=config)
         elif op == "DeletePublicAccessBlock":
-            changed = bucket.with_block(NO_BLOCK)
+            changed = partial(BucketAccess.with_block, block=NO_BLOCK)
         elif op == "PutBucketCors" and config is not None:
             ex.state.update_settings(name, **{CORS: s3_cors.cors_to_json(config)})
         elif op == "DeleteBucketCors":
             ex.state.update_settings(name, **{CORS: None})
         if changed is not None:
-            ex.state.update_settings(name, **{ACCESS: changed.to_json()})
+            change_access(ex.state, name, bucket.owner, changed)
         return data
 
     def _record(self, done: Success) -> bytes:
@@ -110,16 +127,19 @@ class S3Bookkeeping:
         if access.event is None:
             return data
         if access.event == "delete":
-            detail = access.detail
             if access.key is not None:
-                state.set_object_meta(name, access.key, None)
+                if "versionId" not in ex.query:  # a version's deletion leaves the current
+                    state.set_object_meta(name, access.key, None)
                 state.record(name, access.key, 0, "delete")
                 return data
-            if isinstance(detail, S3Detail):
-                for key in detail.keys:
-                    state.set_object_meta(name, key, None)
-            for m in _DELETED.finditer(data):
-                state.record(name, unescape(m.group(1).decode()), 0, "delete")
+            deleted = deleted_keys(data)
+            cleared: dict[str, dict[str, Any] | None] = {
+                key: None for key, version in deleted if not version
+            }
+            if cleared:
+                state.set_objects_meta(name, cleared)
+            for key, _ in deleted:
+                state.record(name, key, 0, "delete")
             return data
         if b"<Error>" in data:  # S3 may report a failed copy/complete with status 200
             return data

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
+from harness.emulators.s3_gate.acl import S3_NS, split_tag
+
 CORS_METHODS = ("GET", "PUT", "HEAD", "POST", "DELETE")
 """The only methods an AllowedMethod (and a preflight's request method) may name."""
 MAX_RULES = 100
@@ -91,12 +92,10 @@ _SINGLES = ("ID", "MaxAgeSeconds")
 
 def _local(tag: str) -> str:
     """An element's name without the S3 namespace; any other namespace is malformed."""
-    if tag.startswith("{"):
-        ns, _, name = tag[1:].partition("}")
-        if ns != S3_NAMESPACE:
-            raise _malformed()
-        return name
-    return tag
+    namespace, name = split_tag(tag)
+    if namespace not in ("", S3_NS):
+        raise _malformed()
+    return name
 
 
 def _only_space(text: str | None) -> bool:
@@ -183,7 +182,7 @@ def cors_to_xml(rules: Sequence[CorsRule]) -> bytes:
     """The GetBucketCors response body for these rules."""
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>\n',
-        f'<CORSConfiguration xmlns="{S3_NAMESPACE}">',
+        f'<CORSConfiguration xmlns="{S3_NS}">',
     ]
     for rule in rules:
         parts.append("<CORSRule>")
@@ -256,7 +255,7 @@ def cors_from_json(data: Any) -> tuple[CorsRule, ...]:
 # -- matching ---------------------------------------------------------------------------
 
 
-def wildcard_match(pattern: str, value: str) -> bool:
+def cors_wildcard_match(pattern: str, value: str) -> bool:
     """Whether value matches pattern, whose one ``*`` (if any) stands for any text."""
     head, star, tail = pattern.partition("*")
     if not star:
@@ -272,7 +271,7 @@ def request_header_names(request_headers: str | None) -> tuple[str, ...]:
 
 def _headers_allowed(rule: CorsRule, names: Sequence[str]) -> bool:
     allowed = [h.lower() for h in rule.allowed_headers]
-    return all(any(wildcard_match(a, name) for a in allowed) for name in names)
+    return all(any(cors_wildcard_match(a, name) for a in allowed) for name in names)
 
 
 def find_rule(
@@ -285,7 +284,7 @@ def find_rule(
     for rule in rules or ():
         if method not in rule.allowed_methods:
             continue
-        if not any(wildcard_match(o, origin) for o in rule.allowed_origins):
+        if not any(cors_wildcard_match(o, origin) for o in rule.allowed_origins):
             continue
         if header_names and not _headers_allowed(rule, header_names):
             continue

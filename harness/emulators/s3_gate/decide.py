@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.emulators.s3_gate.access import (
+    BUCKET_CONTEXT,
     BucketAccess,
     authorize,
     check_acl_change,
@@ -25,16 +26,6 @@ from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
 
 NO_SUCH_BUCKET = Verdict(False, 404, "NoSuchBucket", "The specified bucket does not exist")
 ACCESS_DENIED = Verdict(False, 403, "AccessDenied", "Access Denied")
-PUBLIC_FLAG_ACTIONS = frozenset(
-    (
-        "s3:ListBucket",
-        "s3:ListBucketVersions",
-        "s3:GetObject",
-        "s3:GetObjectVersion",
-        "s3:GetBucketLocation",
-    )
-)
-"""What the admin API's public flag lets anyone do (read and list)."""
 LEGACY_REGION = "us-east-1"
 """The region where re-creating one's own bucket succeeds (elsewhere: 409)."""
 
@@ -47,8 +38,9 @@ class S3Decisions:
 
     def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
         """S3's decision: credentials, then the bucket's existence for anonymous callers,
-        then authorization by the bucket's ACL, policy and ownership (plus the admin API's
-        public flag: anyone may read), then the validity of what the request sets."""
+        then authorization by the bucket's ACL, policy and ownership (the admin API's
+        public flag counts as a public-read policy statement), then the validity of what
+        the request sets."""
         if access.kind is Kind.PASS:
             return ALLOW
         if access.kind is Kind.DENY:
@@ -79,10 +71,7 @@ class S3Decisions:
         if known is None:
             return NO_SUCH_BUCKET if identity is ANONYMOUS else ALLOW  # moto answers 404
         bucket = self.settings.access(access.bucket or "", known)
-        if known.public and access.action in PUBLIC_FLAG_ACTIONS:
-            verdict = ALLOW  # the admin API's public flag: anyone may read and list
-        else:
-            verdict = self._authorize(ex, access, identity, bucket)
+        verdict = self._authorize(ex, access, identity, bucket, known.public)
         if not verdict.allowed:
             return verdict
         detail = access.detail
@@ -127,12 +116,19 @@ class S3Decisions:
         return ALLOW
 
     def _authorize(
-        self, ex: Exchange, access: Access, identity: str | None, bucket: BucketAccess
+        self,
+        ex: Exchange,
+        access: Access,
+        identity: str | None,
+        bucket: BucketAccess,
+        public_flag: bool,
     ) -> Verdict:
         key = access.key
+        action = access.action or "s3:*"
         acl = None
-        if (key is not None and access.kind is Kind.READ) or operation(access) == "PutObjectAcl":
-            acl = object_acl(ex.state.object_meta(access.bucket or "", key or ""))
+        if key is not None and action.lower() not in BUCKET_CONTEXT:
+            # an object-level action: decided by the object's owner and ACL
+            acl = object_acl(ex.state.object_meta(access.bucket or "", key))
         context = policy_context(ex, identity) if bucket.policy is not None else None
         detail = access.detail
         if isinstance(detail, S3Detail) and detail.op == "DeleteObjects" and detail.keys:
@@ -143,7 +139,7 @@ class S3Decisions:
                 if not verdict.allowed:
                     return verdict
             return ALLOW
-        return authorize(bucket, identity, access.action or "s3:*", key, acl, context)
+        return authorize(bucket, identity, action, key, acl, context, public_flag)
 
     def _decide_source(
         self, ex: Exchange, identity: str | None, source: tuple[str, str]
@@ -152,12 +148,10 @@ class S3Decisions:
         known = ex.state.bucket(name)
         if known is None:
             return NO_SUCH_BUCKET if identity is ANONYMOUS else ALLOW
-        if known.public:
-            return ALLOW
         bucket = self.settings.access(name, known)
         acl = object_acl(ex.state.object_meta(name, key))
         context = policy_context(ex, identity) if bucket.policy is not None else None
-        return authorize(bucket, identity, "s3:GetObject", key, acl, context)
+        return authorize(bucket, identity, "s3:GetObject", key, acl, context, known.public)
 
     def _check_change(self, op: str, bucket: BucketAccess, config: Any) -> Verdict | None:
         if config is None:

@@ -6,7 +6,8 @@ itself for the Get* calls of that configuration. No networking."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from harness.emulators.s3_gate.access import (
@@ -19,6 +20,7 @@ from harness.emulators.s3_gate.acl import GRANT_HEADERS, Acl, acl_to_xml, privat
 from harness.emulators.s3_gate.cors import CorsRule, cors_from_json, cors_to_xml
 from harness.gate.protocol import Answer
 from harness.gate.rules import Bucket, Verdict
+from harness.gate.state import GateState
 
 XML = {"Content-Type": "application/xml"}
 ACCESS = "access"
@@ -28,35 +30,36 @@ CORS = "cors"
 
 
 class SettingsCache:
-    """BucketAccess and CORS rules per bucket, parsed again only when the bucket's settings
-    object changes (GateState replaces it on every update). Thread-safe."""
+    """BucketAccess and CORS rules per bucket, parsed again only when the gate state's
+    Bucket changes (GateState makes a new one on every change: of settings, owner or
+    public flag). Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._access: dict[str, tuple[Mapping[str, Any], BucketAccess]] = {}
-        self._cors: dict[str, tuple[Mapping[str, Any], tuple[CorsRule, ...] | None]] = {}
+        self._access: dict[str, tuple[Bucket, BucketAccess]] = {}
+        self._cors: dict[str, tuple[Bucket, tuple[CorsRule, ...] | None]] = {}
 
     def access(self, name: str, bucket: Bucket) -> BucketAccess:
-        """The bucket's access settings (AWS's defaults for a bucket without any: one the
-        admin API made)."""
+        """The bucket's access settings: its owner is ``bucket.owner`` always; without
+        stored settings (a bucket the admin API made or gave to another account), AWS's
+        defaults for a new bucket of that owner."""
         hit = self._access.get(name)
-        if hit is not None and hit[0] is bucket.settings:
+        if hit is not None and hit[0] is bucket:
             return hit[1]
-        raw = bucket.settings.get(ACCESS)
-        parsed = BucketAccess.from_json(raw) if raw else BucketAccess.new(bucket.owner, {})
+        parsed = access_of(bucket)
         with self._lock:
-            self._access[name] = (bucket.settings, parsed)
+            self._access[name] = (bucket, parsed)
         return parsed
 
     def cors(self, name: str, bucket: Bucket) -> tuple[CorsRule, ...] | None:
         """The bucket's CORS rules, None without a configuration."""
         hit = self._cors.get(name)
-        if hit is not None and hit[0] is bucket.settings:
+        if hit is not None and hit[0] is bucket:
             return hit[1]
         raw = bucket.settings.get(CORS)
         rules = cors_from_json(raw) if raw else None
         with self._lock:
-            self._cors[name] = (bucket.settings, rules)
+            self._cors[name] = (bucket, rules)
         return rules
 
     def forget(self, name: str) -> None:
@@ -64,6 +67,39 @@ class SettingsCache:
         with self._lock:
             self._access.pop(name, None)
             self._cors.pop(name, None)
+
+
+def access_of(bucket: Bucket) -> BucketAccess:
+    """The BucketAccess of a gate-state bucket (not cached: see SettingsCache)."""
+    return access_from_settings(bucket.owner, bucket.settings)
+
+
+def access_from_settings(owner: str, settings: Mapping[str, Any]) -> BucketAccess:
+    """The BucketAccess stored in a bucket's settings, owned by ``owner`` (the gate
+    state's owner wins over the one stored); the defaults of a new bucket without any."""
+    raw = settings.get(ACCESS)
+    if not raw:
+        return BucketAccess.new(owner, {})
+    parsed = BucketAccess.from_json(raw)
+    return parsed if parsed.owner == owner else replace(parsed, owner=owner)
+
+
+def change_access(
+    state: GateState, name: str, owner: str, change: Callable[[BucketAccess], BucketAccess]
+) -> None:
+    """Apply ``change`` to bucket ``name``'s access settings atomically (read, changed and
+    written under the state's lock: two configuration calls cannot lose each other's
+    change). ``owner`` is the owner the caller's decision saw: if the bucket has changed
+    hands since, nothing is written."""
+
+    def apply(settings: dict[str, Any]) -> dict[str, Any]:
+        settings[ACCESS] = change(access_from_settings(owner, settings)).to_json()
+        return settings
+
+    known = state.bucket(name)
+    if known is None or known.owner != owner:
+        return
+    state.modify_settings(name, apply)
 
 
 def has_acl_headers(headers: Mapping[str, str]) -> bool:
@@ -105,6 +141,19 @@ def effective_object_acl(bucket: BucketAccess, meta: Mapping[str, Any] | None) -
     if stored is None or bucket.ownership == ENFORCED:
         return private_acl(bucket.owner)
     return stored
+
+
+CONFIG_ANSWERS = frozenset(
+    (
+        "GetBucketAcl",
+        "GetBucketPolicy",
+        "GetBucketPolicyStatus",
+        "GetBucketOwnershipControls",
+        "GetPublicAccessBlock",
+        "GetBucketCors",
+    )
+)
+"""The operations :func:`config_answer` answers."""
 
 
 def config_answer(

@@ -3,16 +3,15 @@ way PutBucketPolicy does, evaluating it for one request, and AWS's "is this poli
 
 Conditions: the operators String(Not)Equals(IgnoreCase), String(Not)Like, Bool, Null,
 Numeric*, (Not)IpAddress and Arn(Not)Equals/Arn(Not)Like, each also with ``IfExists``, on
-the keys of :data:`CONDITION_KEYS`. Set operators (``ForAnyValue:``/``ForAllValues:``),
-Date* and Binary* operators, tag keys and policy variables are refused with a
-MalformedPolicy message that names them. Principals match the local accounts (account id,
-``arn:aws:iam::ID:root``, canonical id); IAM users and roles do not exist here and are
-refused as AWS refuses unknown principals.
+the keys of ``CONDITION_KEYS`` (all in harness.emulators.s3_gate.conditions). Set
+operators (``ForAnyValue:``/``ForAllValues:``), Date* and Binary* operators, tag keys and
+policy variables are refused with a MalformedPolicy message that names them. Principals
+match the local accounts (account id, ``arn:aws:iam::ID:root``, canonical id); IAM users
+and roles do not exist here and are refused as AWS refuses unknown principals.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -21,17 +20,20 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from harness.emulators.s3_gate.acl import S3_ACCOUNTS
+from harness.emulators.s3_gate.conditions import (
+    Condition,
+    PolicyError,
+    iam_wildcard_match,
+    iam_wildcard_regex,
+    parse_conditions,
+    words,
+)
 
 MAX_POLICY_BYTES = 20 * 1024
 ARN_PREFIX = "arn:aws:s3:::"
 
 
-def _words(text: str, prefix: str = "") -> frozenset[str]:
-    """The lower-cased, space-separated names of ``text``, each after ``prefix``."""
-    return frozenset(prefix + word.lower() for word in text.split())
-
-
-BUCKET_ACTIONS = _words(
+BUCKET_ACTIONS = words(
     "ListBucket ListBucketVersions ListBucketMultipartUploads GetBucketAcl PutBucketAcl "
     "GetBucketPolicy PutBucketPolicy DeleteBucketPolicy GetBucketPolicyStatus "
     "GetBucketCORS PutBucketCORS GetBucketOwnershipControls PutBucketOwnershipControls "
@@ -50,7 +52,7 @@ BUCKET_ACTIONS = _words(
     "s3:",
 )
 """IAM actions on a bucket (resource ``arn:aws:s3:::bucket``), lower case."""
-OBJECT_ACTIONS = _words(
+OBJECT_ACTIONS = words(
     "GetObject GetObjectVersion GetObjectTorrent GetObjectAcl GetObjectVersionAcl "
     "PutObject PutObjectAcl PutObjectVersionAcl DeleteObject DeleteObjectVersion "
     "GetObjectTagging GetObjectVersionTagging PutObjectTagging PutObjectVersionTagging "
@@ -63,58 +65,6 @@ OBJECT_ACTIONS = _words(
 )
 """IAM actions on an object (resource ``arn:aws:s3:::bucket/key``), lower case."""
 KNOWN_ACTIONS = BUCKET_ACTIONS | OBJECT_ACTIONS
-CONDITION_KEYS = _words(
-    "aws:SecureTransport aws:Referer aws:UserAgent aws:SourceIp aws:PrincipalAccount "
-    "aws:PrincipalType aws:PrincipalArn aws:PrincipalOrgID aws:userid aws:username "
-    "aws:SourceAccount aws:SourceArn aws:SourceOwner aws:SourceVpc aws:SourceVpce "
-    "s3:prefix s3:delimiter s3:max-keys s3:x-amz-acl s3:x-amz-content-sha256 "
-    "s3:x-amz-copy-source s3:x-amz-metadata-directive s3:x-amz-server-side-encryption "
-    "s3:x-amz-server-side-encryption-aws-kms-key-id s3:x-amz-storage-class s3:VersionId "
-    "s3:signatureversion s3:authType s3:signatureAge s3:TlsVersion s3:ResourceAccount"
-)
-"""Condition keys a policy may test (lower case); the caller supplies their values."""
-FIXED_VALUE_KEYS = _words(
-    "aws:SourceArn aws:SourceVpc aws:SourceVpce aws:SourceOwner aws:SourceAccount "
-    "aws:PrincipalAccount aws:PrincipalArn aws:PrincipalOrgID aws:userid "
-    "s3:x-amz-server-side-encryption-aws-kms-key-id"
-)
-"""Keys whose fixed values make an Allow to everyone non-public (AWS's list)."""
-_OPERATOR_TABLE = (
-    "StringEquals=string StringNotEquals=!string StringEqualsIgnoreCase=istring "
-    "StringNotEqualsIgnoreCase=!istring StringLike=like StringNotLike=!like Bool=bool "
-    "Null=null NumericEquals=== NumericNotEquals=!== NumericLessThan=< "
-    "NumericLessThanEquals=<= NumericGreaterThan=> NumericGreaterThanEquals=>= IpAddress=ip "
-    "NotIpAddress=!ip ArnEquals=like ArnLike=like ArnNotEquals=!like ArnNotLike=!like"
-)
-_OPERATORS = {
-    name.lower(): (kind.lstrip("!"), kind.startswith("!"))
-    for name, kind in (word.split("=", 1) for word in _OPERATOR_TABLE.split())
-}
-"""Condition operator (lower case) -> (how it compares, whether it is negated)."""
-_UNMODELLED_OPERATORS = ("date", "binary", "foranyvalue:", "forallvalues:")
-
-
-class PolicyError(Exception):
-    """PutBucketPolicy's 400 MalformedPolicy, with a message naming what is wrong."""
-
-    status = 400
-    code = "MalformedPolicy"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def wildcard_regex(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
-    """A regular expression matching what an IAM wildcard pattern matches: ``*`` any run of
-    characters, ``?`` any one character, everything else literally (whole string)."""
-    parts = ("." if c == "?" else ".*" if c == "*" else re.escape(c) for c in pattern)
-    return re.compile("".join(parts) + r"\Z", re.DOTALL | (re.IGNORECASE if ignore_case else 0))
-
-
-def wildcard_match(pattern: str, text: str, ignore_case: bool = False) -> bool:
-    """Whether ``text`` matches the IAM wildcard ``pattern`` as a whole."""
-    return wildcard_regex(pattern, ignore_case).match(text) is not None
 
 
 def _prefix_viable(pattern: str, prefix: str) -> bool:
@@ -136,64 +86,6 @@ def _prefix_viable(pattern: str, prefix: str) -> bool:
                 break
             states |= more
     return any(i < len(pattern) for i in states)
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One condition test: operator kind, key (lower case), values."""
-
-    kind: str
-    negated: bool
-    if_exists: bool
-    key: str
-    values: tuple[str, ...]
-    operator: str
-
-    def holds(self, context: Mapping[str, str]) -> bool:
-        """Whether the test passes for a request context (keys lower case)."""
-        value = context.get(self.key)
-        if self.kind == "null":
-            return (value is None) == (self.values[0].lower() == "true")
-        if value is None:
-            return self.if_exists or self.negated
-        return self._matches(value) != self.negated
-
-    def _matches(self, value: str) -> bool:
-        if self.kind == "string":
-            return value in self.values
-        if self.kind == "istring":
-            return value.lower() in {v.lower() for v in self.values}
-        if self.kind == "like":
-            return any(wildcard_match(v, value) for v in self.values)
-        if self.kind == "bool":
-            return value.lower() in {v.lower() for v in self.values}
-        if self.kind == "ip":
-            try:
-                address = ipaddress.ip_address(value)
-            except ValueError:
-                return False
-            return any(address in ipaddress.ip_network(v, strict=False) for v in self.values)
-        try:
-            number = float(value)
-        except ValueError:
-            return False
-        compare = {
-            "==": number.__eq__,
-            "<": number.__lt__,
-            "<=": number.__le__,
-            ">": number.__gt__,
-            ">=": number.__ge__,
-        }[self.kind]
-        return any(compare(float(v)) for v in self.values)
-
-    def narrows_to_fixed(self) -> bool:
-        """Whether this test limits a statement to fixed values AWS counts as non-public."""
-        if self.negated or self.if_exists:
-            return False
-        if self.kind == "ip" and self.key == "aws:sourceip":
-            return all(ipaddress.ip_network(v, strict=False).prefixlen > 0 for v in self.values)
-        wild = any("*" in v or "?" in v for v in self.values)
-        return self.key in FIXED_VALUE_KEYS and self.kind in ("string", "like") and not wild
 
 
 @dataclass(frozen=True)
@@ -351,11 +243,11 @@ def _statement(raw: Any, bucket: str) -> Statement:
         effect=effect,
         principals=_principals(principal),
         not_principal=not_principal,
-        actions=tuple(wildcard_regex(a, ignore_case=True) for a in action_list),
+        actions=tuple(iam_wildcard_regex(a, ignore_case=True) for a in action_list),
         not_action=not_action,
-        resources=tuple(wildcard_regex(r) for r in resource_list),
+        resources=tuple(iam_wildcard_regex(r) for r in resource_list),
         not_resource=not_resource,
-        conditions=_conditions(raw.get("Condition", {})),
+        conditions=parse_conditions(raw.get("Condition", {})),
     )
 
 
@@ -410,65 +302,17 @@ def _check_resource(resource: str, bucket: str) -> None:
     if not resource.startswith(ARN_PREFIX):
         raise PolicyError("Policy has invalid resource")
     bucket_arn = ARN_PREFIX + bucket
-    if not (wildcard_match(resource, bucket_arn) or _prefix_viable(resource, bucket_arn + "/")):
+    if not (iam_wildcard_match(resource, bucket_arn) or _prefix_viable(resource, bucket_arn + "/")):
         raise PolicyError("Policy has invalid resource")
 
 
 def _check_actions_apply(actions: list[str], resources: list[str], bucket: str) -> None:
     bucket_arn = ARN_PREFIX + bucket
-    on_bucket = any(wildcard_match(r, bucket_arn) for r in resources)
+    on_bucket = any(iam_wildcard_match(r, bucket_arn) for r in resources)
     on_objects = any(_prefix_viable(r, bucket_arn + "/") for r in resources)
     for action in actions:
-        pattern = wildcard_regex(action, ignore_case=True)
+        pattern = iam_wildcard_regex(action, ignore_case=True)
         matched = {a for a in KNOWN_ACTIONS if pattern.match(a)}
         if (on_bucket and matched & BUCKET_ACTIONS) or (on_objects and matched & OBJECT_ACTIONS):
             continue
         raise PolicyError("Action does not apply to any resource(s) in statement")
-
-
-def _conditions(raw: Any) -> tuple[Condition, ...]:
-    if not isinstance(raw, dict):
-        raise PolicyError("Condition must be an object")
-    tests: list[Condition] = []
-    for operator, block in raw.items():
-        name = operator.lower()
-        if_exists = name.endswith("ifexists") and name != "null"
-        base = name[: -len("ifexists")] if if_exists else name
-        if base not in _OPERATORS:
-            if base.startswith(_UNMODELLED_OPERATORS):
-                raise PolicyError(
-                    f"Condition operator {operator} is not modelled by the local cloud"
-                )
-            raise PolicyError(f"Invalid Condition type : {operator}")
-        kind, negated = _OPERATORS[base]
-        if not isinstance(block, dict) or not block:
-            raise PolicyError(f"Condition {operator} must map keys to values")
-        for key, values in block.items():
-            tests.append(_condition(operator, kind, negated, if_exists, key, values))
-    return tuple(tests)
-
-
-def _condition(
-    operator: str, kind: str, negated: bool, if_exists: bool, key: str, values: Any
-) -> Condition:
-    lower = key.lower()
-    if "/" in lower:
-        raise PolicyError(f"Condition key {key} is not modelled by the local cloud")
-    if lower not in CONDITION_KEYS:
-        raise PolicyError(f"Policy has an invalid condition key: {key}")
-    items = values if isinstance(values, list) else [values]
-    if not items or not all(isinstance(v, (str, bool, int, float)) for v in items):
-        raise PolicyError(f"Condition {operator} has invalid values for {key}")
-    texts = tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in items)
-    try:
-        if kind == "ip":
-            for text in texts:
-                ipaddress.ip_network(text, strict=False)
-        elif kind in ("==", "<", "<=", ">", ">="):
-            for text in texts:
-                float(text)
-    except ValueError:
-        raise PolicyError(f"Condition {operator} has invalid values for {key}") from None
-    if kind in ("bool", "null") and not all(t.lower() in ("true", "false") for t in texts):
-        raise PolicyError(f"Condition {operator} has invalid values for {key}")
-    return Condition(kind, negated, if_exists, lower, texts, operator)

@@ -355,12 +355,8 @@ def check_condition(condition: Any, form: Mapping[str, str]) -> str | None:
 
 
 def _is_range(condition: Any) -> bool:
-    return (
-        isinstance(condition, list)
-        and bool(condition)
-        and isinstance(condition[0], str)
-        and condition[0].lower() == "content-length-range"
-    )
+    first = condition[0] if isinstance(condition, list) and condition else None
+    return isinstance(first, str) and first.lower() == "content-length-range"
 
 
 def check_size(condition: list[Any], size: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 from html import unescape
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
@@ -20,8 +21,9 @@ from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, classify_s3, o
 from harness.emulators.s3_gate.bookkeeping import S3Bookkeeping
 from harness.emulators.s3_gate.decide import NO_SUCH_BUCKET, S3Decisions
 from harness.emulators.s3_gate.mirror import (
-    ACCESS,
+    CONFIG_ANSWERS,
     SettingsCache,
+    change_access,
     config_answer,
     effective_object_acl,
     write_meta,
@@ -36,6 +38,13 @@ from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
 __all__ = ["GATE_KEY", "S3GateProtocol", "classify_s3"]
 
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+
+
+GATE_ANSWERS = frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy")) | CONFIG_ANSWERS
+"""Operations the gate answers itself (CORS preflights, the configuration it keeps):
+:meth:`S3GateProtocol.answer` answers these and only these."""
+PRESIGNED_KEYS = frozenset(("x-amz-credential", "awsaccesskeyid"))
+"""Query keys (lower case) of a presigned URL: the caller's own signature goes upstream."""
 
 
 class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
@@ -141,10 +150,16 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
 
     # --- answering and forwarding --------------------------------------------------------
 
+    def answers(self, access: Access) -> bool:
+        """Whether :meth:`answer` may answer (its operation is one of GATE_ANSWERS)."""
+        return operation(access) in GATE_ANSWERS
+
     def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
         """CORS preflights, and the access configuration the gate keeps (ACLs, policy,
         ownership, Block Public Access, CORS) read or set without moto."""
         op = operation(access)
+        if op not in GATE_ANSWERS:  # keeps answers() and answer() in step
+            return None
         known = ex.state.bucket(access.bucket) if access.bucket else None
         if op == "Preflight":
             if known is None:
@@ -163,8 +178,11 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         bucket = self.settings.access(name, known)
         if op in ("PutBucketPolicy", "DeleteBucketPolicy"):
             policy = access.detail.config if op == "PutBucketPolicy" else None
-            ex.state.update_settings(name, **{ACCESS: bucket.with_policy(policy).to_json()})
+            change_access(
+                ex.state, name, bucket.owner, partial(BucketAccess.with_policy, policy=policy)
+            )
             return Answer(204, {}, b"")
+        # no CORS headers here: response_headers() reaches forwarded responses only
         got = config_answer(op, bucket, self.settings.cors(name, known))
         if isinstance(got, Verdict):
             return self._error_answer(ex, access, got)
@@ -183,7 +201,12 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
     def response_headers(
         self, ex: Exchange, access: Access, identity: str | None
     ) -> dict[str, str]:
-        """S3's CORS headers on an actual request with an Origin."""
+        """S3's CORS headers on an actual request with an Origin.
+
+        The gate calls this for forwarded responses only: the answers the gate gives itself
+        (:meth:`answer`: the configuration's Get* calls; preflights carry their own) and its
+        denials go out without them, where S3 would add them when a rule matches. A browser
+        reading those answers cross-origin is not modelled."""
         origin = ex.headers.get("origin")
         if not origin or not access.bucket:
             return {}
@@ -206,8 +229,7 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
             if self.region != self.upstream_region and scope in auth:
                 return {"Authorization": auth.replace(scope, f"/{self.upstream_region}/s3/", 1)}
             return {}
-        lowered = ex.path.lower()
-        if "x-amz-credential=" in lowered or "awsaccesskeyid=" in lowered:
+        if any(k.lower() in PRESIGNED_KEYS for k in ex.query):
             return {}
         return gate_signature(ex.method, ex.header("host") or "localhost", ex.path)
 

@@ -1,0 +1,264 @@
+"""The S3 gate's decision and bookkeeping on the gate state, without a cloud: the admin
+API's public flag as a built-in public policy statement, object ownership of object-level
+writes, settings read for the bucket's current owner, atomic settings changes, what a
+DeleteObjects answer clears, presigned requests told by their query, and answers() in step
+with answer()."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from harness.accounts import OTHER, USER
+from harness.emulators.s3 import S3Emulator
+from harness.emulators.s3_gate.access import (
+    NO_BLOCK,
+    BucketAccess,
+    PublicAccessBlock,
+    authorize,
+)
+from harness.emulators.s3_gate.acl import Acl, Grant, canned_acl, private_acl
+from harness.emulators.s3_gate.bookkeeping import deleted_keys
+from harness.emulators.s3_gate.mirror import ACCESS, SettingsCache, change_access
+from harness.emulators.s3_gate.policy import BucketPolicy
+from harness.emulators.s3_gate.protocol import S3GateProtocol
+from harness.emulators.s3_gate.upstream import GATE_KEY
+from harness.gate.protocol import Exchange
+from harness.gate.rules import Access, Bucket
+from harness.gate.state import GateState
+
+B = "bk"
+GET, LIST, PUT = "s3:GetObject", "s3:ListBucket", "s3:PutObject"
+
+
+def flagged(
+    bucket: BucketAccess,
+    caller: str | None,
+    action: str,
+    key: str | None = None,
+    acl: Acl | None = None,
+) -> bool:
+    return authorize(bucket, caller, action, key, acl, None, public_flag=True).allowed
+
+
+def policy(bucket: BucketAccess, *statements: dict[str, Any]) -> BucketAccess:
+    text = json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+    return bucket.with_policy(BucketPolicy.parse(text, B))
+
+
+def test_public_flag_is_a_public_read_statement() -> None:
+    open_bucket = BucketAccess.new(USER, {"x-amz-object-ownership": "ObjectWriter"}).with_block(
+        NO_BLOCK
+    )
+    for caller in (None, OTHER):
+        assert flagged(open_bucket, caller, GET, "k")
+        assert flagged(open_bucket, caller, "s3:GetObjectVersion", "k")
+        assert flagged(open_bucket, caller, LIST)
+        assert flagged(open_bucket, caller, "s3:ListBucketVersions")
+        assert flagged(open_bucket, caller, "s3:GetBucketLocation")
+        assert not flagged(open_bucket, caller, PUT, "k")
+        assert not flagged(open_bucket, caller, "s3:GetObjectAcl", "k")
+        assert not flagged(open_bucket, caller, "s3:GetBucketAcl")
+        assert not authorize(open_bucket, caller, GET, "k").allowed  # no flag, no read
+    # only objects the bucket owner owns
+    assert not flagged(open_bucket, None, GET, "k", private_acl(OTHER))
+    assert flagged(open_bucket, OTHER, GET, "k", private_acl(OTHER))  # the object's owner
+    # an explicit Deny wins
+    denied = policy(
+        open_bucket,
+        {"Effect": "Deny", "Principal": "*", "Action": GET, "Resource": f"arn:aws:s3:::{B}/s/*"},
+    )
+    assert not flagged(denied, None, GET, "s/k") and flagged(denied, None, GET, "k")
+    # RestrictPublicBuckets: a public statement helps no one outside the owner's account
+    restricted = open_bucket.with_block(PublicAccessBlock(restrict_public_buckets=True))
+    assert not flagged(restricted, None, GET, "k") and not flagged(restricted, OTHER, LIST)
+    assert flagged(restricted, USER, GET, "k")
+    named = policy(
+        restricted,
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": LIST,
+            "Resource": f"arn:aws:s3:::{B}",
+        },
+    )
+    assert not flagged(named, OTHER, LIST)
+    assert not flagged(BucketAccess.new(USER, {}), None, GET, "k")  # AWS's defaults: blocked
+
+
+def test_settings_follow_the_buckets_owner() -> None:
+    cache = SettingsCache()
+    settings = {ACCESS: BucketAccess.new(USER, {}).to_json()}
+    mine = Bucket(USER, False, settings)
+    assert cache.access(B, mine).owner == USER
+    given = Bucket(OTHER, False, settings)  # the same settings object, another owner
+    assert cache.access(B, given).owner == OTHER
+    assert cache.access(B, Bucket(OTHER, False, {})) == BucketAccess.new(OTHER, {})
+    public = Bucket(OTHER, True, {})
+    assert cache.access(B, public) is cache.access(B, public)  # cached per Bucket
+
+
+def grant_added(permission: str, n: int, access: BucketAccess) -> BucketAccess:
+    return access.with_acl(Acl(access.acl.owner, (*access.acl.grants, Grant(f"g{n}", permission))))
+
+
+def test_settings_changes_are_atomic(tmp_path: Path) -> None:
+    """Two threads adding grants to one bucket's ACL, each from the settings as it reads
+    them: every grant is there at the end (a lost update would drop some for good)."""
+    state = GateState(tmp_path / "state.json")
+    state.set_bucket(B, USER, False, {ACCESS: BucketAccess.new(USER, {}).to_json()})
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def add(permission: str) -> None:
+        for n in range(150):
+            change_access(state, B, USER, partial(grant_added, permission, n))
+
+    try:
+        threads = [threading.Thread(target=add, args=(p,)) for p in ("READ", "WRITE")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    known = state.bucket(B)
+    assert known is not None
+    grants = BucketAccess.from_json(known.settings[ACCESS]).acl.grants
+    assert len(grants) == 1 + 2 * 150
+    change_access(state, B, OTHER, partial(grant_added, "READ", -1))  # not its owner
+    assert state.bucket(B) == known  # OTHER's view of it is stale: nothing written
+
+
+def test_deleted_keys_are_the_deleted_entries_only() -> None:
+    body = (
+        b'<?xml version="1.0"?><DeleteResult>'
+        b"<Deleted><Key>a&amp;b</Key></Deleted>"
+        b"<Error><Key>locked</Key><Code>AccessDenied</Code></Error>"
+        b"<Deleted><Key>v</Key><VersionId>3</VersionId></Deleted>"
+        b"<Deleted><Key>m</Key><DeleteMarker>true</DeleteMarker>"
+        b"<DeleteMarkerVersionId>9</DeleteMarkerVersionId></Deleted>"
+        b"</DeleteResult>"
+    )
+    assert deleted_keys(body) == [("a&b", False), ("v", True), ("m", False)]
+
+
+@pytest.fixture
+def protocol() -> S3GateProtocol:
+    return S3Emulator.gate_protocol()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[GateState]:
+    yield GateState(tmp_path / "state.json")
+
+
+def exchange(
+    state: GateState, method: str, path: str, headers: dict[str, str] | None = None
+) -> Exchange:
+    return Exchange(
+        method=method,
+        path=path,
+        headers=headers or {},
+        query=parse_qs(urlsplit(path).query, keep_blank_values=True),
+        state=state,
+        upstream=("127.0.0.1", 1),
+        read_body=lambda: b"",
+    )
+
+
+def decide(protocol: S3GateProtocol, ex: Exchange, identity: str | None) -> bool:
+    access: Access = protocol.classify(ex)[0]
+    return protocol.decide(ex, access, identity).allowed
+
+
+@pytest.mark.parametrize(
+    ("method", "query"),
+    [
+        ("PUT", "tagging"),
+        ("DELETE", "tagging"),
+        ("PUT", "retention"),
+        ("PUT", "legal-hold"),
+        ("POST", "restore"),
+        ("GET", "tagging"),
+    ],
+)
+def test_object_level_writes_are_the_objects_owners(
+    protocol: S3GateProtocol, state: GateState, method: str, query: str
+) -> None:
+    writer = BucketAccess.new(USER, {"x-amz-object-ownership": "ObjectWriter"})
+    state.set_bucket(B, USER, False, {ACCESS: writer.to_json()})
+    state.set_object_meta(B, "theirs", {"acl": private_acl(OTHER).to_json()})
+    ex = exchange(state, method, f"/{B}/theirs?{query}")
+    assert not decide(protocol, ex, USER)  # the bucket owner does not own the object
+    assert decide(protocol, ex, OTHER)
+    mine = exchange(state, method, f"/{B}/mine?{query}")
+    assert decide(protocol, mine, USER) and not decide(protocol, mine, OTHER)
+
+
+def test_admin_public_flag_in_the_decision(protocol: S3GateProtocol, state: GateState) -> None:
+    state.set_bucket(B, USER, True)  # no settings: AWS's defaults, RestrictPublicBuckets on
+    assert not decide(protocol, exchange(state, "GET", f"/{B}/k"), None)
+    open_bucket = BucketAccess.new(USER, {"x-amz-object-ownership": "ObjectWriter"})
+    state.set_bucket(B, USER, True, {ACCESS: open_bucket.with_block(NO_BLOCK).to_json()})
+    state.set_object_meta(B, "theirs", {"acl": private_acl(OTHER).to_json()})
+    assert decide(protocol, exchange(state, "GET", f"/{B}/k"), None)
+    assert decide(protocol, exchange(state, "GET", f"/{B}?list-type=2"), None)
+    assert not decide(protocol, exchange(state, "GET", f"/{B}/theirs"), None)
+    assert not decide(protocol, exchange(state, "PUT", f"/{B}/k"), None)
+    # the copy source: the same rule (here into a bucket anyone may write to)
+    drop = BucketAccess.new(OTHER, {"x-amz-object-ownership": "ObjectWriter"})
+    drop = drop.with_block(NO_BLOCK).with_acl(canned_acl("public-read-write", OTHER, OTHER))
+    state.set_bucket("dst", OTHER, False, {ACCESS: drop.to_json()})
+    for key, allowed in (("theirs", False), ("k", True)):
+        copy = exchange(state, "PUT", "/dst/c", {"x-amz-copy-source": f"/{B}/{key}"})
+        assert decide(protocol, copy, None) is allowed
+
+
+def test_presigned_is_told_by_the_query(protocol: S3GateProtocol, state: GateState) -> None:
+    state.set_bucket(B, USER, False)
+    odd = exchange(state, "GET", f"/{B}/x-amz-credential=1")
+    access = protocol.classify(odd)[0]
+    assert GATE_KEY.access_key_id in protocol.upstream_headers(odd, access, None)["Authorization"]
+    presigned = exchange(state, "GET", f"/{B}/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=s")
+    assert protocol.upstream_headers(presigned, protocol.classify(presigned)[0], USER) == {}
+    v2 = exchange(state, "GET", f"/{B}/k?AWSAccessKeyId=AKIA&Signature=s&Expires=1")
+    assert protocol.upstream_headers(v2, protocol.classify(v2)[0], USER) == {}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "answered"),
+    [
+        ("OPTIONS", f"/{B}/k", True),
+        ("PUT", f"/{B}?policy", True),
+        ("DELETE", f"/{B}?policy", True),
+        ("GET", f"/{B}?acl", True),
+        ("GET", f"/{B}?policy", True),
+        ("GET", f"/{B}?policyStatus", True),
+        ("GET", f"/{B}?ownershipControls", True),
+        ("GET", f"/{B}?publicAccessBlock", True),
+        ("GET", f"/{B}?cors", True),
+        ("GET", f"/{B}/k", False),
+        ("PUT", f"/{B}?acl", False),
+        ("GET", f"/{B}/k?acl", False),
+        ("GET", f"/{B}", False),
+        ("PUT", f"/{B}?cors", False),
+    ],
+)
+def test_answers_is_in_step_with_answer(
+    protocol: S3GateProtocol, state: GateState, method: str, path: str, answered: bool
+) -> None:
+    state.set_bucket(B, USER, False)
+    cors = {"origin": "http://a.com", "access-control-request-method": "GET"}
+    ex = exchange(state, method, path, cors)
+    access = protocol.classify(ex)[0]
+    assert protocol.answers(access) is answered
+    assert (protocol.answer(ex, access, USER) is not None) is answered
