@@ -5,6 +5,7 @@ prevention, fine-grained object ACLs and signed URLs V4."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -20,6 +21,7 @@ from tests.names import unique_name
 pytestmark = pytest.mark.gcp
 
 DATA = b"some bytes\n"
+VIEWER = "roles/storage.objectViewer"
 
 
 @pytest.fixture
@@ -129,6 +131,34 @@ def test_set_iam_policy_checks_its_etag_and_needs_the_permission(
     _denied(gcs, lambda: theirs.set_iam_policy(stale))
 
 
+def test_concurrent_set_iam_policies_with_one_etag_one_wins(gcs: GcsEmulator, bucket: Any) -> None:
+    """setIamPolicy checks its etag atomically with the change: of several concurrent sets
+    made from one read of the policy, exactly one succeeds, the others get 412."""
+    url = f"{gcs.endpoint}/storage/v1/b/{bucket.name}/iam"
+    token = {"Authorization": f"Bearer {gcs.tokens[USER]}"}
+    etag = requests.get(url, headers=token, timeout=10).json()["etag"]
+    members = ["allUsers", "allAuthenticatedUsers", f"user:{EMAILS[OTHER]}"] * 2
+
+    def put(member: str) -> int:
+        policy = {"etag": etag, "bindings": [{"role": VIEWER, "members": [member]}]}
+        return requests.put(url, json=policy, headers=token, timeout=30).status_code
+
+    with ThreadPoolExecutor(len(members)) as pool:
+        statuses = sorted(pool.map(put, members))
+    assert statuses == [200] + [412] * (len(members) - 1)
+
+
+def test_an_invalid_iam_configuration_is_refused(gcs: GcsEmulator, bucket: Any) -> None:
+    url = f"{gcs.endpoint}/storage/v1/b/{bucket.name}"
+    token = {"Authorization": f"Bearer {gcs.tokens[USER]}"}
+    body = {"iamConfiguration": {"publicAccessPrevention": "sometimes"}}
+    resp = requests.patch(url, json=body, headers=token, timeout=10)
+    assert resp.status_code == 400
+    assert resp.json()["error"]["errors"][0]["reason"] == "invalid"
+    bucket.reload()
+    assert bucket.iam_configuration.public_access_prevention == "inherited"
+
+
 # --- uniform bucket-level access, public access prevention -------------------------------
 
 
@@ -211,6 +241,25 @@ def test_object_acl_entries_and_their_owner(gcs: GcsEmulator, bucket: Any) -> No
     )
     assert resp.status_code == 204
     _denied(gcs, lambda: _read(gcs, OTHER, bucket.name))
+
+
+def test_concurrent_object_acl_entries_are_all_kept(gcs: GcsEmulator, bucket: Any) -> None:
+    """Entries added to one object's ACL at the same time are all kept (each change is
+    made to the ACL as it is then, not as it was when the request was decided)."""
+    url = f"{gcs.endpoint}/storage/v1/b/{bucket.name}/o/a.txt/acl"
+    token = {"Authorization": f"Bearer {gcs.tokens[USER]}"}
+    entities = ["allUsers", "allAuthenticatedUsers", f"user-{EMAILS[OTHER]}"]
+
+    def add(entity: str) -> int:
+        entry = {"entity": entity, "role": "READER"}
+        return requests.post(url, json=entry, headers=token, timeout=30).status_code
+
+    for _ in range(4):
+        with ThreadPoolExecutor(len(entities)) as pool:
+            assert list(pool.map(add, entities)) == [200] * len(entities)
+        items = requests.get(url, headers=token, timeout=10).json()["items"]
+        assert set(entities) <= {i["entity"] for i in items}
+        bucket.blob("a.txt").acl.save_predefined("private")
 
 
 def test_copy_with_a_destination_predefined_acl(gcs: GcsEmulator, bucket: Any) -> None:

@@ -23,19 +23,20 @@ from azure.storage.blob._shared.authentication import SharedKeyCredentialPolicy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.accounts import OTHER, USER
 from harness.emulators.azure_gate.protocol import (
+    ACCOUNTS,
     ANONYMOUS_OPERATIONS,
     LEVELS,
+    account_owner,
     anonymous_allowed,
     classify_azure,
     operation,
+    path_account,
     public_level,
 )
-from harness.emulators.azure_gate.signatures import (
-    check_sas,
-    check_shared_key,
-    query_pairs,
-)
+from harness.emulators.azure_gate.signatures import check_sas, check_shared_key
+from harness.gate.rules import query_pairs
 
 ACCOUNT = "acct"
 KEY = "c2t5Y29yZS10ZXN0LWtleS1za3ljb3JlLXRlc3Qta2V5LXNreWNvcmUtdGVzdC1rZXk="
@@ -210,3 +211,19 @@ def test_container_requests_carry_the_level_they_set() -> None:
     assert (private.action, private.detail) == ("SetContainerACL", "off")
     delete = classify_azure("DELETE", "/a/c?restype=container", {})
     assert delete.deletes_bucket and delete.detail is None
+
+
+def test_the_storage_account_of_a_path() -> None:
+    user, other = ACCOUNTS[USER], ACCOUNTS[OTHER]
+    for path in (
+        f"/{user.name}",
+        f"/{user.name}/c/b?comp=list",
+        f"//{user.name}/c",
+        f"/{user.name}?x=/y",
+    ):
+        assert path_account(path) == (USER, user)
+        assert account_owner(path) == USER
+    assert path_account(f"/{other.name}/c") == (OTHER, other)
+    for path in ("/", "", "/nobody/c", f"/c/{user.name}", f"/?{user.name}"):
+        assert path_account(path) == (None, None)
+        assert account_owner(path) is None

@@ -4,8 +4,14 @@ cloud."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +19,7 @@ from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
 from harness.emulators.gcs_gate import access as ga
+from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 from harness.emulators.gcs_gate.requests import classify_gcs
 from harness.emulators.gcs_gate.signed_urls import (
     SignedRequest,
@@ -22,6 +29,9 @@ from harness.emulators.gcs_gate.signed_urls import (
     private_key,
     verify,
 )
+from harness.gate.protocol import Exchange, Success
+from harness.gate.rules import Bucket
+from harness.gate.state import GateState
 
 CALLERS = (USER, OTHER, None)
 VIEWER = "roles/storage.objectViewer"
@@ -123,10 +133,46 @@ def test_policy_etag_changes_with_each_set() -> None:
         ga.new_policy(after, {"bindings": [{"role": "roles/owner", "members": ["allUsers"]}]})
 
 
-@given(st.integers(min_value=1, max_value=2**40))
-def test_policy_etags_are_distinct_base64_varints(serial: int) -> None:
-    assert ga.policy_etag(serial) != ga.policy_etag(serial + 1)
-    assert ga.policy_etag(1) == "CAE="
+def _varint(etag: str) -> int:
+    """The serial a policy etag encodes (field 1 of a protobuf: 0x08, then a varint)."""
+    data = base64.b64decode(etag)
+    assert data[0] == 0x08
+    value = 0
+    for shift, byte in enumerate(data[1:]):
+        value |= (byte & 0x7F) << (7 * shift)
+        assert bool(byte & 0x80) == (shift < len(data) - 2)
+    return value
+
+
+@given(st.integers(min_value=1, max_value=2**40), st.integers(min_value=1, max_value=2**40))
+def test_policy_etags_name_their_serial(a: int, b: int) -> None:
+    assert _varint(ga.policy_etag(a)) == a
+    assert (ga.policy_etag(a) == ga.policy_etag(b)) == (a == b)
+
+
+MEMBERS = ("allUsers", "allAuthenticatedUsers", f"user:{ga.EMAILS[OTHER]}")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(MEMBERS), max_size=2), min_size=1, max_size=6))
+def test_a_policy_and_its_serial_make_its_etag(changes: list[list[str]]) -> None:
+    """Reading one policy twice gives one etag; every set (even to the same bindings)
+    gives a new one, and each etag seen before is stale: 412."""
+    settings_ = ga.new_bucket_settings({}, None, None)
+    seen: list[str] = []
+    for members in changes:
+        current = ga.BucketAccess.parse(USER, settings_)
+        policy = current.policy()
+        assert ga.BucketAccess.parse(USER, json.loads(json.dumps(settings_))).policy() == policy
+        assert policy["etag"] not in seen
+        bindings = [{"role": VIEWER, "members": members}]
+        for old in seen:
+            with pytest.raises(ga.AccessError) as stale:
+                ga.new_policy(current, {"etag": old, "bindings": bindings})
+            assert stale.value.status == 412
+        seen.append(policy["etag"])
+        settings_ = {**settings_, "iam": ga.new_policy(current, {**policy, "bindings": bindings})}
+    assert len(set(seen)) == len(changes)
 
 
 def test_object_acls_count_only_without_uniform_access() -> None:
@@ -322,3 +368,162 @@ def test_hmac_signed_urls() -> None:
         _verify(_hmac_sign(USER, key_id=hmac_key(OTHER)[0]))
     with pytest.raises(SignedUrlError, match="signature"):  # an HMAC signature for an e-mail
         _verify(_hmac_sign(USER, key_id=ga.EMAILS[USER]))
+
+
+# --- the protocol over a real gate state ---------------------------------------------------
+
+
+class RacingState(GateState):
+    """A gate state where another request's write lands right after the next read of a
+    bucket: between what a request reads and what it writes, as two threads may."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.interleave: list[Callable[[], object]] = []
+
+    def bucket(self, name: str | None) -> Bucket | None:
+        found = super().bucket(name)
+        while self.interleave:
+            self.interleave.pop()()
+        return found
+
+
+@dataclass
+class Upstream:
+    """The emulator's 200 as on_success sees it."""
+
+    status: int = 200
+
+    def header(self, name: str) -> str | None:
+        return None
+
+
+def _exchange(state: GateState, method: str, path: str, body: bytes = b"") -> Exchange:
+    query = parse_qs(path.partition("?")[2], keep_blank_values=True)
+    return Exchange(method, path, {}, query, state, ("127.0.0.1", 9), lambda: body)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> RacingState:
+    made = RacingState(tmp_path / "state.json")
+    made.set_bucket("bk", USER, public=False, settings=ga.new_bucket_settings({}, None, None))
+    return made
+
+
+def _set_policy(
+    proto: GcsGateProtocol,
+    state: RacingState,
+    etag: str,
+    member: str,
+    meanwhile: Callable[[], object] | None = None,
+) -> int:
+    """setIamPolicy through the protocol; ``meanwhile`` runs after the decision, right
+    after the answer's first read of the bucket."""
+    body = {"etag": etag, "bindings": [{"role": VIEWER, "members": [member]}]}
+    ex = _exchange(state, "PUT", "/storage/v1/b/bk/iam", json.dumps(body).encode())
+    access, _ = proto.classify(ex)
+    assert proto.decide(ex, access, USER).allowed
+    state.interleave.extend([meanwhile] if meanwhile else [])
+    answer = proto.answer(ex, access, USER)
+    assert answer is not None
+    return answer.status
+
+
+def test_two_set_policies_with_one_etag_cannot_both_win(state: RacingState) -> None:
+    """The etag is checked in the same atomic change that stores the policy: the second of
+    two concurrent sets with one etag is refused (412), not a silent lost update."""
+    proto = GcsGateProtocol({})
+    etag = ga.policy_etag(1)
+    first: list[int] = []
+    second = _set_policy(
+        proto,
+        state,
+        etag,
+        f"user:{ga.EMAILS[OTHER]}",
+        meanwhile=lambda: first.append(_set_policy(proto, state, etag, "allUsers")),
+    )
+    assert (first, second) == ([200], 412)
+    known = proto.bucket_access(state, "bk")
+    assert known is not None and known.bindings == ((VIEWER, ("allUsers",)),)
+    assert _set_policy(proto, state, ga.policy_etag(2), "allAuthenticatedUsers") == 200
+
+
+def _patch_bucket(
+    proto: GcsGateProtocol,
+    state: RacingState,
+    config: Mapping[str, object],
+    meanwhile: Callable[[], object] | None = None,
+) -> None:
+    """A bucket PATCH through the protocol; ``meanwhile`` as for :func:`_set_policy`."""
+    body = json.dumps({"iamConfiguration": config}).encode()
+    ex = _exchange(state, "PATCH", "/storage/v1/b/bk", body)
+    access, _ = proto.classify(ex)
+    assert proto.decide(ex, access, USER).allowed
+    state.interleave.extend([meanwhile] if meanwhile else [])
+    data = json.dumps({"kind": "storage#bucket", "name": "bk"}).encode()
+    proto.on_success(Success(ex, access, USER, Upstream(), data))
+
+
+def test_concurrent_bucket_patches_keep_each_others_change(state: RacingState) -> None:
+    """A patch of public access prevention alone keeps the uniform access another patch
+    just enabled (the new settings are computed from the current ones, atomically)."""
+    proto = GcsGateProtocol({})
+    uniform = {"uniformBucketLevelAccess": {"enabled": True}}
+    enforced = {"publicAccessPrevention": "enforced"}
+    _patch_bucket(proto, state, enforced, meanwhile=lambda: _patch_bucket(proto, state, uniform))
+    known = proto.bucket_access(state, "bk")
+    assert known is not None and (known.uniform, known.prevention) == (True, "enforced")
+
+
+def test_an_invalid_iam_configuration_is_refused_before_the_emulator(
+    state: RacingState,
+) -> None:
+    proto = GcsGateProtocol({})
+    body = json.dumps({"iamConfiguration": {"publicAccessPrevention": "sometimes"}})
+    ex = _exchange(state, "PATCH", "/storage/v1/b/bk", body.encode())
+    access, _ = proto.classify(ex)
+    verdict = proto.decide(ex, access, USER)
+    assert (verdict.allowed, verdict.status, verdict.code) == (False, 400, "invalid")
+    assert not proto.decide(ex, access, OTHER).allowed  # and 403 first for a stranger
+    assert proto.decide(ex, access, OTHER).status == 403
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "answered"),
+    [
+        ("GET", "/storage/v1/b/bk/iam", True),
+        ("PUT", "/storage/v1/b/bk/iam", True),
+        ("GET", "/storage/v1/b/bk/iam/testPermissions?permissions=storage.objects.get", True),
+        ("GET", "/storage/v1/b/bk/o/k/acl", True),
+        ("GET", "/storage/v1/b/bk/o/k/acl/allUsers", True),
+        ("POST", "/storage/v1/b/bk/o/k/acl", True),
+        ("DELETE", "/storage/v1/b/bk/o/k/acl/allUsers", True),
+        ("GET", "/storage/v1/b/bk/acl", False),
+        ("GET", "/storage/v1/b/bk/defaultObjectAcl", False),
+        ("GET", "/storage/v1/b/bk", False),
+        ("PATCH", "/storage/v1/b/bk", False),
+        ("GET", "/storage/v1/b/bk/o", False),
+        ("GET", "/storage/v1/b/bk/o/k", False),
+        ("PATCH", "/storage/v1/b/bk/o/k", False),
+        ("DELETE", "/storage/v1/b/bk/o/k", False),
+        ("POST", "/upload/storage/v1/b/bk/o?uploadType=media&name=k", False),
+        ("GET", "/bk/k", False),
+        ("GET", "/storage/v1/b", False),
+    ],
+)
+def test_answers_is_in_step_with_answer(
+    state: RacingState, method: str, path: str, answered: bool
+) -> None:
+    """The gate's quick ``answers`` check says yes exactly for what ``answer`` answers."""
+    proto = GcsGateProtocol({})
+    ex = _exchange(state, method, path, b"{}")
+    access, _ = proto.classify(ex)
+    assert proto.answers(access) is answered
+    if not answered:
+        assert proto.answer(ex, access, USER) is None
+    elif "/acl" not in path:  # (object ACL answers ask the emulator whether the object exists)
+        answer = proto.answer(ex, access, USER)
+        assert answer is not None and answer.status == 200
+        gone = _exchange(state, method, path.replace("/bk/", "/unknown/"), b"{}")
+        unknown, _ = proto.classify(gone)
+        assert proto.answers(unknown) and proto.answer(gone, unknown, USER) is None

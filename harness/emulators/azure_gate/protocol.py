@@ -30,10 +30,9 @@ from harness.emulators.azure_gate.signatures import (
     check_sas,
     check_shared_key,
     is_user_delegation_sas,
-    query_pairs,
 )
 from harness.gate.protocol import Exchange, GateProtocol, Success
-from harness.gate.rules import ALLOW, Access, Kind, Verdict, header, split_path
+from harness.gate.rules import ALLOW, Access, Kind, Verdict, header, query_pairs, split_path
 
 
 @dataclass(frozen=True)
@@ -166,10 +165,16 @@ def anonymous_allowed(level: str, action: str | None) -> bool:
     return action in ANONYMOUS_OPERATIONS.get(level, frozenset())
 
 
+def path_account(path: str) -> tuple[str | None, StorageAccount | None]:
+    """The owner (user, other) and the storage account a request path (and query) names
+    in its first segment; (None, None) for an account that is not the local cloud's."""
+    name = path.partition("?")[0].lstrip("/").split("/", 1)[0]
+    return next(((o, a) for o, a in ACCOUNTS.items() if a.name == name), (None, None))
+
+
 def account_owner(path: str) -> str | None:
     """The owner (user, other) of the storage account a request path names, if any."""
-    name = urlsplit(path).path.lstrip("/").split("/", 1)[0]
-    return next((owner for owner, a in ACCOUNTS.items() if a.name == name), None)
+    return path_account(path)[0]
 
 
 def authentication_verdict(ex: Exchange, now: datetime) -> Verdict | None:
@@ -178,7 +183,7 @@ def authentication_verdict(ex: Exchange, now: datetime) -> Verdict | None:
     answers), else Azure's 403 AuthenticationFailed with the reason."""
     raw_path, _, raw_query = ex.path.partition("?")
     segs = raw_path.lstrip("/").split("/", 2)
-    account = next((a for a in ACCOUNTS.values() if a.name == segs[0]), None)
+    account = path_account(raw_path)[1]
     if account is None or is_anonymous(ex):
         return None
     if ex.header("authorization"):
@@ -291,25 +296,27 @@ class AzureGateProtocol(GateProtocol):
 
     def _container_changed(self, ex: Exchange, access: Access) -> None:
         """Record a created container, a changed public level or a deleted container (in the
-        storage account of the path) in the bucket table."""
+        storage account of the path) in the bucket table. A container's settings are its
+        ACL's public access level, which Create Container and Set Container ACL replace
+        whole: the new settings never depend on the old ones (no update can be lost).
+        Containers are keyed by name alone (two accounts' containers of one name share an
+        entry: a known gap, docs/local-cloud.md)."""
         name, owner = access.bucket or "", account_owner(ex.path)
-        known = ex.state.bucket(name)
         if access.deletes_bucket:
+            known = ex.state.bucket(name)
             if known is not None and known.owner == owner:
                 ex.state.drop_bucket(name)
             return
         if owner is None or access.action not in ("CreateContainer", "SetContainerACL"):
             return
         level = public_level(access.detail)
-        settings = dict(known.settings) if known is not None and known.owner == owner else {}
-        settings["public_access"] = level
-        ex.state.set_bucket(name, owner, level != "off", settings=settings)
+        ex.state.set_bucket(name, owner, level != "off", settings={"public_access": level})
 
 
 def _blob_size(ex: Exchange) -> int:
     """Blob size via the SDK, signed with the storage account's key."""
     segs = urlsplit(ex.path).path.lstrip("/").split("/", 2)
-    account = next((a for a in ACCOUNTS.values() if a.name == segs[0]), None)
+    account = path_account(ex.path)[1]
     if account is None or len(segs) < 3:
         return -1
     from azure.storage.blob import BlobClient

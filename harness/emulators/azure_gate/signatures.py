@@ -16,7 +16,8 @@ import hmac
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from urllib.parse import unquote
+
+from harness.gate.rules import query_pairs
 
 SHARED_KEY_HEADERS = (
     "content-encoding",
@@ -53,17 +54,6 @@ def matches(signature: str, key: str, candidates: list[str]) -> bool:
     except (binascii.Error, ValueError):
         return False
     return any(hmac.compare_digest(given, base64.b64decode(sign(key, s))) for s in candidates)
-
-
-def query_pairs(raw_query: str) -> list[tuple[str, str]]:
-    """``name=value`` pairs of a raw query string, percent-decoded (``+`` stays ``+``, as the
-    service reads it)."""
-    pairs = []
-    for part in raw_query.split("&"):
-        if part:
-            name, _, value = part.partition("=")
-            pairs.append((unquote(name), unquote(value)))
-    return pairs
 
 
 def parse_time(value: str) -> datetime | None:

@@ -33,11 +33,8 @@ PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 PUBLIC_ENTITIES = PUBLIC_MEMBERS
 
 _GET, _LIST = "storage.objects.get", "storage.objects.list"
-_CREATE, _DELETE, _UPDATE = (
-    "storage.objects.create",
-    "storage.objects.delete",
-    "storage.objects.update",
-)
+_CREATE, _DELETE = "storage.objects.create", "storage.objects.delete"
+_UPDATE = "storage.objects.update"
 _OBJ_IAM = ("storage.objects.getIamPolicy", "storage.objects.setIamPolicy")
 _MULTIPART = (
     "storage.multipartUploads.create",
@@ -46,15 +43,9 @@ _MULTIPART = (
     "storage.multipartUploads.list",
 )
 _BUCKET_GET = "storage.buckets.get"
-_BUCKET_ALL = (
-    "storage.buckets.get",
-    "storage.buckets.update",
-    "storage.buckets.delete",
-    "storage.buckets.getIamPolicy",
-    "storage.buckets.setIamPolicy",
-    "storage.buckets.list",
-    "storage.buckets.create",
-)
+_BUCKET_MANAGE = tuple(f"storage.buckets.{p}" for p in ("update", "getIamPolicy", "setIamPolicy"))
+_BUCKET_REST = ("storage.buckets.delete", "storage.buckets.list", "storage.buckets.create")
+_BUCKET_ALL = (_BUCKET_GET, *_BUCKET_MANAGE, *_BUCKET_REST)
 _OBJECTS_ALL = (_GET, _LIST, _CREATE, _DELETE, _UPDATE, *_OBJ_IAM)
 
 ROLES: Mapping[str, frozenset[str]] = {
@@ -69,16 +60,7 @@ ROLES: Mapping[str, frozenset[str]] = {
         {_BUCKET_GET, _LIST, _CREATE, _DELETE, *_MULTIPART}
     ),
     "roles/storage.legacyBucketOwner": frozenset(
-        {
-            _BUCKET_GET,
-            "storage.buckets.update",
-            "storage.buckets.getIamPolicy",
-            "storage.buckets.setIamPolicy",
-            _LIST,
-            _CREATE,
-            _DELETE,
-            *_MULTIPART,
-        }
+        {_BUCKET_GET, *_BUCKET_MANAGE, _LIST, _CREATE, _DELETE, *_MULTIPART}
     ),
     "roles/storage.legacyObjectReader": frozenset({_GET}),
     "roles/storage.legacyObjectOwner": frozenset({_GET, _UPDATE, *_OBJ_IAM}),

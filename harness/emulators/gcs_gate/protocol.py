@@ -3,19 +3,22 @@ classified into GCS permissions, bearer tokens and signed URLs V4 as identities,
 decided by GCS's model (harness.emulators.gcs_gate.access: IAM, uniform bucket-level access,
 public access prevention, object ACLs), bucket IAM policies answered by the gate (the
 emulator has none), denials as GCS JSON (or XML) errors, bucket ownership, access settings,
-resumable uploads and write events recorded from responses."""
+resumable uploads and write events recorded from responses
+(harness.emulators.gcs_gate.bookkeeping)."""
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.error import HTTPError
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 from urllib.request import urlopen
 from xml.sax.saxutils import escape
 
 from harness.emulators.gcs_gate import access as ga
+from harness.emulators.gcs_gate.bookkeeping import GcsBookkeeping
 from harness.emulators.gcs_gate.requests import (
     GcsDetail,
     classify_gcs,
@@ -27,8 +30,9 @@ from harness.emulators.gcs_gate.requests import (
 from harness.emulators.gcs_gate.signed_urls import SignedRequest, SignedUrlError, is_signed, signer
 from harness.emulators.gcs_gate.signed_urls import verify as verify_signed
 from harness.gate import rules
-from harness.gate.protocol import Answer, Exchange, GateProtocol, Success
+from harness.gate.protocol import Answer, Exchange, GateProtocol
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
+from harness.gate.state import GateState
 
 __all__ = ["GcsGateProtocol", "classify_gcs", "classify_gcs_batch", "gcs_bucket_from_insert"]
 
@@ -46,6 +50,17 @@ _GCS_REASONS = (
 _JSON = {"Content-Type": "application/json; charset=UTF-8"}
 _OBJ = "storage.objects."
 _BKT = "storage.buckets."
+_ACL_CALLS = ("get", "set", "delete")
+
+
+def answered(access: Access) -> bool:
+    """True if the gate answers this request itself (the emulator has no IAM policies and
+    its ACLs are not GCS's): a bucket's IAM policy (get, set, testPermissions) and an
+    object's ACL (``/o/{object}/acl[/{entity}]``)."""
+    detail = access.detail
+    if not isinstance(detail, GcsDetail) or access.bucket is None:
+        return False
+    return detail.iam is not None or (detail.acl_call in _ACL_CALLS and access.key is not None)
 
 
 def _object_exists(upstream: tuple[str, int], bucket: str, key: str) -> bool:
@@ -74,15 +89,16 @@ def _refusal(error: ga.AccessError | SignedUrlError) -> Verdict:
     return Verdict(False, error.status, code, error.message)
 
 
-class GcsGateProtocol(GateProtocol):
+class GcsGateProtocol(GcsBookkeeping, GateProtocol):
     """The GCS JSON API as fake-gcs-server serves it, with GCS's access model on top.
     A resumable upload's id is its credential, as in GCS."""
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
+        super().__init__()
         self.tokens = dict(tokens)
         """owner -> bearer token"""
-        self._parsed: dict[str, tuple[Any, ga.BucketAccess]] = {}
-        self._upload_acls: dict[str, str] = {}
+        self._acl_lock = threading.Lock()
+        """held while an object ACL entry is changed (read, changed, written)"""
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -136,19 +152,13 @@ class GcsGateProtocol(GateProtocol):
 
     # --- decision ---------------------------------------------------------------------------
 
-    def bucket_access(self, state: Any, name: str | None) -> ga.BucketAccess | None:
-        """The parsed access settings of a known bucket (cached while they do not change)."""
-        bucket = state.bucket(name)
-        if bucket is None:
-            return None
-        cached = self._parsed.get(name or "")
-        if cached is not None and cached[0] is bucket:
-            return cached[1]
-        parsed = ga.BucketAccess.parse(bucket.owner, bucket.settings, bucket.public)
-        self._parsed[name or ""] = (bucket, parsed)
-        return parsed
-
     def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        """GCS's access model instead of the generic owner rules: the bucket's IAM policy,
+        uniform bucket-level access, public access prevention and object ACLs give the
+        caller the permission the request needs (``Access.action``), every source object
+        of a copy included; a batch needs every part allowed. Refusals are GCS's (403
+        forbidden, 400 for ACL calls under uniform access, 412 for public grants under
+        prevention, 404 for the IAM policy of an unknown bucket)."""
         if access.sub and identity != INVALID:
             for part in access.sub:
                 verdict = self.decide(ex, part, identity)
@@ -193,6 +203,9 @@ class GcsGateProtocol(GateProtocol):
             what = "access legacy ACLs" if access.kind is Kind.READ else "update legacy ACLs"
             raise ga.uniform_acl_error(what)
         verdict = self._check(state, access.bucket, access.key, access.action, identity, known)
+        config = detail.body.get("iamConfiguration")
+        if verdict.allowed and config is not None and access.action == _BKT + "update":
+            ga.iam_configuration(config, known.uniform, known.prevention)  # 400 if invalid
         if not verdict.allowed or not (detail.sets_acl or detail.acl_call):
             return verdict
         if detail.acl_call in (None, "set", "delete") and (access.key or detail.predefined):
@@ -204,7 +217,7 @@ class GcsGateProtocol(GateProtocol):
 
     def _new_acl(
         self,
-        state: Any,
+        state: GateState,
         access: Access,
         detail: GcsDetail,
         identity: str | None,
@@ -222,16 +235,9 @@ class GcsGateProtocol(GateProtocol):
             acl += ga.acl_from_resource([{"entity": entity, "role": detail.body.get("role")}])
         return acl
 
-    def object_acl(self, state: Any, bucket: str, key: str, known: ga.BucketAccess) -> ga.Acl:
-        """An object's ACL as the gate knows it (the default one unless recorded)."""
-        meta = state.object_meta(bucket, key)
-        if meta and isinstance(meta.get("acl"), list):
-            return [list(e) for e in meta["acl"]]
-        return ga.default_acl(known, known.owner)
-
     def _check(
         self,
-        state: Any,
+        state: GateState,
         bucket: str | None,
         key: str | None,
         permission: str | None,
@@ -241,7 +247,7 @@ class GcsGateProtocol(GateProtocol):
         known = known or self.bucket_access(state, bucket)
         if known is None or permission is None:
             return rules.decide(Access(Kind.READ, bucket), identity, {})
-        meta = state.object_meta(bucket, key) if key and identity != known.owner else None
+        meta = state.object_meta(bucket or "", key) if key and identity != known.owner else None
         acl = meta.get("acl") if meta else None
         if known.allows(permission, identity, acl):
             return rules.ALLOW
@@ -257,15 +263,23 @@ class GcsGateProtocol(GateProtocol):
 
     # --- answers of the gate's own ----------------------------------------------------------
 
+    def answers(self, access: Access) -> bool:
+        """True for the requests :meth:`answer` answers (:func:`answered`)."""
+        return answered(access)
+
     def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
-        detail = access.detail if isinstance(access.detail, GcsDetail) else None
-        if detail is None or access.bucket is None:
+        """The gate's own answer to what the emulator cannot serve as GCS does (only for
+        :func:`answered` requests): a bucket's IAM policy (get; set, atomically against its
+        etag: 412 when stale; testPermissions) and an object's ACL from the gate's record.
+        None (forward) for a bucket the gate does not know."""
+        detail = access.detail
+        if not answered(access) or not isinstance(detail, GcsDetail) or access.bucket is None:
             return None
         known = self.bucket_access(ex.state, access.bucket)
-        if detail.acl_call in ("get", "set", "delete") and access.key and known is not None:
-            return self._acl_answer(ex, access, detail, known)
-        if detail.iam is None or known is None:
+        if known is None:
             return None
+        if detail.iam is None:
+            return self._acl_answer(ex, access, identity, known)
         if detail.iam == "test":
             asked = ex.query.get("permissions", [])
             granted = known.iam_permissions(identity)
@@ -273,32 +287,56 @@ class GcsGateProtocol(GateProtocol):
                 "kind": "storage#testIamPermissionsResponse",
                 "permissions": [p for p in asked if p in granted],
             }
-        elif detail.iam == "get":
+            return Answer(200, _JSON, json.dumps(data).encode())
+        if detail.iam == "get":
             data = known.policy()
         else:
             try:
-                policy = ga.new_policy(known, json_object(ex.read_body()))
+                data = self._set_policy(ex.state, access.bucket, known, ex.read_body())
             except ga.AccessError as e:
                 ctype, body = self.error_body(ex, _refusal(e), access)
                 return Answer(e.status, {"Content-Type": ctype}, body)
-            ex.state.update_settings(access.bucket, iam=policy)
-            data = self.bucket_access(ex.state, access.bucket).policy()  # type: ignore[union-attr]
-        if "resourceId" not in data and detail.iam != "test":
-            data["resourceId"] = f"projects/_/buckets/{access.bucket}"
+        data.setdefault("resourceId", f"projects/_/buckets/{access.bucket}")
         return Answer(200, _JSON, json.dumps(data).encode())
 
+    def _set_policy(
+        self, state: GateState, bucket: str, known: ga.BucketAccess, body: bytes
+    ) -> dict[str, Any]:
+        """setIamPolicy: the new policy, checked against the bucket's current one (etag,
+        prevention) in the same atomic change that stores it. Raises AccessError."""
+        asked = json_object(body)
+
+        def change(settings: dict[str, Any]) -> dict[str, Any]:
+            current = ga.BucketAccess.parse(known.owner, settings, known.public_flag)
+            return {**settings, "iam": ga.new_policy(current, asked)}
+
+        settings = state.modify_settings(bucket, change)
+        if settings is None:
+            raise ga.AccessError(404, "notFound", "The specified bucket does not exist.")
+        return ga.BucketAccess.parse(known.owner, settings, known.public_flag).policy()
+
     def _acl_answer(
-        self, ex: Exchange, access: Access, detail: GcsDetail, known: ga.BucketAccess
+        self, ex: Exchange, access: Access, identity: str | None, known: ga.BucketAccess
     ) -> Answer:
-        """``/o/{object}/acl[/{entity}]``: answered from the gate's record of the ACL."""
-        bucket, key = access.bucket or "", access.key or ""
+        """``/o/{object}/acl[/{entity}]``: answered from the gate's record of the ACL. A
+        change of one entry is made to the ACL as it is now (recomputed under a lock: two
+        concurrent changes of one object's ACL keep each other's entry)."""
+        bucket, key, detail = access.bucket or "", access.key or "", detail_of(access)
         if not _object_exists(ex.upstream, bucket, key):
             verdict = Verdict(False, 404, "notFound", f"No such object: {bucket}/{key}")
             ctype, body = self.error_body(ex, verdict, access)
             return Answer(404, {"Content-Type": ctype}, body)
-        if detail.new_acl is not None:
-            ex.state.set_object_meta(bucket, key, ga.stored_acl(known, detail.new_acl))
-        acl = self.object_acl(ex.state, bucket, key, known)
+        if detail.new_acl is None:
+            acl = self.object_acl(ex.state, bucket, key, known)
+        else:
+            with self._acl_lock:
+                try:
+                    acl = self._new_acl(ex.state, access, detail, identity, known)
+                    ga.check_acl(known, acl)
+                except ga.AccessError as e:
+                    ctype, body = self.error_body(ex, _refusal(e), access)
+                    return Answer(e.status, {"Content-Type": ctype}, body)
+                ex.state.set_object_meta(bucket, key, ga.stored_acl(known, acl))
         items = ga.acl_resource(acl, bucket, key)
         data: Any = {"kind": "storage#objectAccessControls", "items": items}
         if detail.acl_call == "delete":
@@ -342,129 +380,3 @@ class GcsGateProtocol(GateProtocol):
         if verdict.status == 401:
             return {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'}
         return {}
-
-    # --- bookkeeping ------------------------------------------------------------------------
-
-    def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
-        if "uploadType=resumable" in ex.path:
-            return True
-        detail = access.detail if isinstance(access.detail, GcsDetail) else None
-        if detail is not None and (detail.acl_call in ("get", "set") or detail.sets_acl):
-            return True
-        if (
-            access.bucket
-            and access.key is None
-            and access.action
-            in (
-                _BKT + "get",
-                _BKT + "update",
-            )
-        ):
-            return not (detail and detail.xml)
-        return False
-
-    def on_success(self, done: Success) -> bytes:
-        ex, access, identity, up, data = done.ex, done.access, done.identity, done.up, done.data
-        state, detail = ex.state, detail_of(access)
-        obj = json_object(data)
-        if access.kind is Kind.CREATE_BUCKET and identity:
-            name = obj.get("name") or access.bucket
-            if isinstance(name, str) and name not in state.buckets():
-                predefined_default = ex.query.get("predefinedDefaultObjectAcl", [None])[0]
-                settings = ga.new_bucket_settings(
-                    detail.body, detail.predefined, predefined_default
-                )
-                state.set_bucket(name, identity, public=False, settings=settings)
-            return self._bucket_resource(state, obj, data)
-        if access.kind is Kind.LIST_BUCKETS and identity and isinstance(obj.get("items"), list):
-            mine = {n for n, b in state.buckets().items() if b.owner == identity}
-            obj["items"] = [i for i in obj["items"] if i.get("name") in mine]
-            return json.dumps(obj).encode()
-        if access.deletes_bucket:
-            state.drop_bucket(access.bucket or "")
-            self._parsed.pop(access.bucket or "", None)
-            return data
-        if access.key is None and access.action in (_BKT + "get", _BKT + "update"):
-            known = self.bucket_access(state, access.bucket)
-            config = detail.body.get("iamConfiguration")
-            if known is not None and access.action == _BKT + "update" and config is not None:
-                uniform, prevention = ga.iam_configuration(config, known.uniform, known.prevention)
-                state.update_settings(access.bucket or "", uniform=uniform, prevention=prevention)
-            return self._bucket_resource(state, obj, data)
-        if access.event is None and "uploadType=resumable" in ex.path and ex.method == "POST":
-            location = up.header("Location") or ""
-            upload_id = parse_qs(urlsplit(location).query).get("upload_id", [None])[0]
-            if upload_id and access.bucket:
-                state.add_upload(upload_id, access.bucket, identity)
-                if detail.predefined:
-                    self._upload_acls[upload_id] = detail.predefined
-            return data
-        if access.event == "delete":
-            state.record(access.bucket or "", access.key or "", 0, "delete")
-            state.set_object_meta(access.bucket or "", access.key or "", None)
-            return data
-        if access.event is None:
-            if detail.new_acl is not None and obj.get("name"):
-                return self._object_resource(state, access, obj, detail.new_acl)
-            return data
-        if access.event == "rewrite":
-            if not obj.get("done"):
-                return data
-            obj = obj.get("resource") or {}
-        name = obj.get("name")
-        if not isinstance(name, str):
-            if access.event == "put" and access.key and not obj:  # XML-style PUT /bucket/key
-                state.record(access.bucket or "", access.key, ex.content_length(), "put")
-                self._record_new_acl(state, access.bucket or "", access.key, identity, None)
-            return data
-        try:
-            size = int(obj.get("size", -1))
-        except (TypeError, ValueError):
-            size = -1
-        bucket = str(obj.get("bucket") or access.bucket)
-        state.record(bucket, name, size, access.event)
-        predefined = detail.predefined
-        if access.event == "resumable":
-            upload_id = ex.query.get("upload_id", [""])[0]
-            state.finish_upload(upload_id)
-            predefined = self._upload_acls.pop(upload_id, None)
-        acl = detail.new_acl
-        if acl is None and predefined:
-            acl = ga.predefined_acl(predefined, identity)
-        self._record_new_acl(state, bucket, name, identity, acl)
-        if acl is None or access.event == "rewrite":
-            return data  # the upload's own response, unchanged (the data path stays cheap)
-        return self._object_resource(state, access, obj, acl)
-
-    def _record_new_acl(
-        self, state: Any, bucket: str, key: str, writer: str | None, acl: ga.Acl | None
-    ) -> None:
-        """Record a new object's ACL (its writer's default unless ``acl``)."""
-        known = self.bucket_access(state, bucket)
-        if known is not None:
-            acl = acl if acl is not None else ga.default_acl(known, writer)
-            state.set_object_meta(bucket, key, ga.stored_acl(known, acl))
-
-    def _object_resource(
-        self, state: Any, access: Access, obj: dict[str, Any], acl: ga.Acl
-    ) -> bytes:
-        """An object resource whose ``acl`` is the gate's (none under uniform access)."""
-        known = self.bucket_access(state, obj.get("bucket") or access.bucket)
-        if known is None:
-            return json.dumps(obj).encode()
-        if access.event is None:  # a metadata update (new objects are recorded already)
-            state.set_object_meta(
-                str(obj.get("bucket")), str(obj["name"]), ga.stored_acl(known, acl)
-            )
-        obj.pop("acl", None)
-        if not known.uniform:
-            obj["acl"] = ga.acl_resource(acl, str(obj.get("bucket")), str(obj["name"]))
-        return json.dumps(obj).encode()
-
-    def _bucket_resource(self, state: Any, obj: dict[str, Any], data: bytes) -> bytes:
-        """A bucket resource with the gate's ``iamConfiguration``."""
-        known = self.bucket_access(state, obj.get("name"))
-        if known is None:
-            return data
-        obj["iamConfiguration"] = ga.iam_configuration_resource(known)
-        return json.dumps(obj).encode()

@@ -41,6 +41,7 @@ class GcsDetail:
 
 
 def detail_of(access: Access) -> GcsDetail:
+    """The request's :class:`GcsDetail`, attached (empty) first if it has none."""
     if not isinstance(access.detail, GcsDetail):
         access.detail = GcsDetail()
     return access.detail
@@ -217,6 +218,7 @@ def gcs_bucket_from_insert(body: bytes) -> str | None:
 
 
 def json_object(data: bytes) -> dict[str, Any]:
+    """A JSON body as a dict: {} when empty, malformed or not an object."""
     try:
         obj = json.loads(data or b"{}")
     except ValueError:

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from harness.emulators.gcs_gate.access import EMAILS, email_account
+from harness.gate.rules import query_pairs
 
 ALGORITHM = "GOOG4-RSA-SHA256"
 HMAC_ALGORITHM = "GOOG4-HMAC-SHA256"
@@ -145,11 +146,7 @@ def signer(query: Mapping[str, list[str]]) -> str | None:
 
 
 def _pairs(raw_query: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in raw_query.split("&") if raw_query else ():
-        name, _, value = part.partition("=")
-        pairs.append((unquote(name.replace("+", "%20")), unquote(value.replace("+", "%20"))))
-    return pairs
+    return query_pairs(raw_query, plus_is_space=True)
 
 
 def canonical_request(req: SignedRequest, signed_headers: str) -> str:
