@@ -96,15 +96,18 @@ class GateState:
         self.modify_settings(name, apply)
 
     def modify_settings(
-        self, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+        self,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any]],
+        owner: str | None = None,
     ) -> dict[str, Any] | None:
         """Replace a known bucket's settings by ``change(a copy of them)``, atomically (two
         configuration calls on one bucket cannot lose each other's change); returns the new
-        settings, None if the bucket is unknown. ``change`` must be quick and must not call
-        back into the state."""
+        settings, None if the bucket is unknown or (with ``owner``) owned by someone else
+        by now. ``change`` must be quick and must not call back into the state."""
         with self._lock:
             known = self._buckets.get(name)
-            if known is None:
+            if known is None or (owner is not None and known.owner != owner):
                 return None
             settings = change(dict(known.settings))
             self._buckets[name] = replace(known, settings=settings)

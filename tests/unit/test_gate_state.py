@@ -101,3 +101,10 @@ def test_modify_settings_of_an_unknown_bucket_is_none(tmp_path: Path) -> None:
     state = GateState(tmp_path / "state.json")
     assert state.modify_settings("nope", lambda s: {**s, "x": 1}) is None
     assert not (tmp_path / "state.json").exists()
+
+
+def test_modify_settings_for_an_owner_who_no_longer_owns_the_bucket(tmp_path: Path) -> None:
+    state = GateState(tmp_path / "state.json")
+    state.set_bucket("b", "other", public=False)
+    assert state.modify_settings("b", lambda s: {**s, "x": 1}, owner="user") is None
+    assert state.modify_settings("b", lambda s: {**s, "x": 1}, owner="other") == {"x": 1}

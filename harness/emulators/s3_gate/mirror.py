@@ -96,10 +96,7 @@ def change_access(
         settings[ACCESS] = change(access_from_settings(owner, settings)).to_json()
         return settings
 
-    known = state.bucket(name)
-    if known is None or known.owner != owner:
-        return
-    state.modify_settings(name, apply)
+    state.modify_settings(name, apply, owner=owner)
 
 
 def has_acl_headers(headers: Mapping[str, str]) -> bool:
