@@ -11,7 +11,8 @@ Three configs, by what the test needs of the local cloud:
 
 ``cluster`` is a unique cluster name on the test's home, cleaned up after the test;
 ``store_emulator`` is the running emulator of the test's ``store``; ``bucket`` is a private
-bucket of the user's on it, deleted after the test.
+bucket of the user's on it, deleted after the test. ``s3`` is the S3-compatible emulator of
+a test parametrised by ``store_name``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness.emulators.fleet import RunningEmulator
+from harness.emulators.s3 import S3Emulator
 from skycore import provision, state
 from skycore.config import DockerConfig, SkycoreConfig, load_config, save_config
 from tests.names import unique_name
@@ -84,3 +86,11 @@ def bucket(store_emulator: RunningEmulator) -> Iterator[str]:
     url = em.make_bucket(name, owner="user", public=False)
     yield url
     em.delete_bucket(name)
+
+
+@pytest.fixture
+def s3(emulators: dict[str, RunningEmulator], store_name: str) -> S3Emulator:
+    """The S3-compatible emulator of the test's ``store_name``."""
+    emulator = emulators[store_name]
+    assert isinstance(emulator, S3Emulator)
+    return emulator

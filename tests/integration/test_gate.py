@@ -26,6 +26,7 @@ from harness.emulators.s3 import S3Emulator
 from harness.emulators.s3_gate.acl import S3_ACCOUNTS
 from harness.emulators.s3_gate.protocol import classify_s3
 from harness.gate.rules import ANONYMOUS, INVALID, Bucket, Kind, decide
+from tests.integration.helpers import stores_of_kind
 
 SEED_KEY = "seed/hello world.txt"
 SEED = b"hello from the seed object\n"
@@ -39,15 +40,6 @@ MatrixBucket = Callable[[str, str, bool], str]
 
 def _mark(store: str) -> pytest.MarkDecorator:
     return getattr(pytest.mark, registry.get_emulator_class(store).marker())
-
-
-def _stores(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
-    """A pytest.param per registered store whose emulator is a ``kind``."""
-    return [
-        pytest.param(store, marks=_mark(store), id=store)
-        for store, cls in registry.emulator_classes().items()
-        if issubclass(cls, kind)
-    ]
 
 
 def expected_allowed(store: str, owner: str, public: bool, caller: str, op: str) -> bool:
@@ -99,14 +91,6 @@ def matrix_bucket(emulators: Emulators) -> Iterator[Callable[[str, str, bool], s
     yield get
     for (store, _, _), name in made.items():
         emulators[store].delete_bucket(name)
-
-
-@pytest.fixture
-def s3(emulators: Emulators, store_name: str) -> S3Emulator:
-    """The S3-compatible emulator of the test's ``store_name``."""
-    emulator = emulators[store_name]
-    assert isinstance(emulator, S3Emulator)
-    return emulator
 
 
 @pytest.fixture
@@ -170,7 +154,7 @@ def test_access_matrix(
 # --- bucket creation -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_create_bucket_rules(s3: S3Emulator) -> None:
     from botocore.exceptions import ClientError
 
@@ -241,7 +225,7 @@ def test_gcs_create_bucket_rules(emulators: Emulators) -> None:
 # --- copies read their source ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_copy_needs_read_access_to_the_source(
     s3: S3Emulator, matrix_bucket: MatrixBucket, own_bucket: str, store_name: str
 ) -> None:
@@ -316,7 +300,7 @@ def test_gcs_xml_style_paths_are_gated(emulators: Emulators, matrix_bucket: Matr
 # --- other ways in ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_presigned_urls(s3: S3Emulator, own_bucket: str) -> None:
     params = {"Bucket": own_bucket, "Key": SEED_KEY}
     url = s3.client(USER).generate_presigned_url("get_object", Params=params)
@@ -327,7 +311,7 @@ def test_s3_presigned_urls(s3: S3Emulator, own_bucket: str) -> None:
     assert requests.put(put, data=b"x", timeout=10).status_code == 403
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator) + _stores(GcsEmulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator) + stores_of_kind(GcsEmulator))
 def test_denied_streaming_upload_gets_a_clean_answer(
     emulators: Emulators, matrix_bucket: MatrixBucket, store_name: str
 ) -> None:
@@ -351,7 +335,7 @@ def test_denied_streaming_upload_gets_a_clean_answer(
     assert resp.status_code == 403
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_admin_api(emulators: Emulators, store_name: str) -> None:
     emulator = emulators[store_name]
     admin = f"{emulator.endpoint}/__gate__"
@@ -399,7 +383,7 @@ def test_admin_api(emulators: Emulators, store_name: str) -> None:
     assert emulator.events(name) == []
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_admin_owner_change_moves_the_bucket(s3: S3Emulator) -> None:
     """A bucket the admin API gives to another account is that account's: its old owner's
     settings are gone, and with them the old owner's access."""
@@ -428,7 +412,7 @@ def test_admin_owner_change_moves_the_bucket(s3: S3Emulator) -> None:
 # --- classification, without processes ------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_identity(store_name: str) -> None:
     cls = registry.get_emulator_class(store_name)
     assert issubclass(cls, S3Emulator)
@@ -625,7 +609,7 @@ def _signed_client(s3: S3Emulator, secret: str, signature_version: str) -> Any:
     )
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 @pytest.mark.parametrize("signature_version", ["s3v4", "s3"])
 def test_s3_wrong_secret_is_signature_does_not_match(
     s3: S3Emulator, own_bucket: str, signature_version: str
@@ -654,7 +638,7 @@ def test_s3_wrong_secret_is_signature_does_not_match(
     assert "sig/forged" not in s3.list_keys(bucket)
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 @pytest.mark.parametrize("signature_version", ["s3v4", "s3"])
 def test_s3_presigned_urls_are_verified(
     s3: S3Emulator, own_bucket: str, signature_version: str
@@ -700,7 +684,7 @@ def test_s3_presigned_urls_are_verified(
     assert not {"presigned/expired", "presigned/forged"} & set(keys)
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_malformed_and_unknown_credentials(s3: S3Emulator, own_bucket: str) -> None:
     """A malformed SigV4 header is 400 AuthorizationHeaderMalformed (moto alone answered
     500); an unknown key id is 403 InvalidAccessKeyId (through boto3)."""
@@ -721,7 +705,7 @@ def test_s3_malformed_and_unknown_credentials(s3: S3Emulator, own_bucket: str) -
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
 
 
-@pytest.mark.parametrize("store_name", _stores(S3Emulator))
+@pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 def test_s3_streaming_uploads_still_work(s3: S3Emulator, own_bucket: str, tmp_path: Any) -> None:
     """aws-chunked uploads, as boto3 (checksum trailers) and rclone send them, pass the
     signature check and arrive whole."""
@@ -793,7 +777,7 @@ def test_gcs_invalid_token_is_401_in_gcs_json(
 # --- the gate is the only door -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_emulators_are_sealed(emulators: Emulators, store_name: str) -> None:
     """The emulator listens only inside its private network namespace: from the host
     namespace (where nodes live, --network host) its port refuses; its gate answers."""
@@ -812,7 +796,7 @@ def test_emulators_are_sealed(emulators: Emulators, store_name: str) -> None:
     assert gate_ns != os.readlink("/proc/self/ns/net")
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_small_responses_do_not_stall(emulators: Emulators, store_name: str) -> None:
     """TCP_NODELAY on the gate's connections: without it a small proxied answer with a body
     (a streamed response: headers, then body, in two writes) stalls ~45 ms on a keep-alive
@@ -932,7 +916,7 @@ def _expected_code(emulator: RunningEmulator, status: int) -> str:
     raise AssertionError(f"no expected error code for {type(emulator).__name__} {status}")
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_fault_errors_and_deny_in_the_api_format(emulators: Emulators, store_name: str) -> None:
     """errors (503, 500) and deny answer in the store's own format, only on the fault's
     bucket and method; each start and end is in the fault log."""
@@ -968,7 +952,7 @@ def test_fault_errors_and_deny_in_the_api_format(emulators: Emulators, store_nam
     assert all(a["t_ns"] <= b["t_ns"] for a, b in itertools.pairwise(log))
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_fault_outage_latency_and_expiry(emulators: Emulators, store_name: str) -> None:
     """An outage holds requests (no answer) until it ends, then they are served; latency
     delays each request; a timed fault ends by itself and logs its end at its end time."""
@@ -1006,7 +990,7 @@ def test_fault_outage_latency_and_expiry(emulators: Emulators, store_name: str) 
     assert min(times) < 0.4, times
 
 
-@pytest.mark.parametrize("store_name", _stores())
+@pytest.mark.parametrize("store_name", stores_of_kind())
 def test_fault_bandwidth_and_resets_with_the_sdk(
     emulators: Emulators, matrix_bucket: MatrixBucket, store_name: str
 ) -> None:

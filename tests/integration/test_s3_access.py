@@ -14,33 +14,17 @@ import pytest
 import requests
 
 from harness.accounts import OTHER, USER
-from harness.emulators import registry
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.s3 import S3Emulator
 from harness.emulators.s3_gate.acl import S3_ACCOUNTS
+from tests.integration.helpers import stores_of_kind
 
 Emulators = dict[str, RunningEmulator]
 Maker = Callable[..., str]
 ORIGIN = "https://app.example.com"
 
 
-def _s3_stores() -> list[Any]:
-    return [
-        pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
-        for store, cls in registry.emulator_classes().items()
-        if issubclass(cls, S3Emulator)
-    ]
-
-
-pytestmark = pytest.mark.parametrize("store_name", _s3_stores())
-
-
-@pytest.fixture
-def s3(emulators: Emulators, store_name: str) -> S3Emulator:
-    """The S3-compatible emulator of the test's ``store_name``."""
-    emulator = emulators[store_name]
-    assert isinstance(emulator, S3Emulator)
-    return emulator
+pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 
 
 @pytest.fixture

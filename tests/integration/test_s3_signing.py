@@ -20,9 +20,9 @@ import pytest
 import requests
 
 from harness.accounts import UNKNOWN, USER
-from harness.emulators import registry
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.s3 import S3Emulator
+from tests.integration.helpers import stores_of_kind
 
 Emulators = dict[str, RunningEmulator]
 VERSIONS = [pytest.param("s3v4", id="v4"), pytest.param("s3", id="v2")]
@@ -30,23 +30,7 @@ VERSIONS = [pytest.param("s3v4", id="v4"), pytest.param("s3", id="v2")]
 SKEW = 20 * 60  # beyond the 15 minutes S3 allows
 
 
-def _s3_stores() -> list[Any]:
-    return [
-        pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
-        for store, cls in registry.emulator_classes().items()
-        if issubclass(cls, S3Emulator)
-    ]
-
-
-pytestmark = pytest.mark.parametrize("store_name", _s3_stores())
-
-
-@pytest.fixture
-def s3(emulators: Emulators, store_name: str) -> S3Emulator:
-    """The S3-compatible emulator of the test's ``store_name``."""
-    emulator = emulators[store_name]
-    assert isinstance(emulator, S3Emulator)
-    return emulator
+pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
 
 
 @pytest.fixture
