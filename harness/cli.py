@@ -11,6 +11,7 @@ from rich.table import Table
 
 from harness.cloud import cloud
 from harness.cloud.chaos import fault_command, preempt_command
+from harness.conformance.commands import conform_command, target_command
 from harness.errors import CloudError
 from skycore.config import ConfigError
 
@@ -71,6 +72,8 @@ def env() -> None:
 
 cli.add_command(preempt_command)  # harness preempt CLUSTER [--rank N] [--force]
 cli.add_command(fault_command)  # harness fault STORE KIND [--seconds N] [--bucket B] ...
+cli.add_command(conform_command)  # harness conform [--store NAME] [--target FILE] [-n N] ...
+cli.add_command(target_command)  # harness target STORE > t.yaml
 
 
 def main() -> None:

@@ -1,10 +1,10 @@
 """Mutation runner for the upload-order smoke test.
 
 Breaks one guarded mechanism at a time in a COPY of the repository and runs
-``tests/smoke/test_upload_order.py -k follows_creation`` from that copy N times (default 3),
-recording pass/fail and which assertion fired. A mutation is *killed* only if every run fails
-in the test body (a pytest ``<failure>``, not a setup ``<error>``); the unmutated baseline
-must pass every run, or the figures prove nothing.
+``harness/conformance/test_upload_order.py -k follows_creation`` from that copy N times
+(default 3), recording pass/fail and which assertion fired. A mutation is *killed* only if
+every run fails in the test body (a pytest ``<failure>``, not a setup ``<error>``); the
+unmutated baseline must pass every run, or the figures prove nothing.
 
     .venv/bin/python tools/run_order_mutations.py              # baseline + all
     .venv/bin/python tools/run_order_mutations.py --source worktree -m a-serialize-removed
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 MOUNTING = "skycore/storage/mounting.py"
 MOUNT_PROGRAM = "skycore/node/mountd/mount.py"  # the node's mount step (serialisation)
 STORAGE = "skycore/storage/storage.py"
-ORDER_TEST = "tests/smoke/test_upload_order.py"
+ORDER_TEST = "harness/conformance/test_upload_order.py"
 
 
 @dataclass(frozen=True)

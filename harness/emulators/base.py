@@ -26,6 +26,7 @@ from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent,
 
 if TYPE_CHECKING:
     from harness.gate.protocol import GateProtocol
+    from harness.targets import Target
 
 __all__ = [
     "CAPABILITIES",
@@ -87,9 +88,42 @@ class RunningEmulator(GateClient, ABC):
             )
         return bool(getattr(cls, capability))
 
+    comp_test: ClassVar[Path | None] = None
+    """The store's own comp test YAML (shipped as package data); None: the built-in
+    harness/conformance/fixtures/comp_test_<store>.yaml, else comp_test.yaml's part for the
+    store."""
+
+    target: Target | None = None
+    """Set on an emulator attached to a target file (:meth:`attach`): its helpers then reach
+    the target's endpoint with the target's accounts, and the gate's admin API is gone."""
+
     def __init__(self, home: Path, record: EmulatorRecord) -> None:
         self.home = home
         self.record = record
+
+    @classmethod
+    def attach(cls, target: Target) -> RunningEmulator:
+        """This store's helpers (client, make_bucket, list_keys, ...) pointed at ``target``
+        (a real endpoint, or the local gate as an outsider sees it) instead of a running
+        emulator: no processes, no admin API, no events, no faults."""
+        emulator = cls.__new__(cls)
+        emulator.home = Path("/nonexistent-harness-home")
+        emulator.record = None  # type: ignore[assignment]
+        emulator.target = target
+        emulator.use_target(target)
+        return emulator
+
+    def use_target(self, target: Target) -> None:
+        """Take the endpoint and the accounts' credentials from ``target`` (per store: its
+        ``target.section(USER)`` and, when ``target.has_other``, ``target.section(OTHER)``)."""
+        raise EmulatorError(
+            f"{type(self).__name__} cannot run against a target file: it does not implement "
+            "use_target (docs/conformance.md)."
+        )
+
+    @abstractmethod
+    def list_buckets(self, owner: str = USER) -> dict[str, float]:
+        """``owner``'s buckets: name -> creation time (Unix seconds), from the store's API."""
 
     # --- addresses and processes ---------------------------------------------------------
 
@@ -200,8 +234,9 @@ class RunningEmulator(GateClient, ABC):
         """The exception types the SDK behind :meth:`client` raises for a refused request."""
 
     @abstractmethod
-    def config_section(self) -> Any:
-        """The user's skycore config section (the store's config model) for this emulator."""
+    def config_section(self, owner: str = USER) -> Any:
+        """``owner``'s skycore config section (the store's config model) for this emulator:
+        the user's goes into ~/.skycore/config.yaml, both into ``harness target``'s file."""
 
     @abstractmethod
     def client(self, owner: str | None = USER) -> Any:

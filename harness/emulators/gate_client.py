@@ -51,12 +51,22 @@ class GateClient:
     home: Path
     record: EmulatorRecord
 
+    target_endpoint: str | None = None
+    """The endpoint of an emulator attached to a target file (None: the store's default)."""
+
     @property
     def endpoint(self) -> str:
         """The gate's URL: the endpoint clients use."""
+        if getattr(self, "target", None) is not None:
+            return self.target_endpoint  # type: ignore[return-value]
         return f"http://{LOOPBACK}:{self.record.gate_port}"
 
     def _admin(self, method: str, route: str, body: Any = None) -> Any:
+        if getattr(self, "target", None) is not None:
+            raise EmulatorError(
+                f"The {self.store} gate's admin API ({route.split('?')[0]}) exists only in the "
+                "local cloud; a run against a target file uses the store's public API alone."
+            )
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
             f"{self.endpoint}/__gate__/{route}",

@@ -67,7 +67,8 @@ def parse_matrix_id(nodeid: str) -> tuple[str, str, str] | None:
     """(cloud, mode, kind) from an id like ``...::test_mount[ID-MOUNT_CACHED-sky_managed]``."""
     if "::test_mount[" not in nodeid:
         return None
-    parts = nodeid.split("[", 1)[1].rstrip("]").split("-", 2)
+    # pytest-xdist's --dist loadgroup appends "@GROUP" to the nodeid.
+    parts = nodeid.split("[", 1)[1].split("@", 1)[0].rstrip("]").split("-", 2)
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 

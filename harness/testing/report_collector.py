@@ -68,8 +68,10 @@ class ReportCollector:
         matrix = parse_matrix_id(report.nodeid)
         if matrix:
             self.data.cells.append(CellResult(*matrix, outcome=outcome, seconds=seconds))
-        elif "tests/smoke" in report.nodeid:
-            self.data.others.append((report.nodeid.split("tests/smoke/")[-1], outcome, seconds))
+        elif "tests/smoke/" in report.nodeid or "conformance/" in report.nodeid:
+            name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            rest = report.nodeid.split("::", 1)[1] if "::" in report.nodeid else ""
+            self.data.others.append((f"{name}::{rest}", outcome, seconds))
 
     def write(self) -> Path:
         html_path, _md = render(self.data, self.path)

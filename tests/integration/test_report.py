@@ -34,6 +34,12 @@ def test_matrix_ids_parse():
         "sky_managed",
     )
     assert parse_matrix_id("tests/smoke/test_pipeline.py::test_x") is None
+    # pytest-xdist's --dist loadgroup suffix, and a conformance run's nodeid.
+    assert parse_matrix_id("test_mount_matrix.py::test_mount[aws-COPY-sky_managed]@matrix-aws") == (
+        "aws",
+        "COPY",
+        "sky_managed",
+    )
 
 
 def test_markdown_twin_and_png(tmp_path: Path):
