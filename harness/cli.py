@@ -29,10 +29,31 @@ def cli() -> None:
 
 
 @cli.command()
-def up() -> None:
-    """Start everything that is not running yet (safe to run twice)."""
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    metavar="NAME",
+    help="Start only what this store needs (repeatable; default: every registered store).",
+)
+def up(stores: tuple[str, ...]) -> None:
+    """Start everything that is not running yet (safe to run twice): dockerd, the node
+    image and the emulators of every store, or only of the stores named with --store."""
+    from harness.emulators import registry
+
+    selected = tuple(dict.fromkeys(stores)) or None
+    if selected is not None:
+        known = registry.store_names()
+        unknown = [s for s in selected if s not in known]
+        if unknown:
+            raise click.BadParameter(
+                f"no store named {', '.join(map(repr, unknown))} is registered. Registered "
+                f"stores: {', '.join(known) or 'none'}. Name one of them, or install the "
+                "package that declares the store (entry-point group 'harness.emulators').",
+                param_hint="--store",
+            )
     started = time.monotonic()
-    info = cloud.up(say=_say)
+    info = cloud.up(say=_say, stores=selected)
     console.print(
         f"[green]Local cloud is up[/green] in {time.monotonic() - started:.1f} s; "
         f"skycore config: {info.config_path}"

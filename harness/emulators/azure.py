@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from harness.accounts import UNKNOWN, USER
+from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
 from harness.emulators.azure_gate.protocol import (
     ACCOUNTS,
@@ -20,6 +20,9 @@ from harness.emulators.azure_gate.protocol import (
     classify_azure,
 )
 from harness.emulators.base import EmulatorError, RunningEmulator, installing_notice
+
+if TYPE_CHECKING:
+    from harness.targets import Target
 
 __all__ = ["ACCOUNTS", "AzureEmulator", "StorageAccount", "classify_azure"]
 
@@ -98,7 +101,9 @@ class AzureEmulator(RunningEmulator):
     """Azurite's blob service (data under ``$HARNESS_HOME/azurite``) behind the Azure gate.
 
     A container lives in the storage account of its owner; helpers find that account through
-    the gate's bucket table (the user's account for containers it does not know).
+    the gate's bucket table (the user's account for containers it does not know). Attached to
+    a target file, the accounts, keys and blob endpoints are the target's, and a container's
+    account is the first of the caller's own and the others' that holds it.
     """
 
     store = "azure"
@@ -108,7 +113,10 @@ class AzureEmulator(RunningEmulator):
     startup_timeout = 60.0
     persistent = True
     needs_node = True
-    accounts: ClassVar[dict[str, StorageAccount]] = ACCOUNTS
+    accounts: Mapping[str, StorageAccount] = ACCOUNTS
+    """owner -> storage account (attached: the target's user and, if named, other)."""
+    endpoint_templates: Mapping[str, str] = {}
+    """account name -> blob endpoint template (attached; else the gate's ``/{account}``)."""
     denial_status = 404  # anonymous: ResourceNotFound (wrong keys and forged SAS get 403)
 
     @classmethod
@@ -144,19 +152,56 @@ class AzureEmulator(RunningEmulator):
 
         return (HttpResponseError,)
 
-    def account_url(self, account: str) -> str:
-        """Blob service URL of a storage account, through the gate."""
-        return f"{self.endpoint}/{account}"
+    def use_target(self, target: Target) -> None:
+        """The target's storage accounts, keys and blob endpoint templates."""
+        sections = {USER: target.section(USER)}
+        if target.has_other:
+            sections[OTHER] = target.section(OTHER)
+        self.accounts = {
+            owner: StorageAccount(section.account_name, section.account_key)
+            for owner, section in sections.items()
+        }
+        # Later wins: the user's template for an account both sections name.
+        self.endpoint_templates = {
+            s.account_name: s.endpoint_template for s in reversed(sections.values())
+        }
+        self.target_endpoint = sections[USER].blob_endpoint()
 
-    def config_section(self) -> Any:
+    def account(self, owner: str) -> StorageAccount:
+        """``owner``'s storage account (user or other)."""
+        if owner not in self.accounts:
+            raise no_other_account(self, owner)
+        return self.accounts[owner]
+
+    def account_url(self, account: str) -> str:
+        """Blob service URL of a storage account, through the gate (attached: by the
+        target's endpoint template, the user's for an account the target does not name)."""
+        if self.target is None:
+            return f"{self.endpoint}/{account}"
+        template = self.endpoint_templates.get(account)
+        if template is None:
+            template = self.endpoint_templates[self.accounts[USER].name]
+        return template.format(account=account)
+
+    def _template(self, account: str) -> str:
+        """The blob endpoint template skycore is given for ``account``."""
+        if self.target is None:
+            return f"{self.endpoint}/{{account}}"
+        return self.endpoint_templates[account]
+
+    def config_section(self, owner: str = USER) -> Any:
         from skycore.storage.azure import AzureConfig
 
-        account = ACCOUNTS[USER]
+        account = self.account(owner)
         return AzureConfig(
             account_name=account.name,
             account_key=account.key,
-            endpoint_template=f"{self.endpoint}/{{account}}",
+            endpoint_template=self._template(account.name),
         )
+
+    def _own_account(self, owner: str | None) -> StorageAccount:
+        """``owner``'s account; the user's for anonymous and unknown callers."""
+        return self.account(owner) if owner in (USER, OTHER) else self.accounts[USER]
 
     def client(self, owner: str | None = USER, account: str | None = None) -> Any:
         """A BlobServiceClient through the gate for ``owner``'s key (None: anonymous;
@@ -165,32 +210,52 @@ class AzureEmulator(RunningEmulator):
         from azure.storage.blob import BlobServiceClient
 
         if account is None:
-            account = ACCOUNTS[owner if owner in ACCOUNTS else USER].name
+            account = self._own_account(owner).name
         credential: Any = None
         if owner == UNKNOWN:
             credential = {"account_name": account, "account_key": UNKNOWN_KEY}
         elif owner is not None:
-            acct = ACCOUNTS[owner]
+            acct = self.account(owner)
             credential = {"account_name": acct.name, "account_key": acct.key}
         return BlobServiceClient(self.account_url(account), credential=credential)
 
+    def list_buckets(self, owner: str = USER) -> dict[str, float]:
+        """``owner``'s containers (in their own account): name -> last modified (Azure keeps
+        no creation time of a container)."""
+        return {
+            c.name: c.last_modified.timestamp() if c.last_modified else 0.0
+            for c in self.client(owner).list_containers()
+        }
+
     def account_of(self, container: str, caller: str | None = USER) -> str:
-        """The storage account holding ``container``: its owner's (from the gate), else the
-        caller's own (the user's for anonymous and unknown callers)."""
-        owner = self.bucket_owner(container) or caller
-        return ACCOUNTS[owner if owner in ACCOUNTS else USER].name
+        """The storage account holding ``container``: its owner's (from the gate; attached:
+        the first account of the caller's own and the others' that has it, asked with each
+        account's key), else the caller's own (the user's for anonymous and unknown)."""
+        own = self._own_account(caller)
+        if self.target is None:
+            owner = self.bucket_owner(container)
+            return self.accounts[owner].name if owner is not None else own.name
+        for account in (own, *(a for a in self.accounts.values() if a != own)):
+            service = self.client(self._holder(account), account=account.name)
+            if service.get_container_client(container).exists():
+                return account.name
+        return own.name
+
+    def _holder(self, account: StorageAccount) -> str:
+        """The owner whose key ``account`` is."""
+        return next(o for o, a in self.accounts.items() if a == account)
 
     def _container(self, name: str, owner: str | None) -> Any:
         """``name`` in its storage account, as ``owner`` reaches it: with their key in their
         own account, anonymously in another's (nobody holds another account's key), with
         the wrong key for ``unknown``."""
         account = self.account_of(name, owner)
-        if owner in ACCOUNTS and ACCOUNTS[owner].name != account:
+        if owner in (USER, OTHER) and self.account(owner).name != account:
             owner = None
         return self.client(owner, account=account).get_container_client(name)
 
     def bucket_url(self, name: str, owner: str = USER) -> str:
-        return f"azure://{ACCOUNTS[owner].name}/{name}"
+        return f"azure://{self.account(owner).name}/{name}"
 
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
         """Create the container in ``owner``'s storage account through the gate, public at
@@ -208,9 +273,11 @@ class AzureEmulator(RunningEmulator):
         )
 
     def delete_bucket(self, name: str) -> None:
+        """Delete container ``name`` from every account that has it (each with its own key;
+        no gate admin call, so the same attached to a target)."""
         from azure.core.exceptions import ResourceNotFoundError
 
-        for owner in ACCOUNTS:
+        for owner in self.accounts:
             try:
                 self.client(owner).delete_container(name)
             except ResourceNotFoundError:
@@ -235,16 +302,27 @@ class AzureEmulator(RunningEmulator):
         if bucket is not None:
             account = self.account_of(bucket, owner)
         else:
-            account = ACCOUNTS[owner if owner in ACCOUNTS else USER].name
-        if owner in ACCOUNTS and ACCOUNTS[owner].name != account:
+            account = self._own_account(owner).name
+        if owner in (USER, OTHER) and self.account(owner).name != account:
             owner = None  # another account's container: read anonymously, as skycore does
         lines = [
             "type = azureblob",
             f"account = {account}",
-            f"endpoint = {self.endpoint}/{account}",
+            f"endpoint = {self.account_url(account)}",
         ]
         if owner == UNKNOWN:
             lines.append(f"key = {UNKNOWN_KEY}")
         elif owner is not None:
-            lines.append(f"key = {ACCOUNTS[owner].key}")
+            lines.append(f"key = {self.account(owner).key}")
         return "[remote]\n" + "\n".join(lines) + "\n"
+
+
+def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:
+    """The error of a helper asked to act as an account the target file does not name."""
+    path = emulator.target.path if emulator.target is not None else None
+    return EmulatorError(
+        f"There is no {owner} account in the target file {path}: the {emulator.store} "
+        f"helpers cannot act as '{owner}'. Add an '{owner}' section to the file (the same "
+        f"fields as its 'user' section, for an account of its own), or run only the tests that "
+        f"need no {owner} account."
+    )

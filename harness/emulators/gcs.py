@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
@@ -16,11 +16,16 @@ from harness.emulators.base import EmulatorError, RunningEmulator
 from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 
+if TYPE_CHECKING:
+    from harness.targets import Target
+
 __all__ = ["EMAILS", "PROJECT", "PROJECT_NUMBER", "GcsEmulator", "fake_gcs_binary"]
 
 PROJECT = "skycore"
 PUBLIC_ROLE = "roles/storage.objectViewer"
 """What a public bucket grants allUsers (GCS's way to make a bucket's objects public)."""
+GCS_ENDPOINT = "https://storage.googleapis.com"
+"""Google Cloud Storage's own endpoint (a target whose ``api_endpoint`` is left out)."""
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -61,12 +66,18 @@ class GcsEmulator(RunningEmulator):
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
     invalid_credentials_status = 401
-    tokens: ClassVar[dict[str, str]] = {
+    tokens: Mapping[str, str | None] = {
         USER: "ya29.skycore-user",
         OTHER: "ya29.skycore-other",
         UNKNOWN: "ya29.unknown-token",
     }
-    """owner -> bearer token; ``unknown`` is a token the gate does not know."""
+    """owner -> bearer token; ``unknown`` is a token the gate does not know. Attached to a
+    target: the target's tokens (None: application default credentials), ``other`` only if
+    the file names it."""
+    project: str = PROJECT
+    """The project of the config section (and of the buckets the helpers create)."""
+    project_number: str = PROJECT_NUMBER
+    """What rclone's ``project_number`` names (a target's project id)."""
 
     @classmethod
     def prepare(cls, home: Path) -> None:
@@ -96,7 +107,7 @@ class GcsEmulator(RunningEmulator):
 
     @classmethod
     def gate_protocol(cls) -> GcsGateProtocol:
-        return GcsGateProtocol({o: t for o, t in cls.tokens.items() if o != UNKNOWN})
+        return GcsGateProtocol({o: t for o, t in cls.tokens.items() if o != UNKNOWN and t})
 
     @classmethod
     def sdk_errors(cls) -> tuple[type[BaseException], ...]:
@@ -106,25 +117,57 @@ class GcsEmulator(RunningEmulator):
         # A 401 makes the SDK try to refresh its token; a bare token cannot be refreshed.
         return (Forbidden, Unauthorized, RefreshError)
 
-    def config_section(self) -> Any:
+    def use_target(self, target: Target) -> None:
+        """The target's endpoint, project and each account's bearer token."""
+        user = target.section(USER)
+        self.target_endpoint = (user.api_endpoint or GCS_ENDPOINT).rstrip("/")
+        self.project = self.project_number = user.project
+        tokens = {USER: user.access_token, UNKNOWN: type(self).tokens[UNKNOWN]}
+        if target.has_other:
+            tokens[OTHER] = target.section(OTHER).access_token
+        self.tokens = tokens
+
+    def _token(self, owner: str) -> str | None:
+        """``owner``'s bearer token (None: application default credentials)."""
+        if owner not in self.tokens:
+            raise no_other_account(self, owner)
+        return self.tokens[owner]
+
+    def config_section(self, owner: str = USER) -> Any:
         from skycore.storage.gcs import GcpConfig
 
         return GcpConfig(
-            api_endpoint=self.endpoint, project=PROJECT, access_token=self.tokens[USER]
+            api_endpoint=self.endpoint, project=self.project, access_token=self._token(owner)
         )
 
     def client(self, owner: str | None = USER) -> Any:
-        """A google.cloud.storage.Client through the gate (anonymous if owner is None)."""
+        """A google.cloud.storage.Client through the gate (anonymous if owner is None; the
+        application default credentials for an account of a target without a token)."""
+        import google.auth
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
         from google.oauth2.credentials import Credentials
 
-        creds: Any = AnonymousCredentials() if owner is None else Credentials(self.tokens[owner])
+        creds: Any
+        if owner is None:
+            creds = AnonymousCredentials()
+        elif (token := self._token(owner)) is not None:
+            creds = Credentials(token)
+        else:
+            creds, _ = google.auth.default()
         return storage.Client(
-            project=PROJECT, credentials=creds, client_options={"api_endpoint": self.endpoint}
+            project=self.project, credentials=creds, client_options={"api_endpoint": self.endpoint}
         )
 
+    def list_buckets(self, owner: str = USER) -> dict[str, float]:
+        """The buckets of the project as ``owner`` lists them: name -> timeCreated."""
+        return {
+            b.name: b.time_created.timestamp() if b.time_created else 0.0
+            for b in self.client(owner).list_buckets(project=self.project)
+        }
+
     def bucket_url(self, name: str, owner: str = USER) -> str:
+        self._token(owner)  # an owner the target does not name: refused like everywhere
         return f"gs://{name}"
 
     def signing_credentials(self, owner: str = USER) -> Any:
@@ -133,6 +176,12 @@ class GcsEmulator(RunningEmulator):
         from google.oauth2 import service_account
 
         from harness.emulators.gcs_gate.signed_urls import service_account_info
+
+        if self.target is not None:
+            raise EmulatorError(
+                "Signed URLs need the local cloud's service-account keys, which a target "
+                "file does not hold; the tests that sign URLs run against the local cloud only."
+            )
 
         info = service_account_info(owner, f"{self.endpoint}/token")
         return service_account.Credentials.from_service_account_info(info)
@@ -169,6 +218,11 @@ class GcsEmulator(RunningEmulator):
             hmac_signing_key,
         )
 
+        if self.target is not None:
+            raise EmulatorError(
+                "HMAC-signed URLs need the local cloud's HMAC keys, which a target file does "
+                "not hold; the tests that sign URLs run against the local cloud only."
+            )
         access_id, secret = hmac_key(owner)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         scope = f"{stamp[:8]}/auto/storage/goog4_request"
@@ -201,9 +255,29 @@ class GcsEmulator(RunningEmulator):
         return lambda key, data: bucket.blob(key).upload_from_string(data)
 
     def delete_bucket(self, name: str) -> None:
+        """Delete ``name`` and its objects as its owner (the gate's record; attached to a
+        target: the user, then the other account); no error if it does not exist."""
+        if self.target is None:
+            self._delete_as(name, self.bucket_owner(name) or USER)
+            return
+        refused: list[str] = []
+        for owner in (o for o in (USER, OTHER) if o in self.tokens):
+            try:
+                self._delete_as(name, owner)
+                return
+            except self.sdk_errors() as e:
+                refused.append(f"{owner}: {e}")
+        raise EmulatorError(
+            f"Cannot delete the gcs bucket {name}: every account of the target file was "
+            f"refused ({'; '.join(refused)}). Delete it by hand (gcloud storage rm -r "
+            f"gs://{name}) with an account that owns it."
+        )
+
+    def _delete_as(self, name: str, owner: str) -> None:
+        """Delete ``name`` and its objects with ``owner``'s credentials (gone: nothing)."""
         from google.api_core.exceptions import NotFound
 
-        client = self.client(self.bucket_owner(name) or USER)
+        client = self.client(owner)
         try:
             bucket = client.bucket(name)
             for blob in client.list_blobs(name):
@@ -232,7 +306,23 @@ class GcsEmulator(RunningEmulator):
             "type = google cloud storage",
             f"endpoint = {self.endpoint}/storage/v1/",
             "bucket_policy_only = true",
-            f"project_number = {PROJECT_NUMBER}",
-            "anonymous = true" if owner is None else f"access_token = {self.tokens[owner]}",
+            f"project_number = {self.project_number}",
         ]
+        if owner is None:
+            lines.append("anonymous = true")
+        elif (token := self._token(owner)) is not None:
+            lines.append(f"access_token = {token}")
+        else:
+            lines.append("env_auth = true")
         return "[remote]\n" + "\n".join(lines) + "\n"
+
+
+def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:
+    """The error of a helper asked to act as an account the target file does not name."""
+    path = emulator.target.path if emulator.target is not None else None
+    return EmulatorError(
+        f"There is no {owner} account in the target file {path}: the {emulator.store} "
+        f"helpers cannot act as '{owner}'. Add an '{owner}' section to the file (the same "
+        f"fields as its 'user' section, for an account of its own), or run only the tests that "
+        f"need no {owner} account."
+    )

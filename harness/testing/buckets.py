@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.accounts import OTHER, USER
 from harness.emulators import fleet
+from harness.testing import access
 
 SKY_MANAGED = "sky_managed"
 PRIVATE_BY_USER = "external_private_by_user"
@@ -26,7 +27,11 @@ SEED_KEY = "seed/hello.txt"
 
 
 def unique_name(prefix: str) -> str:
-    """A bucket name valid in every store: lowercase, digits and dashes, <= 63 chars."""
+    """A bucket name valid in every store: lowercase, digits and dashes, <= 63 chars. In a
+    target run it starts with the run's ``PREFIX-RUNID`` (so clean-up finds it)."""
+    tag = access.bucket_tag()
+    if tag:
+        return f"{tag}-{prefix[:30]}-{uuid.uuid4().hex[:8]}".lower()
     return f"{prefix[:40]}-{uuid.uuid4().hex[:10]}".lower()
 
 
@@ -74,26 +79,26 @@ class TestBucket:
 
     def events(self) -> list[fleet.WriteEvent]:
         """Completed writes to this bucket, in completion order (from the gate)."""
-        return fleet.get(self.store).events(self.name)
+        return access.store_access(self.store).events(self.name)
 
     def delete(self) -> None:
         """Remove the bucket and its objects (no error if it is gone)."""
-        fleet.get(self.store).delete_bucket(self.name)
+        access.store_access(self.store).delete_bucket(self.name)
 
 
 def list_keys(store: str, bucket: str, owner: str | None = USER) -> list[str]:
     """Every key of ``bucket`` in ``store``, listed with ``owner``'s credentials."""
-    return fleet.get(store).list_keys(bucket, owner)
+    return access.store_access(store).list_keys(bucket, owner)
 
 
 def read_object(store: str, bucket: str, key: str, owner: str | None = USER) -> bytes:
     """The content of ``key`` in ``bucket``, read from the store with ``owner``'s credentials."""
-    return fleet.get(store).read_object(bucket, key, owner)
+    return access.store_access(store).read_object(bucket, key, owner)
 
 
 def write_object(store: str, bucket: str, key: str, data: bytes, owner: str | None = USER) -> None:
     """Write ``data`` to ``key`` in ``bucket`` of ``store`` with ``owner``'s credentials."""
-    fleet.get(store).write_object(bucket, key, data, owner)
+    access.store_access(store).write_object(bucket, key, data, owner)
 
 
 def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:
@@ -108,9 +113,14 @@ def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") ->
         source = workdir / name
         (source / "seed").mkdir(parents=True, exist_ok=True)
         (source / SEED_KEY).write_bytes(seed[SEED_KEY])
-        url = fleet.get(store).bucket_url(name, USER)
+        url = access.store_access(store).bucket_url(name, USER)
         return TestBucket(store, kind, name, seed, source_dir=source, url=url)
     owner = OTHER if kind == PUBLIC_NOT_BY_USER else USER
+    target = access.target()
+    if owner == OTHER and target is not None and not target.has_other:
+        import pytest
+
+        pytest.skip(access.NO_OTHER_ACCOUNT)
     public = kind != PRIVATE_BY_USER
-    url = fleet.get(store).make_bucket(name, owner=owner, public=public, objects=seed)
+    url = access.store_access(store).make_bucket(name, owner=owner, public=public, objects=seed)
     return TestBucket(store, kind, name, seed, owner=owner, url=url)

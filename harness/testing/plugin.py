@@ -23,6 +23,7 @@ import pytest
 from harness.emulators import registry
 from harness.emulators.base import CAPABILITIES
 from harness.paths import harness_home, home_env
+from harness.testing.redaction import Redactor
 from harness.testing.report_collector import ReportCollector
 
 CAPABILITY_MARKER = "requires_capability"
@@ -77,6 +78,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the mount matrix and upload-order timeline as HTML (+ .md, .png) to PATH",
     )
     group.addoption(
+        "--target",
+        metavar="FILE",
+        default=None,
+        help="run against the endpoint and accounts of a target file instead of the local "
+        "cloud ('local', the default); see docs/conformance.md",
+    )
+    group.addoption(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        help="the run id every bucket of a target run carries (default: a new one)",
+    )
+    group.addoption(
         "--keep-on-failure",
         action="store_true",
         default=False,
@@ -85,12 +99,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _REPORT: dict[str, ReportCollector] = {}
+_REDACTOR: dict[str, Redactor] = {}
+ORDER_POLL_PROPERTY = "upload_order_poll"
+"""A user property of the upload-order tests in a target run: how the order was observed."""
+_ORDER_POLLS: list[tuple[str, str]] = []
+
+
+def _activate_target(config: pytest.Config) -> None:
+    """Load ``--target`` (refused with one clear line if unusable) and point this process at
+    it; the controller picks the run id that its xdist workers then share."""
+    from harness.targets import TargetError, load_target, new_run_id
+    from harness.testing import access
+
+    if not config.getoption("--run-id", default=None):
+        config.option.run_id = new_run_id()
+    path = config.getoption("--target", default=None)
+    target = None
+    if path and path != "local":
+        try:
+            target = load_target(path)
+        except TargetError as e:
+            raise pytest.UsageError(str(e)) from None
+        chosen = explicit_store_selection(config)
+        if chosen and chosen != [target.store]:
+            raise pytest.UsageError(
+                f"--store {' '.join(chosen)} conflicts with the target file {path}, which is "
+                f"for store '{target.store}'; drop --store or use a target of that store."
+            )
+        _REDACTOR["target"] = Redactor(target.secrets())
+    access.activate(target, config.option.run_id)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     from harness import env_keys, failure_logs
 
     env_keys.keep_current_test_key()
+    _activate_target(config)
 
     if not config.pluginmanager.is_registered(failure_logs):
         config.pluginmanager.register(failure_logs, "harness.failure_logs")
@@ -133,13 +177,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Collect outcomes for --matrix-report (runs in the controller under xdist)."""
+    for name, value in report.user_properties:
+        if name == ORDER_POLL_PROPERTY and report.when == "call":
+            _ORDER_POLLS.append((report.nodeid, str(value)))
     collector = _REPORT.get("collector")
     if collector is not None:
         collector.add(report)
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How a target run observed upload order (poll interval, resolution), per test."""
+    if _ORDER_POLLS:
+        terminalreporter.section("upload order, observed by polling the bucket")
+        for nodeid, line in _ORDER_POLLS:
+            terminalreporter.line(f"{nodeid.split('::')[-1]}: {line}")
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write --matrix-report once, from the controller."""
+    """Write --matrix-report once, from the controller; in a target run, delete every
+    bucket of this run that a test left behind (also after a failure or Ctrl-C)."""
+    from harness.testing import access
+
+    if access.target() is not None and not hasattr(session.config, "workerinput"):
+        from harness.conformance.cleanup import delete_run_buckets
+
+        for line in delete_run_buckets(access.target(), access.run_id()):  # type: ignore[arg-type]
+            session.config.get_terminal_writer().line(line)
     collector = _REPORT.pop("collector", None)
     if collector is not None and not hasattr(session.config, "workerinput"):
         path = collector.write()
@@ -156,7 +219,13 @@ def explicit_store_selection(config: pytest.Config) -> list[str]:
 
 
 def selected_stores(config: pytest.Config) -> list[str]:
-    """The stores chosen with --store and the alias options (all registered when none)."""
+    """The stores chosen with --store and the alias options (all registered when none); in a
+    target run, the target's store alone."""
+    from harness.testing import access
+
+    target = access.target()
+    if target is not None:
+        return [target.store]
     return explicit_store_selection(config) or list(registry.store_names())
 
 
@@ -221,10 +290,31 @@ def node_engine() -> tuple[str, str]:
 def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> Iterator[object]:
     """The whole local cloud (dockerd, node image, selected emulators), up once per session."""
     from harness.cloud import cloud
+    from harness.testing import access
 
     with home_env(session_skycore_home):
+        target = access.target()
+        if target is not None:
+            yield _target_cloud(target)
+            return
         stores = tuple(selected_stores(request.config))
         yield cloud.up(say=lambda _msg: None, stores=stores)
+
+
+def _target_cloud(target: Any) -> Path:
+    """A target run's cloud: the local engine and node image for the nodes, and a skycore
+    config whose only store section is the target's user account (never the local gate)."""
+    from harness.accounts import USER
+    from harness.cloud import cloud
+    from skycore.config import DockerConfig, SkycoreConfig, save_config
+    from skycore.storage.registry import get_store_class
+
+    host, image = cloud.up_docker(say=lambda _msg: None)
+    section = get_store_class(target.store).config_section
+    config = SkycoreConfig(
+        docker=DockerConfig(host=host, image=image), **{section: target.section(USER)}
+    )
+    return save_config(config)
 
 
 @pytest.fixture
@@ -404,5 +494,8 @@ def _failed(request: pytest.FixtureRequest) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Keep each phase's report on the item, so fixtures can tell a failed test."""
     report = yield
+    redactor = _REDACTOR.get("target")
+    if redactor is not None:
+        redactor.report(report)
     setattr(item, f"rep_{report.when}", report)
     return report

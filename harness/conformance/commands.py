@@ -1,0 +1,158 @@
+"""``harness conform`` (run the conformance suite from any directory, on the local cloud or a
+target file) and ``harness target`` (write a target file for the local cloud's gate)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import click
+
+from harness.accounts import OTHER, USER
+from harness.conformance import cleanup, plan
+from harness.targets import Target, dump_target, load_target, new_run_id, run_tag
+
+
+def _echo(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _confirm(text: str, yes: bool) -> None:
+    """Print what the run creates; ask unless ``yes``."""
+    _echo(text)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            "The conformance suite asks before it creates buckets, and stdin is not a "
+            "terminal: pass -y to run without asking."
+        )
+    if not click.confirm("Run it?", default=False, err=True):
+        raise click.exceptions.Abort()
+
+
+def _pytest_argv(
+    stores: tuple[str, ...], target: str | None, workers: int, run_id: str, extra: tuple[str, ...]
+) -> list[str]:
+    argv = [sys.executable, "-m", "pytest", "--pyargs", "harness.conformance"]
+    argv += ["-p", "no:cacheprovider", "--run-id", run_id, "-rfEs"]
+    if workers > 0:
+        argv += ["-n", str(workers), "--dist", "loadgroup"]
+    else:
+        argv += ["-p", "no:xdist"]
+    for store in stores:
+        argv += ["--store", store]
+    if target:
+        argv += ["--target", target]
+    return argv + list(extra)
+
+
+def _run(argv: list[str]) -> int:
+    """Run pytest; on Ctrl-C let it tear down (it got the signal too) and return."""
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        _echo("interrupted: waiting for the suite to clean up...")
+        try:
+            return proc.wait(timeout=300)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            proc.kill()
+            return 130
+
+
+@click.command(
+    "conform",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    metavar="NAME",
+    help="store to check (repeatable; default: all, or the target's)",
+)
+@click.option(
+    "--target",
+    "target_path",
+    default="local",
+    show_default=True,
+    metavar="FILE|local",
+    help="a target file naming a real endpoint and its accounts",
+)
+@click.option(
+    "-n", "workers", type=int, default=2, show_default=True, help="pytest-xdist workers (0: none)"
+)
+@click.option("-y", "--yes", is_flag=True, help="do not ask before creating buckets")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="delete the target's leftover buckets (prefix, older than an hour) and exit",
+)
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def conform_command(
+    stores: tuple[str, ...],
+    target_path: str,
+    workers: int,
+    yes: bool,
+    sweep: bool,
+    pytest_args: tuple[str, ...],
+) -> None:
+    """Run the conformance suite (mount matrix, comp_test, stop/start, upload order,
+    multinode) from any directory. Arguments after the options go to pytest."""
+    target: Target | None = None if target_path == "local" else load_target(target_path)
+    if sweep:
+        if target is None:
+            raise click.UsageError("--sweep needs --target FILE (the local cloud is yours).")
+        for line in cleanup.sweep(target):
+            click.echo(line)
+        return
+    if target is not None:
+        if stores and stores != (target.store,):
+            raise click.UsageError(
+                f"--store {' '.join(stores)} conflicts with {target_path}, a target of store "
+                f"'{target.store}'."
+            )
+        stores = (target.store,)
+    from harness.emulators import registry
+
+    registry.check_stores(stores)
+    label = "the local cloud" if target is None else f"the endpoint in {target_path}"
+    run_id = new_run_id()
+    _confirm(plan.describe(list(stores or registry.store_names()), label), yes)
+    if target is not None:
+        _echo(f"run id {run_id}: every bucket is named {run_tag(target.bucket_prefix, run_id)}-*")
+    code = _run(
+        _pytest_argv(stores, None if target is None else target_path, workers, run_id, pytest_args)
+    )
+    if target is not None:
+        for line in cleanup.delete_run_buckets(target, run_id):
+            _echo(line)
+    sys.exit(code)
+
+
+@click.command("target")
+@click.argument("store")
+def target_command(store: str) -> None:
+    """Print a target file for STORE on the local cloud: the gate's endpoint, the user's
+    and the other account's credentials (never the admin token). Redirected into a file,
+    the file is made readable by its owner only."""
+    from harness.emulators import fleet
+
+    emulator = fleet.get(store)
+    text = dump_target(
+        store,
+        emulator.config_section(USER),
+        emulator.config_section(OTHER),
+        emulator.bucket_url(emulator.public_dataset, OTHER),
+    )
+    out = sys.stdout.fileno()
+    if stat.S_ISREG(os.fstat(out).st_mode):
+        os.fchmod(out, 0o600)
+    click.echo(
+        f"# A target file for the local cloud's {store} gate (harness target {store}).\n"
+        f"# Run: harness conform --target FILE\n" + text,
+        nl=False,
+    )
