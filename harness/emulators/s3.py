@@ -8,13 +8,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator
 from harness.emulators.s3_gate.protocol import S3GateProtocol
 from harness.emulators.s3_gate.signatures import AccessKey
+from harness.emulators.s3_gate.upstream import GATE_KEY
+
+if TYPE_CHECKING:
+    from harness.targets import Target
 
 __all__ = ["AccessKey", "S3Emulator", "S3GateProtocol"]
 
@@ -40,6 +44,21 @@ def public_read_policy(bucket: str) -> dict[str, Any]:
             },
         ],
     }
+
+
+class _Refused(Exception):
+    """The account is not allowed to delete the bucket (another account may be)."""
+
+
+def _account_key(target: Target, owner: str, section: Any) -> AccessKey:
+    """``owner``'s key pair from its config section of ``target``."""
+    if not section.access_key_id or not section.secret_access_key:
+        raise EmulatorError(
+            f"Target file {target.path}: {owner}.access_key_id and {owner}.secret_access_key "
+            "are needed (the suite signs its own requests with them); add both to the "
+            f"'{owner}' section."
+        )
+    return AccessKey(section.access_key_id, section.secret_access_key)
 
 
 class S3Emulator(RunningEmulator):
@@ -86,11 +105,46 @@ class S3Emulator(RunningEmulator):
 
         return (ClientError,)
 
-    def config_section(self) -> Any:
-        """The store's own config model (``AwsConfig``, ``R2Config``, ...) for the user."""
+    @classmethod
+    def upstream_keys(cls) -> list[AccessKey]:
+        """Every key the server behind the gate must accept: the accounts' (the gate forwards
+        their signed requests as they are) and the gate's own (it signs what it forwards for
+        anonymous callers and its own HEADs with it). moto checks no signature; a server
+        that does (``rclone serve s3 --auth-key``) must be given all of them."""
+        return [key for owner, key in cls.keys.items() if owner != UNKNOWN] + [GATE_KEY]
+
+    # --- a target file instead of the local cloud ------------------------------------------
+
+    def use_target(self, target: Target) -> None:
+        """The target's endpoint (None: the service's default), region and the accounts'
+        keys; ``unknown`` stays a key no service knows."""
+        user = target.section(USER)
+        self.target_endpoint = user.endpoint_url
+        # Instance attributes shadowing the class's: this instance talks to the target.
+        self.region = user.region  # type: ignore[misc]
+        keys = {USER: _account_key(target, USER, user), UNKNOWN: type(self).keys[UNKNOWN]}
+        if target.has_other:
+            keys[OTHER] = _account_key(target, OTHER, target.section(OTHER))
+        self.keys = keys  # type: ignore[misc]
+
+    def _key(self, owner: str) -> AccessKey:
+        """``owner``'s key; an error naming the target file when it has no such account."""
+        if self.target is None or owner in self.keys:
+            return self.keys[owner]
+        raise EmulatorError(
+            f"There is no {owner} account in the target file {self.target.path}: add an "
+            f"'{owner}' section (its access_key_id and secret_access_key) to run what needs it."
+        )
+
+    def config_section(self, owner: str = USER) -> Any:
+        """``owner``'s config section (``AwsConfig``, ``R2Config``, ...): the target file's
+        when attached, else the gate's endpoint with ``owner``'s keys."""
         from skycore.storage.registry import get_store_class
 
-        key = self.keys[USER]
+        if self.target is not None:
+            self._key(owner)
+            return self.target.section(owner)
+        key = self._key(owner)
         return get_store_class(self.store).config_model(
             endpoint_url=self.endpoint,
             access_key_id=key.access_key_id,
@@ -112,7 +166,7 @@ class S3Emulator(RunningEmulator):
                 region_name=self.region,
                 config=Config(signature_version=UNSIGNED, **options),
             )
-        key = self.keys[owner]
+        key = self._key(owner)
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
@@ -122,40 +176,104 @@ class S3Emulator(RunningEmulator):
             config=Config(**options),
         )
 
+    def list_buckets(self, owner: str = USER) -> dict[str, float]:
+        """``owner``'s buckets (ListBuckets, every page): name -> CreationDate (Unix s)."""
+        client = self.client(owner)
+        found: dict[str, float] = {}
+        for page in client.get_paginator("list_buckets").paginate():
+            for bucket in page.get("Buckets", []):
+                found[bucket["Name"]] = bucket["CreationDate"].timestamp()
+        return found
+
     def bucket_url(self, name: str, owner: str = USER) -> str:
         return f"{self.scheme}://{name}"
 
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
-        """Create the bucket as a user does on AWS: a private bucket is just created; a
-        public one also has its Block Public Access removed and a bucket policy that lets
-        everyone read and list it."""
+        """Create the bucket as a user does on AWS: a private bucket is just created (with
+        the region as LocationConstraint where the store sends one); a public one also has
+        its Block Public Access removed and a bucket policy that lets everyone read and list
+        it."""
+        from skycore.storage.registry import get_store_class
+
         client = self.client(owner)
-        client.create_bucket(Bucket=name)
+        kwargs: dict[str, Any] = {"Bucket": name}
+        constrained = getattr(get_store_class(self.store), "location_constraint", False)
+        if constrained and self.region != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+        client.create_bucket(**kwargs)
         if public:
             client.delete_public_access_block(Bucket=name)
             client.put_bucket_policy(Bucket=name, Policy=json.dumps(public_read_policy(name)))
         return lambda key, data: client.put_object(Bucket=name, Key=key, Body=data)
 
     def delete_bucket(self, name: str) -> None:
+        """Delete ``name``, its objects and unfinished multipart uploads; nothing if it does
+        not exist. In the local cloud as the owner the gate recorded; attached to a target,
+        as the user, then as the other account if the user is refused. Raises
+        EmulatorError when no account may delete it or the server fails."""
+        if self.target is None:
+            owners = [self.bucket_owner(name) or USER]
+        else:
+            owners = [owner for owner in (USER, OTHER) if owner in self.keys]
+        refused: list[str] = []
+        for owner in owners:
+            try:
+                self._empty_and_delete(name, owner)
+                return
+            except _Refused as e:
+                refused.append(f"{owner}: {e}")
+        raise EmulatorError(
+            f"Cannot delete the {self.store} bucket '{name}' at {self.endpoint}: "
+            f"{'; '.join(refused)}. Delete it by hand with its owner's credentials."
+        )
+
+    def _empty_and_delete(self, name: str, owner: str) -> None:
+        """Empty and delete ``name`` as ``owner``; _Refused on AccessDenied."""
         from botocore.exceptions import ClientError
 
-        client = self.client(self.bucket_owner(name) or USER)
+        client = self.client(owner)
         try:
             for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
                 keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
                 if keys:
                     client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
-            uploads = client.list_multipart_uploads(Bucket=name).get("Uploads", [])
-            for up in uploads:
-                client.abort_multipart_upload(Bucket=name, Key=up["Key"], UploadId=up["UploadId"])
+            for upload in self._uploads(client, name):
+                client.abort_multipart_upload(
+                    Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
             client.delete_bucket(Bucket=name)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "NoSuchBucket":
-                raise
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "NoSuchBucket":
+                return
+            if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
+                raise _Refused(f"{code or status} {e}") from None
+            raise EmulatorError(
+                f"Cannot delete the {self.store} bucket '{name}' as {owner}: the server "
+                f"answered {code or status}: {e}"
+            ) from None
+
+    @staticmethod
+    def _uploads(client: Any, name: str) -> list[dict[str, Any]]:
+        """The bucket's unfinished multipart uploads (every page); none where the server
+        keeps no such list (answers NotImplemented, or NoSuchUpload on a fresh bucket)."""
+        from botocore.exceptions import ClientError
+
+        uploads: list[dict[str, Any]] = []
+        try:
+            for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=name):
+                uploads += page.get("Uploads", [])
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("NoSuchUpload", "NotImplemented") or status == 501:
+                return []
+            raise
+        return uploads
 
     def bucket_exists(self, name: str, owner: str = USER) -> bool:
-        buckets = self.client(owner).list_buckets().get("Buckets", [])
-        return name in {b["Name"] for b in buckets}
+        return name in self.list_buckets(owner)
 
     def list_keys(self, bucket: str, owner: str | None = USER) -> list[str]:
         pages = self.client(owner).get_paginator("list_objects_v2").paginate(Bucket=bucket)
@@ -179,7 +297,7 @@ class S3Emulator(RunningEmulator):
             "force_path_style = true",
         ]
         if owner is not None:
-            key = self.keys[owner]
+            key = self._key(owner)
             lines += [
                 f"access_key_id = {key.access_key_id}",
                 f"secret_access_key = {key.secret_access_key}",

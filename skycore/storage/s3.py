@@ -173,8 +173,20 @@ class S3Store(AbstractStore):
             if _code(e) == "BucketAlreadyOwnedByYou":
                 return
             if _code(e) in ("BucketAlreadyExists", "AccessDenied") or _status(e) in (403, 409):
+                if self._owned():
+                    return
                 raise self.name_taken() from None
             raise self.fail("create", e) from None
+
+    def _owned(self) -> bool:
+        """True if the user's own buckets (ListBuckets) include this one: S3-compatible
+        servers (and AWS for some callers) answer a CreateBucket of one's own bucket with a
+        409 BucketAlreadyExists, which then means "yours already", not "taken"."""
+        try:
+            pages = self.client.get_paginator("list_buckets").paginate()
+            return any(b.get("Name") == self.name for p in pages for b in p.get("Buckets", []))
+        except (ClientError, BotoCoreError):
+            return False  # cannot list (no s3:ListAllMyBuckets): the 409 stands
 
     def list_keys(self, prefix: str = "") -> list[str]:
         keys: list[str] = []

@@ -91,16 +91,27 @@ class S3Bookkeeping:
         name, key = access.bucket or "", access.key or ""
         detail = access.detail
         config = detail.config if isinstance(detail, S3Detail) else None
-        changed: Callable[[BucketAccess], BucketAccess] | None = None
         if op == "GetObjectAcl":
             return acl_to_xml(effective_object_acl(bucket, ex.state.object_meta(name, key)))
-        if op == "PutObjectAcl" and config is not None:
-            ex.state.set_object_meta(name, key, acl_meta(bucket, config))
-        elif op == "CreateMultipartUpload" and isinstance(detail, S3Detail) and detail.meta:
+        if op == "CreateMultipartUpload" and isinstance(detail, S3Detail) and detail.meta:
             found = _UPLOAD_ID.search(data)
             if found is not None:
                 with self._pending_lock:
                     self._pending[unescape(found.group(1).decode())] = detail.meta
+            return data
+        self.apply_config(ex, op, name, key, bucket, config)
+        return data
+
+    def apply_config(
+        self, ex: Exchange, op: str, name: str, key: str, bucket: BucketAccess, config: Any
+    ) -> None:
+        """Record an access configuration change (``op`` one of MIRRORED's Put/Delete
+        calls, ``config`` as the request set it) in the gate state; the gate answers these
+        calls itself (protocol.GATE_CONFIG_WRITES), so the server behind it need not know
+        them."""
+        changed: Callable[[BucketAccess], BucketAccess] | None = None
+        if op == "PutObjectAcl" and config is not None:
+            ex.state.set_object_meta(name, key, acl_meta(bucket, config))
         elif op == "PutBucketAcl" and config is not None:
             changed = partial(BucketAccess.with_acl, acl=config)
         elif op == "PutBucketOwnershipControls" and config is not None:
@@ -117,7 +128,6 @@ class S3Bookkeeping:
             ex.state.update_settings(name, **{CORS: None})
         if changed is not None:
             change_access(ex.state, name, bucket.owner, changed)
-        return data
 
     def _record(self, done: Success) -> bytes:
         """Object metadata and write events of a completed write."""

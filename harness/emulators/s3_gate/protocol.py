@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 
 from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import BucketAccess, PublicAccessBlock, ownership_from_xml
-from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml
+from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml, acl_to_xml
 from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, classify_s3, operation, refusal
 from harness.emulators.s3_gate.bookkeeping import S3Bookkeeping
 from harness.emulators.s3_gate.decide import NO_SUCH_BUCKET, S3Decisions
@@ -31,7 +31,13 @@ from harness.emulators.s3_gate.mirror import (
 from harness.emulators.s3_gate.policy import BucketPolicy, PolicyError
 from harness.emulators.s3_gate.post import read_post_upload
 from harness.emulators.s3_gate.signatures import SIGV2_KEY, SIGV4_KEY, AccessKey, S3Signatures
-from harness.emulators.s3_gate.upstream import GATE_KEY, UPSTREAM_REGION, gate_signature
+from harness.emulators.s3_gate.upstream import (
+    GATE_KEY,
+    UPSTREAM_REGION,
+    gate_signature,
+    quoted_key,
+    upstream_size,
+)
 from harness.gate.protocol import Answer, Exchange, GateProtocol
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
 
@@ -40,9 +46,32 @@ __all__ = ["GATE_KEY", "S3GateProtocol", "classify_s3"]
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
 
 
-GATE_ANSWERS = frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy")) | CONFIG_ANSWERS
+GATE_CONFIG_WRITES = frozenset(
+    (
+        "PutBucketAcl",
+        "PutBucketOwnershipControls",
+        "DeleteBucketOwnershipControls",
+        "PutPublicAccessBlock",
+        "DeletePublicAccessBlock",
+        "PutBucketCors",
+        "DeleteBucketCors",
+        "PutObjectAcl",
+        "GetObjectAcl",
+    )
+)
+"""The access configuration's calls the gate answers from its state alone, never sending
+them to the server behind it: a server that does not know a sub-resource such as
+``?publicAccessBlock`` takes ``DELETE /bucket?publicAccessBlock`` for DeleteBucket (rclone
+serve s3 does), and ``PUT /bucket/key?acl`` for a PutObject. The object ACL calls ask the
+server only whether the object exists (a HEAD signed with the gate's key)."""
+GATE_ANSWERS = (
+    frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy"))
+    | CONFIG_ANSWERS
+    | GATE_CONFIG_WRITES
+)
 """Operations the gate answers itself (CORS preflights, the configuration it keeps):
 :meth:`S3GateProtocol.answer` answers these and only these."""
+NO_SUCH_KEY = Verdict(False, 404, "NoSuchKey", "The specified key does not exist.")
 PRESIGNED_KEYS = frozenset(("x-amz-credential", "awsaccesskeyid"))
 """Query keys (lower case) of a presigned URL: the caller's own signature goes upstream."""
 
@@ -176,6 +205,8 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
             return None
         name = access.bucket or ""
         bucket = self.settings.access(name, known)
+        if op in GATE_CONFIG_WRITES:
+            return self._config_write(ex, access, op, bucket)
         if op in ("PutBucketPolicy", "DeleteBucketPolicy"):
             policy = access.detail.config if op == "PutBucketPolicy" else None
             change_access(
@@ -187,6 +218,19 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         if isinstance(got, Verdict):
             return self._error_answer(ex, access, got)
         return got
+
+    def _config_write(self, ex: Exchange, access: Access, op: str, bucket: BucketAccess) -> Answer:
+        """A configuration call of GATE_CONFIG_WRITES answered from the gate state (as S3
+        answers it: 200 for Put and Get, 204 for Delete)."""
+        name, key = access.bucket or "", access.key or ""
+        if key and upstream_size(ex, f"/{name}/{quoted_key(ex.path)}") < 0:
+            return self._error_answer(ex, access, NO_SUCH_KEY)
+        if op == "GetObjectAcl":
+            acl = effective_object_acl(bucket, ex.state.object_meta(name, key))
+            return Answer(200, {"Content-Type": "application/xml"}, acl_to_xml(acl))
+        config = access.detail.config if isinstance(access.detail, S3Detail) else None
+        self.apply_config(ex, op, name, key, bucket, config)
+        return Answer(204 if op.startswith("Delete") else 200, {}, b"")
 
     def _error_answer(self, ex: Exchange, access: Access, verdict: Verdict) -> Answer:
         ctype, body = self.error_body(ex, verdict, access)
@@ -220,10 +264,14 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         self, ex: Exchange, access: Access, identity: str | None
     ) -> dict[str, str]:
         """A signature for a region other than moto's has its scope rewritten to moto's
-        region (moto checks nothing else). A request without one (anonymous, a POST form)
-        is forwarded signed with the gate's own key: never as the bucket owner, and moto
-        skips its own ACL check of unsigned requests, which the gate has made already."""
+        region (moto checks nothing else). A request without one (anonymous, a POST form),
+        or one the gate sends to another path (ListBuckets: always ``/``), is forwarded
+        signed with the gate's own key: never as the bucket owner, the gate has decided
+        access already, and a server that checks signatures accepts it."""
         auth = ex.header("authorization")
+        target = self.upstream_target(ex, access, identity)
+        if target != ex.path:  # the client signed another path: the gate signs its own
+            return gate_signature(ex.method, ex.header("host") or "localhost", target, ex.headers)
         if auth:
             scope = f"/{self.region}/s3/"
             if self.region != self.upstream_region and scope in auth:
@@ -231,7 +279,7 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
             return {}
         if any(k.lower() in PRESIGNED_KEYS for k in ex.query):
             return {}
-        return gate_signature(ex.method, ex.header("host") or "localhost", ex.path)
+        return gate_signature(ex.method, ex.header("host") or "localhost", ex.path, ex.headers)
 
     def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
         op = operation(access)

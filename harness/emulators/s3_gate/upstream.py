@@ -5,8 +5,9 @@ HEAD, and the policy condition keys of a request."""
 from __future__ import annotations
 
 import http.client
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from harness.emulators.s3_gate.signatures import AccessKey
 from harness.gate.protocol import Exchange
@@ -53,9 +54,17 @@ def policy_context(ex: Exchange, identity: str | None) -> dict[str, str]:
     return context
 
 
-def gate_signature(method: str, host: str, path: str) -> dict[str, str]:
-    """Headers that sign a forwarded request with :data:`GATE_KEY` (SigV4 for moto's
-    region, UNSIGNED-PAYLOAD): who the gate is, never an account."""
+GATE_SIGNED_HEADERS = ("authorization", "x-amz-date", "x-amz-content-sha256")
+"""The headers :func:`gate_signature` sets (the client's values of them are replaced)."""
+
+
+def gate_signature(
+    method: str, host: str, path: str, headers: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Headers that sign a forwarded request with :data:`GATE_KEY` (SigV4 for the upstream
+    region, UNSIGNED-PAYLOAD): who the gate is, never an account. The client's other
+    ``x-amz-*`` headers (``headers``) are signed too, as a server that checks signatures
+    requires (``rclone serve s3`` refuses an unsigned ``x-amz-*`` header)."""
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -64,7 +73,19 @@ def gate_signature(method: str, host: str, path: str) -> dict[str, str]:
         def _should_sha256_sign_payload(self, request: Any) -> bool:
             return False
 
-    request = AWSRequest(method=method, url=f"http://{host}{path}", headers={"Host": host})
+    signed = {
+        name: value
+        for name, value in (headers or {}).items()
+        if name.lower().startswith("x-amz-") and name.lower() not in GATE_SIGNED_HEADERS
+    }
+    # The canonical URI as SigV4 defines it (every byte but unreserved ones and '/'
+    # percent-encoded once), however the client spelled the path: a server computes it so.
+    parts = urlsplit(path)
+    canonical = quote(unquote(parts.path), safe="/~")
+    query = f"?{parts.query}" if parts.query else ""
+    request = AWSRequest(
+        method=method, url=f"http://{host}{canonical}{query}", headers={"Host": host, **signed}
+    )
     signer = _Unsigned(
         Credentials(GATE_KEY.access_key_id, GATE_KEY.secret_access_key),
         "s3",
