@@ -1,0 +1,126 @@
+"""Target mode end to end, on every built-in store: ``harness target STORE > t.yaml`` then
+``harness conform --target t.yaml -n 2`` against the local cloud's gate seen as an outsider.
+
+Each store gets its own emulator and gate in a throw-away harness home, so that its gate log
+holds this run's requests alone. The conform run cannot read that gate's admin token (the
+home is hidden under an empty tmpfs in the run's own mount namespace), its gate log shows no
+admin request, no credential of the target file appears in its output, JUnit XML, HTML
+report or skycore logs, and no bucket of the run is left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.accounts import OTHER
+from harness.cloud.cloud import SEED_OBJECTS
+from harness.emulators import fleet
+from harness.emulators.base import RunningEmulator
+from harness.targets import load_target
+from harness.testing.plugin import all_store_params
+
+BUILT_IN = ("s3", "gcs", "azure", "r2")
+MODULES = (
+    "test_mount_matrix",
+    "test_comp_test",
+    "test_stop_start",
+    "test_upload_order",
+    "test_multinode",
+)
+
+
+def _harness() -> str:
+    return str(Path(sys.executable).with_name("harness"))
+
+
+@pytest.fixture
+def own_gate(store: str, tmp_path: Path) -> Iterator[tuple[Path, RunningEmulator]]:
+    """``store``'s emulator and gate in a harness home of their own, with its public dataset."""
+    home = tmp_path / "gate-home"
+    emulator = fleet.start_all(home=home, stores=[store])[store]
+    try:
+        emulator.make_bucket(
+            emulator.public_dataset, owner=OTHER, public=True, objects=SEED_OBJECTS
+        )
+        yield home, emulator
+    finally:
+        fleet.stop_all(home=home)
+
+
+@pytest.mark.parametrize(
+    "store", [p for p in all_store_params(group="target") if p.values[0] in BUILT_IN]
+)
+def test_conform_against_a_target_file(
+    store: str, own_gate: tuple[Path, RunningEmulator], local_cloud: object, tmp_path: Path
+) -> None:
+    home, emulator = own_gate
+    target_file = tmp_path / "t.yaml"
+    env = {**os.environ, "HARNESS_HOME": str(home)}
+    subprocess.run(
+        f"{shlex.quote(_harness())} target {store} > {shlex.quote(str(target_file))}",
+        shell=True, check=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert stat.S_IMODE(target_file.stat().st_mode) == 0o600
+    target = load_target(target_file)
+    secrets = target.secrets()
+    assert secrets, "the target file names no credential"
+
+    gate_log = Path(emulator.record.gate_log)
+    log_start = gate_log.stat().st_size
+    junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
+    basetemp = tmp_path / "run"
+    conform = [
+        _harness(), "conform", "--target", str(target_file), "-n", "2", "-y", "--",
+        "-rA", f"--junitxml={junit}", f"--matrix-report={html}", f"--basetemp={basetemp}",
+    ]  # fmt: skip
+    # The gate's home (its admin token) is hidden from the run: an empty tmpfs over it.
+    script = f"mount -t tmpfs none {shlex.quote(str(home))} && exec {shlex.join(conform)}"
+    run_env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER",)}
+    run_env["SKYCORE_HOME"] = str(tmp_path / "skycore-home")
+    r = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    output = r.stdout + r.stderr
+    assert r.returncode == 0, output[-6000:]
+
+    summary = output.strip().splitlines()
+    passed = [line for line in summary if line.startswith("PASSED ")]
+    for module in MODULES:
+        assert any(f"{module}.py::" in line for line in passed), (
+            f"{module} did not pass:\n{output[-4000:]}"
+        )
+    assert re.search(r"\b1 xfailed\b", output), output[-3000:]  # parallel transfers caught
+    assert not re.search(r"\d+ (failed|error)", output), output[-3000:]
+    assert "upload order, observed by polling the bucket" in output
+    assert "a listing every" in output
+
+    # No admin request reached the gate during the run.
+    with gate_log.open() as f:
+        f.seek(log_start)
+        requests = f.read()
+    admin = [line for line in requests.splitlines() if "/__gate__/" in line]
+    assert not admin, admin[:5]
+    assert requests.count("\n") > 100, "the run sent the gate almost nothing"
+
+    # No credential in what the run printed or wrote.
+    written = [junit, html, html.with_suffix(".md")]
+    logs = [p for p in basetemp.rglob("*") if p.is_file() and "sky_logs" in p.parts]
+    for secret in secrets:
+        assert secret not in output
+        for path in [*written, *logs]:
+            if path.exists():
+                assert secret not in path.read_text(errors="replace"), path
+
+    # Nothing of the run is left in the store.
+    tag = f"{target.bucket_prefix}-"
+    left = [n for owner in ("user", "other") for n in emulator.list_buckets(owner) if tag in n]
+    assert not left, left
