@@ -252,8 +252,25 @@ def require_capability(store: str, capability: str) -> None:
         )
 
 
+LOCAL_CLOUD_FIXTURES = {
+    "store_faults": "fault injection needs the local cloud",
+    "side_by_side": "fault injection needs the local cloud",
+    "upload_events": "the gate's write events need the local cloud",
+    "emulators": "the emulators' own processes need the local cloud",
+}
+"""Fixtures that exist only on the local cloud: a test using one is skipped in a target run,
+with the reason."""
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Apply ``requires_capability`` markers to the test's ``store`` (or ``store_name``)."""
+    """Skip, in a target run, a test that needs the local cloud; apply
+    ``requires_capability`` markers to the test's ``store`` (or ``store_name``)."""
+    from harness.testing import access
+
+    if access.target() is not None:
+        for name in getattr(item, "fixturenames", ()):
+            if name in LOCAL_CLOUD_FIXTURES:
+                pytest.skip(f"{LOCAL_CLOUD_FIXTURES[name]} (this run's target is a target file)")
     marks = list(item.iter_markers(CAPABILITY_MARKER))
     if not marks:
         return

@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +126,46 @@ def test_conform_against_a_target_file(
     tag = f"{target.bucket_prefix}-"
     left = [n for owner in ("user", "other") for n in emulator.list_buckets(owner) if tag in n]
     assert not left, left
+
+
+@pytest.mark.parametrize(
+    "store", [p for p in all_store_params(group="target") if p.values[0] == "s3"]
+)
+def test_ctrl_c_leaves_no_bucket_behind(
+    store: str, own_gate: tuple[Path, RunningEmulator], local_cloud: object, tmp_path: Path
+) -> None:
+    """Ctrl-C while the run is creating its buckets: the run still deletes every one."""
+    home, emulator = own_gate
+    target_file = tmp_path / "t.yaml"
+    env = {**os.environ, "HARNESS_HOME": str(home)}
+    subprocess.run(
+        f"{shlex.quote(_harness())} target {store} > {shlex.quote(str(target_file))}",
+        shell=True, check=True, env=env, timeout=60,
+    )  # fmt: skip
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    run_env["SKYCORE_HOME"] = str(tmp_path / "skycore-home")
+    conform = [_harness(), "conform", "--target", str(target_file), "-n", "0", "-y", "--",
+               "-k", "test_mount", f"--basetemp={tmp_path / 'run'}"]  # fmt: skip
+    proc = subprocess.Popen(
+        conform, cwd=tmp_path, env=run_env, start_new_session=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    tag = f"{load_target(target_file).bucket_prefix}-"
+
+    def run_buckets() -> list[str]:
+        return [n for o in ("user", "other") for n in emulator.list_buckets(o) if tag in n]
+
+    try:
+        deadline = time.monotonic() + 300
+        while not run_buckets():
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the run made no bucket in 300 s"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C at the terminal sends
+        output = proc.communicate(timeout=600)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, output[-3000:]
+    assert "clean-up of run" in output or "KeyboardInterrupt" in output, output[-3000:]
+    assert not run_buckets(), output[-3000:]
