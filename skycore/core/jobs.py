@@ -25,8 +25,9 @@ def cached_mounts(cluster: str) -> list[str]:
 def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: SkycoreConfig) -> str:
     """The status of an unfinished job whose terminal is gone, from the cluster's own job
     table: SUCCEEDED / FAILED once every node recorded its run's exit code (the nodes drain
-    their cached mounts before they record it), still RUNNING while any runs, FAILED_DRIVER
-    only when the head node itself is gone (or the job never reached its run)."""
+    their cached mounts before they record it), still RUNNING while any runs, FAILED when a
+    worker node of the job is gone, FAILED_DRIVER only when the head node itself is gone (or
+    the job never reached its run)."""
     if job.status in state.JOB_TERMINAL or pid_alive(job.driver_pid):
         return job.status
     handle = backend.up_nodes(backend.get_handle(record, config))
@@ -38,6 +39,15 @@ def reconcile_job(record: state.ClusterRecord, job: state.JobRecord, config: Sky
         backend.cancel_job(handle, job.job_id)
         state.set_job_status(record.name, job.job_id, state.JOB_FAILED_DRIVER)
         return state.JOB_FAILED_DRIVER
+    up_ranks = {n.rank for n in handle.info.nodes}
+    gone = [rank for rank in range(job.num_nodes) if rank not in up_ranks]
+    if gone:
+        # A node of the job vanished (preempted, removed) with its part and its exit code.
+        status = state.JOB_FAILED_DRIVER if 0 in gone else state.JOB_FAILED
+        reason = f"job {job.job_id}: node {gone[0]} is gone, and its part's outcome with it"
+        if state.set_job_status(record.name, job.job_id, status, None):
+            state.add_cluster_event(record.name, reason)
+        return status
     recorded = backend.job_exit_codes(handle, job.job_id, job.num_nodes, "run")
     if backend.NEVER_STARTED in recorded:
         # Its terminal died while starting it: some nodes never got their part.

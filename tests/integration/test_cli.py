@@ -356,6 +356,32 @@ def test_logs_of_a_job_that_ended_unfollowed_before_a_stop_are_whole(
     assert "SUCCEEDED" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize(("rank", "status"), [(1, "FAILED"), (0, "FAILED_DRIVER")])
+def test_stop_settles_an_orphan_job_whose_node_is_gone(
+    cluster: str, sky: Run, home: SkycoreConfig, rank: int, status: str
+) -> None:
+    """A 2-node job's terminal dies, then one of its nodes vanishes (preemption): 'stop'
+    settles the job (FAILED without a worker's part, FAILED_DRIVER without the head), says
+    why in the cluster's events, and stops the cluster (it once failed with an IndexError,
+    reading the gone node's exit code)."""
+    idle = write("idle.yaml", "run: echo up\n")
+    r = sky("launch", idle, "-c", cluster, "-y", "--num-nodes", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = "echo started-$SKYPILOT_NODE_RANK; sleep 300"
+    proc = exec_terminal(cluster, write("job.yaml", yaml.safe_dump({"num_nodes": 2, "run": run})))
+    kill_terminal_after(proc, "started-0")
+    record = state.get_cluster(cluster)
+    assert record is not None
+    gone = backend.get_handle(record, home).info.nodes[rank]
+    subprocess.run(["docker", "rm", "-f", gone.instance_id], check=True, capture_output=True)
+    r = sky("stop", cluster, "-y")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _job_row(sky, cluster, 2)["status"] == status
+    assert state.get_cluster(cluster).status == state.CLUSTER_STOPPED  # type: ignore[union-attr]
+    r = sky("status", "-v", cluster)
+    assert f"node {rank} is gone, and its part's outcome with it" in r.stdout, r.stdout
+
+
 def test_logs_of_a_stopped_cluster_say_where_the_rest_is(
     cluster: str, sky: Run, home: SkycoreConfig
 ) -> None:
