@@ -16,8 +16,9 @@ account key), so a target is checked by the model skycore itself reads. Example 
       secret_access_key: ...
     public_bucket: s3://a-public-bucket-you-do-not-own    # optional
 
-``other`` inherits every field it leaves out (an endpoint, a region) from ``user``. A file
-readable by group or others is refused, as ssh refuses a private key.
+``other`` inherits the fields it leaves out (an endpoint, a region, a project) from ``user``,
+never a credential (a key, a token, an account name). A file readable by group or others is
+refused, as ssh refuses a private key; so is an ``other`` with the user's own credentials.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ PREFIX_PATTERN = r"[a-z][a-z0-9]{1,11}"
 RUN_ID_LENGTH = 8
 SECRET_FIELD = re.compile(r"(secret|key|token|password|credential|sas)", re.IGNORECASE)
 NOT_SECRET_FIELDS = frozenset({"access_key_id", "account_name"})
+RUN_ID_PATTERN = re.compile(f"^[0-9a-f]{{{8}}}$")
+
+
+def is_credential(field: str) -> bool:
+    """True for a field that names or proves an account (never inherited by ``other``)."""
+    return field in NOT_SECRET_FIELDS or bool(SECRET_FIELD.search(field))
 
 
 class TargetError(CloudError):
@@ -71,7 +78,11 @@ class Target(BaseModel):
         """``owner``'s (user or other) config section as the store's own config model."""
         from skycore.storage.registry import get_store_class
 
-        raw = self.user if owner == "user" else {**self.user, **(self.other or {})}
+        if owner == "user":
+            raw = self.user
+        else:
+            inherited = {k: v for k, v in self.user.items() if not is_credential(k)}
+            raw = {**inherited, **(self.other or {})}
         model = get_store_class(self.store).config_model
         try:
             return model.model_validate(raw)
@@ -125,7 +136,13 @@ def load_target(path: Path | str) -> Target:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise TargetError(f"Target file {path} is not valid YAML: {e}") from None
+        # Never str(e): PyYAML quotes the offending line, which may hold a secret.
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or "a syntax error"
+        raise TargetError(
+            f"Target file {path} is not valid YAML{where}: {problem}. Fix that line."
+        ) from None
     if not isinstance(raw, dict):
         raise TargetError(f"Target file {path} must be a mapping with 'store' and 'user'.")
     try:
@@ -147,7 +164,25 @@ def load_target(path: Path | str) -> Target:
     target.section("user")
     if target.has_other:
         target.section("other")
+        user_creds = {k: v for k, v in target.user.items() if is_credential(k)}
+        other_creds = {k: v for k, v in (target.other or {}).items() if is_credential(k)}
+        if not other_creds or other_creds.items() <= user_creds.items():
+            raise TargetError(
+                f"Target file {path}: 'other' has no credentials of its own (they are the "
+                "user's or missing). Give 'other' the keys of a second account, or leave "
+                "'other' out (the tests that need it are then skipped)."
+            )
     return target
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it is one :func:`new_run_id` makes (8 hex digits), else TargetError."""
+    if not RUN_ID_PATTERN.match(run_id):
+        raise TargetError(
+            f"Run id '{run_id}' is not 8 lowercase hex digits; clean-up finds a run's buckets "
+            "by it. Leave --run-id out to get a new one."
+        )
+    return run_id
 
 
 def new_run_id() -> str:

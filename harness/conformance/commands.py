@@ -20,7 +20,8 @@ def _echo(line: str) -> None:
 
 
 def _confirm(text: str, yes: bool) -> None:
-    """Print what the run creates; ask unless ``yes``."""
+    """Print what the run creates; ask unless ``yes`` (a run on the local cloud asks
+    nothing: what it creates there costs nothing and is its own)."""
     _echo(text)
     if yes:
         return
@@ -121,7 +122,7 @@ def conform_command(
     registry.check_stores(stores)
     label = "the local cloud" if target is None else f"the endpoint in {target_path}"
     run_id = new_run_id()
-    _confirm(plan.describe(list(stores or registry.store_names()), label), yes)
+    _confirm(plan.describe(list(stores or registry.store_names()), label), yes or target is None)
     if target is not None:
         _echo(f"run id {run_id}: every bucket is named {run_tag(target.bucket_prefix, run_id)}-*")
     code = _run(

@@ -123,9 +123,18 @@ class GcsEmulator(RunningEmulator):
         self.target_endpoint = (user.api_endpoint or GCS_ENDPOINT).rstrip("/")
         self.project = self.project_number = user.project
         tokens = {USER: user.access_token, UNKNOWN: type(self).tokens[UNKNOWN]}
+        self.owner_projects = {USER: user.project}
         if target.has_other:
-            tokens[OTHER] = target.section(OTHER).access_token
+            other = target.section(OTHER)
+            tokens[OTHER] = other.access_token
+            self.owner_projects[OTHER] = other.project  # its buckets live in its project
         self.tokens = tokens
+
+    def project_of(self, owner: str | None) -> str:
+        """The project ``owner``'s buckets are made and listed in (anonymous: the user's)."""
+        if self.target is None:
+            return self.project
+        return self.owner_projects.get(owner or USER, self.project)
 
     def _token(self, owner: str) -> str | None:
         """``owner``'s bearer token (None: application default credentials)."""
@@ -137,7 +146,9 @@ class GcsEmulator(RunningEmulator):
         from skycore.storage.gcs import GcpConfig
 
         return GcpConfig(
-            api_endpoint=self.endpoint, project=self.project, access_token=self._token(owner)
+            api_endpoint=self.endpoint,
+            project=self.project_of(owner),
+            access_token=self._token(owner),
         )
 
     def client(self, owner: str | None = USER) -> Any:
@@ -156,14 +167,16 @@ class GcsEmulator(RunningEmulator):
         else:
             creds, _ = google.auth.default()
         return storage.Client(
-            project=self.project, credentials=creds, client_options={"api_endpoint": self.endpoint}
+            project=self.project_of(owner),
+            credentials=creds,
+            client_options={"api_endpoint": self.endpoint},
         )
 
     def list_buckets(self, owner: str = USER) -> dict[str, float]:
         """The buckets of the project as ``owner`` lists them: name -> timeCreated."""
         return {
             b.name: b.time_created.timestamp() if b.time_created else 0.0
-            for b in self.client(owner).list_buckets(project=self.project)
+            for b in self.client(owner).list_buckets(project=self.project_of(owner))
         }
 
     def bucket_url(self, name: str, owner: str = USER) -> str:
@@ -302,11 +315,12 @@ class GcsEmulator(RunningEmulator):
         self.client(owner).bucket(bucket).blob(key).delete()
 
     def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
+        project = self.project_number if self.target is None else self.project_of(owner)
         lines = [
             "type = google cloud storage",
             f"endpoint = {self.endpoint}/storage/v1/",
             "bucket_policy_only = true",
-            f"project_number = {self.project_number}",
+            f"project_number = {project}",
         ]
         if owner is None:
             lines.append("anonymous = true")

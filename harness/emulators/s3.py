@@ -123,9 +123,19 @@ class S3Emulator(RunningEmulator):
         # Instance attributes shadowing the class's: this instance talks to the target.
         self.region = user.region  # type: ignore[misc]
         keys = {USER: _account_key(target, USER, user), UNKNOWN: type(self).keys[UNKNOWN]}
+        self.owner_endpoints = {USER: user.endpoint_url}
         if target.has_other:
-            keys[OTHER] = _account_key(target, OTHER, target.section(OTHER))
+            other = target.section(OTHER)
+            keys[OTHER] = _account_key(target, OTHER, other)
+            # Each account's own endpoint (an R2 endpoint names the account).
+            self.owner_endpoints[OTHER] = other.endpoint_url
         self.keys = keys  # type: ignore[misc]
+
+    def endpoint_of(self, owner: str | None) -> str | None:
+        """The endpoint ``owner``'s requests go to (anonymous ones: the user's)."""
+        if self.target is None:
+            return self.endpoint
+        return self.owner_endpoints.get(owner or USER, self.target_endpoint)
 
     def _key(self, owner: str) -> AccessKey:
         """``owner``'s key; an error naming the target file when it has no such account."""
@@ -162,14 +172,14 @@ class S3Emulator(RunningEmulator):
         if owner is None:
             return boto3.client(
                 "s3",
-                endpoint_url=self.endpoint,
+                endpoint_url=self.endpoint_of(None),
                 region_name=self.region,
                 config=Config(signature_version=UNSIGNED, **options),
             )
         key = self._key(owner)
         return boto3.client(
             "s3",
-            endpoint_url=self.endpoint,
+            endpoint_url=self.endpoint_of(owner),
             region_name=self.region,
             aws_access_key_id=key.access_key_id,
             aws_secret_access_key=key.secret_access_key,
@@ -292,7 +302,7 @@ class S3Emulator(RunningEmulator):
         lines = [
             "type = s3",
             "provider = Other",
-            f"endpoint = {self.endpoint}",
+            f"endpoint = {self.endpoint_of(owner)}",
             f"region = {self.region}",
             "force_path_style = true",
         ]

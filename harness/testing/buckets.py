@@ -31,7 +31,7 @@ def unique_name(prefix: str) -> str:
     target run it starts with the run's ``PREFIX-RUNID`` (so clean-up finds it)."""
     tag = access.bucket_tag()
     if tag:
-        return f"{tag}-{prefix[:30]}-{uuid.uuid4().hex[:8]}".lower()
+        return f"{tag}-{prefix[:30].rstrip('-')}-{uuid.uuid4().hex[:8]}".lower()
     return f"{prefix[:40]}-{uuid.uuid4().hex[:10]}".lower()
 
 

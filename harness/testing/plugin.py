@@ -107,12 +107,21 @@ _ORDER_POLLS: list[tuple[str, str]] = []
 
 def _activate_target(config: pytest.Config) -> None:
     """Load ``--target`` (refused with one clear line if unusable) and point this process at
-    it; the controller picks the run id that its xdist workers then share."""
-    from harness.targets import TargetError, load_target, new_run_id
+    it. The run id is the controller's (``--run-id`` or a new one); its xdist workers get it
+    through ``workerinput`` (pytest_configure_node), so they name buckets as it cleans up."""
+    from harness.targets import TargetError, check_run_id, load_target, new_run_id
     from harness.testing import access
 
-    if not config.getoption("--run-id", default=None):
-        config.option.run_id = new_run_id()
+    workerinput = getattr(config, "workerinput", None)
+    given = config.getoption("--run-id", default=None)
+    try:
+        if workerinput is not None and workerinput.get(RUN_ID_KEY):
+            run_id = workerinput[RUN_ID_KEY]
+        else:
+            run_id = check_run_id(given) if given else new_run_id()
+    except TargetError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.option.run_id = run_id
     path = config.getoption("--target", default=None)
     target = None
     if path and path != "local":
@@ -127,7 +136,31 @@ def _activate_target(config: pytest.Config) -> None:
                 f"for store '{target.store}'; drop --store or use a target of that store."
             )
         _REDACTOR["target"] = Redactor(target.secrets())
-    access.activate(target, config.option.run_id)
+    access.activate(target, run_id)
+
+
+RUN_ID_KEY = "skycore_run_id"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand the controller's run id to a worker."""
+    node.workerinput[RUN_ID_KEY] = node.config.option.run_id
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """In a target run: where it runs, the run's bucket names and what it creates."""
+    from harness.conformance import plan
+    from harness.testing import access
+
+    target = access.target()
+    if target is None:
+        return []
+    return [
+        f"target: {target.path} (store {target.store}); every bucket of this run carries "
+        f"{access.bucket_tag()} and is deleted when the run ends",
+        plan.describe([target.store], f"the endpoint in {target.path}"),
+    ]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -198,11 +231,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     bucket of this run that a test left behind (also after a failure or Ctrl-C)."""
     from harness.testing import access
 
-    if access.target() is not None and not hasattr(session.config, "workerinput"):
+    target = access.target()
+    if target is not None and not hasattr(session.config, "workerinput"):
         from harness.conformance.cleanup import delete_run_buckets
 
-        for line in delete_run_buckets(access.target(), access.run_id()):  # type: ignore[arg-type]
-            session.config.get_terminal_writer().line(line)
+        writer = session.config.get_terminal_writer()
+        try:
+            for line in delete_run_buckets(target, access.run_id()):
+                writer.line(line)
+        except Exception as e:  # say what is left; the report below is still written
+            redactor = _REDACTOR.get("target")
+            message = f"{type(e).__name__}: {e}"
+            writer.line(
+                f"clean-up of run {access.bucket_tag()} failed ("
+                f"{redactor.text(message) if redactor else message}); delete what is left "
+                f"with 'harness conform --sweep --target {target.path}' after an hour",
+                red=True,
+            )
     collector = _REPORT.pop("collector", None)
     if collector is not None and not hasattr(session.config, "workerinput"):
         path = collector.write()
@@ -312,7 +357,11 @@ def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> I
     with home_env(session_skycore_home):
         target = access.target()
         if target is not None:
-            yield _target_cloud(target)
+            config = _target_cloud(target)
+            try:
+                yield config
+            finally:
+                config.unlink(missing_ok=True)  # the target's credentials leave no copy
             return
         stores = tuple(selected_stores(request.config))
         yield cloud.up(say=lambda _msg: None, stores=stores)
@@ -337,8 +386,10 @@ def _target_cloud(target: Any) -> Path:
 @pytest.fixture
 def skycore_home(
     local_cloud: object, session_skycore_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Path:
-    """A fresh skycore home for one test: the cloud's config, an empty state DB and logs."""
+) -> Iterator[Path]:
+    """A fresh skycore home for one test: the cloud's config, an empty state DB and logs. In
+    a target run its config (the target's credentials) is removed after the test."""
+    from harness.testing import access
     from skycore.config import load_config, save_config
 
     home = tmp_path / "skycore-home"
@@ -348,7 +399,9 @@ def skycore_home(
     config = load_config()
     config.logs_dir = str(tmp_path / "sky_logs")
     save_config(config)
-    return home
+    yield home
+    if access.target() is not None:
+        (home / "config.yaml").unlink(missing_ok=True)
 
 
 # --- stores, buckets, clusters -------------------------------------------------------------
@@ -511,8 +564,26 @@ def _failed(request: pytest.FixtureRequest) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Keep each phase's report on the item, so fixtures can tell a failed test."""
     report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_makereport")
+def _redacted_report(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Mask a target's credentials in the report before any other wrapper or reporter sees
+    it (trylast: the innermost wrapper)."""
+    report = yield
     redactor = _REDACTOR.get("target")
     if redactor is not None:
         redactor.report(report)
-    setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """Mask a target's credentials in a collection error too."""
+    redactor = _REDACTOR.get("target")
+    if redactor is not None and report.longrepr is not None:
+        rendered = str(report.longrepr)
+        if redactor.text(rendered) != rendered:
+            report.longrepr = redactor.text(rendered)

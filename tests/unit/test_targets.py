@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.targets import (
     TargetError,
+    check_run_id,
     dump_target,
     load_target,
     new_run_id,
@@ -82,3 +83,31 @@ def test_the_tag_pattern_finds_the_run_id_wherever_the_tag_is(prefix: str, rest:
         match = tag_pattern(prefix).search(name)
         assert match is not None and match.group(1) == rid, name
     assert tag_pattern(prefix).search(f"x{tag}") is None  # only as a whole dash-separated part
+
+
+def test_a_yaml_error_never_quotes_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "store: s3\nuser:\n  secret_access_key: SUPERSECRET: x\n")
+    with pytest.raises(TargetError, match="line 3") as caught:
+        load_target(path)
+    assert "SUPERSECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "other", [{"region": "us-west-2"}, {**USER}, {"secret_access_key": USER["secret_access_key"]}]
+)
+def test_other_needs_credentials_of_its_own(tmp_path: Path, other: dict) -> None:
+    with pytest.raises(TargetError, match="'other' has no credentials of its own"):
+        load_target(write(tmp_path, {"store": "s3", "user": USER, "other": other}))
+
+
+def test_other_never_inherits_a_credential(tmp_path: Path) -> None:
+    doc = {"store": "azure", "user": {"account_name": "u", "account_key": "user-key-1"},
+           "other": {"account_key": "other-key-2"}}  # fmt: skip
+    with pytest.raises(TargetError, match=r"other\.account_name"):
+        load_target(write(tmp_path, doc))
+
+
+def test_run_ids_are_checked() -> None:
+    assert check_run_id(new_run_id())
+    with pytest.raises(TargetError, match="8 lowercase hex digits"):
+        check_run_id("My-Run")
