@@ -2,4 +2,8 @@
 seed's comp_test, stop/start persistence, upload order and multinode. It runs from any
 directory with ``harness conform --store NAME`` or ``pytest --pyargs harness.conformance``,
 on the local cloud or, with ``--target FILE``, against a real endpoint (docs/conformance.md).
-tests/smoke runs the same modules."""
+
+The smoke suite runs these modules through ``harness conform`` (one copy): against a target
+file of each built-in store's local gate (tests/smoke/test_conformance_targets.py) and on the
+local cloud for the store packages installed from a wheel (tests/smoke/test_backend_package.py).
+"""

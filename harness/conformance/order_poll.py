@@ -106,7 +106,8 @@ class ListingPoller:
         gaps = [b.started - a.started for a, b in itertools.pairwise(window)] or took[:1]
         return (
             f"interval {self.interval * 1000:.0f} ms, {len(self.snapshots)} listings "
-            f"(median {statistics.median(took) * 1000:.0f} ms each, {self.errors} failed); "
+            f"(median {statistics.median(took) * 1000:.0f} ms each; {self.errors} listings "
+            "refused, e.g. before the bucket existed); "
             f"while files arrived a listing every {statistics.median(gaps) * 1000:.0f} ms "
             f"(worst gap {max(gaps) * 1000:.0f} ms): uploads completing closer together than "
             "that cannot be ordered"

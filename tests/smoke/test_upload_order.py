@@ -1,3 +1,0 @@
-"""The conformance suite's module, run by the smoke suite (one copy: harness/conformance)."""
-
-from harness.conformance.test_upload_order import *  # noqa: F403
