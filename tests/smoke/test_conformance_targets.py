@@ -26,6 +26,7 @@ from harness.accounts import OTHER
 from harness.cloud.cloud import SEED_OBJECTS
 from harness.emulators import fleet
 from harness.emulators.base import RunningEmulator
+from harness.paths import harness_home
 from harness.targets import load_target
 from harness.testing.plugin import all_store_params
 
@@ -44,9 +45,15 @@ def _harness() -> str:
 
 
 @pytest.fixture
-def own_gate(store: str, tmp_path: Path) -> Iterator[tuple[Path, RunningEmulator]]:
-    """``store``'s emulator and gate in a harness home of their own, with its public dataset."""
+def own_gate(
+    store: str, local_cloud: object, tmp_path: Path
+) -> Iterator[tuple[Path, RunningEmulator]]:
+    """``store``'s emulator and gate in a harness home of their own, with its public dataset
+    (what the session's home installed, such as Azurite's npm folder, is shared)."""
     home = tmp_path / "gate-home"
+    home.mkdir()
+    if (harness_home() / "npm").is_dir():
+        (home / "npm").symlink_to(harness_home() / "npm")
     emulator = fleet.start_all(home=home, stores=[store])[store]
     try:
         emulator.make_bucket(
