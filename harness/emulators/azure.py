@@ -19,7 +19,12 @@ from harness.emulators.azure_gate.protocol import (
     account_key,
     classify_azure,
 )
-from harness.emulators.base import EmulatorError, RunningEmulator, installing_notice
+from harness.emulators.base import (
+    EmulatorError,
+    RunningEmulator,
+    installing_notice,
+    no_other_account,
+)
 
 if TYPE_CHECKING:
     from harness.targets import Target
@@ -315,14 +320,3 @@ class AzureEmulator(RunningEmulator):
         elif owner is not None:
             lines.append(f"key = {self.account(owner).key}")
         return "[remote]\n" + "\n".join(lines) + "\n"
-
-
-def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:
-    """The error of a helper asked to act as an account the target file does not name."""
-    path = emulator.target.path if emulator.target is not None else None
-    return EmulatorError(
-        f"There is no {owner} account in the target file {path}: the {emulator.store} "
-        f"helpers cannot act as '{owner}'. Add an '{owner}' section to the file (the same "
-        f"fields as its 'user' section, for an account of its own), or run only the tests that "
-        f"need no {owner} account."
-    )

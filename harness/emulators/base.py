@@ -35,6 +35,7 @@ __all__ = [
     "RunningEmulator",
     "WriteEvent",
     "installing_notice",
+    "no_other_account",
     "state_file",
 ]
 
@@ -297,6 +298,17 @@ class RunningEmulator(GateClient, ABC):
     def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
         """An rclone.conf section named ``remote`` reaching this emulator through the gate
         as ``owner`` (None: anonymous), able to reach ``bucket`` when given."""
+
+
+def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:
+    """The error of a helper asked to act as an account the target file does not name."""
+    path = emulator.target.path if emulator.target is not None else None
+    return EmulatorError(
+        f"There is no {owner} account in the target file {path}: the {emulator.store} "
+        f"helpers cannot act as '{owner}'. Add an '{owner}' section to the file (the same "
+        f"fields as its 'user' section, for an account of its own), or run only the tests that "
+        f"need no {owner} account."
+    )
 
 
 def installing_notice(message: str) -> None:

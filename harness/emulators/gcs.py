@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
-from harness.emulators.base import EmulatorError, RunningEmulator
+from harness.emulators.base import EmulatorError, RunningEmulator, no_other_account
 from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 
@@ -329,14 +329,3 @@ class GcsEmulator(RunningEmulator):
         else:
             lines.append("env_auth = true")
         return "[remote]\n" + "\n".join(lines) + "\n"
-
-
-def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:
-    """The error of a helper asked to act as an account the target file does not name."""
-    path = emulator.target.path if emulator.target is not None else None
-    return EmulatorError(
-        f"There is no {owner} account in the target file {path}: the {emulator.store} "
-        f"helpers cannot act as '{owner}'. Add an '{owner}' section to the file (the same "
-        f"fields as its 'user' section, for an account of its own), or run only the tests that "
-        f"need no {owner} account."
-    )

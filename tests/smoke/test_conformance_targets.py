@@ -44,6 +44,16 @@ def _harness() -> str:
     return str(Path(sys.executable).with_name("harness"))
 
 
+def write_target(store: str, home: Path, path: Path) -> Path:
+    """``harness target STORE > PATH`` for the gate recorded in ``home``."""
+    env = {**os.environ, "HARNESS_HOME": str(home)}
+    subprocess.run(
+        f"{shlex.quote(_harness())} target {store} > {shlex.quote(str(path))}",
+        shell=True, check=True, env=env, timeout=60,
+    )  # fmt: skip
+    return path
+
+
 @pytest.fixture
 def own_gate(
     store: str, local_cloud: object, tmp_path: Path
@@ -75,12 +85,7 @@ def test_conform_against_a_target_file(
     tmp_path: Path,
 ) -> None:
     home, emulator = own_gate
-    target_file = tmp_path / "t.yaml"
-    env = {**os.environ, "HARNESS_HOME": str(home)}
-    subprocess.run(
-        f"{shlex.quote(_harness())} target {store} > {shlex.quote(str(target_file))}",
-        shell=True, check=True, env=env, timeout=60,
-    )  # fmt: skip
+    target_file = write_target(store, home, tmp_path / "t.yaml")
     assert stat.S_IMODE(target_file.stat().st_mode) == 0o600
     target = load_target(target_file)
     secrets = target.secrets()
@@ -151,12 +156,7 @@ def test_ctrl_c_leaves_no_bucket_behind(
 ) -> None:
     """Ctrl-C while the run is creating its buckets: the run still deletes every one."""
     home, emulator = own_gate
-    target_file = tmp_path / "t.yaml"
-    env = {**os.environ, "HARNESS_HOME": str(home)}
-    subprocess.run(
-        f"{shlex.quote(_harness())} target {store} > {shlex.quote(str(target_file))}",
-        shell=True, check=True, env=env, timeout=60,
-    )  # fmt: skip
+    target_file = write_target(store, home, tmp_path / "t.yaml")
     run_env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
     run_env["SKYCORE_HOME"] = str(tmp_path / "skycore-home")
     conform = [_harness(), "conform", "--target", str(target_file), "-n", "0", "-y", "--",
