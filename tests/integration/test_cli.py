@@ -18,6 +18,7 @@ import yaml
 
 from skycore import backend, provision, state
 from skycore.config import SkycoreConfig
+from skycore.provision import docker as dprov
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]
 
@@ -373,7 +374,7 @@ def test_stop_settles_an_orphan_job_whose_node_is_gone(
     record = state.get_cluster(cluster)
     assert record is not None
     gone = backend.get_handle(record, home).info.nodes[rank]
-    subprocess.run(["docker", "rm", "-f", gone.instance_id], check=True, capture_output=True)
+    dprov.client(home).containers.get(gone.instance_id).remove(force=True)  # the node vanishes
     r = sky("stop", cluster, "-y")
     assert r.returncode == 0, r.stdout + r.stderr
     assert _job_row(sky, cluster, 2)["status"] == status
