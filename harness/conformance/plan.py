@@ -23,7 +23,7 @@ class ModuleCost:
 # ordered and once with 4 transfers; a target run lists the bucket while they upload.
 COSTS = (
     ModuleCost("test_mount_matrix", 12, 30, 1, 1, "3 modes x 4 bucket kinds, one cluster"),
-    ModuleCost("test_comp_test", 10, 40, 1, 1, "the seed's comp_test.yaml, twice"),
+    ModuleCost("test_comp_test", 5, 20, 1, 1, "the seed's comp_test.yaml"),
     ModuleCost("test_stop_start", 2, 6, 9, 9, "8 MiB written before stop, read back"),
     ModuleCost("test_upload_order", 2, 100, 214, 0, "50 files, ordered and with 4 transfers"),
     ModuleCost("test_multinode", 2, 5, 1, 0, "3 nodes share a bucket"),
