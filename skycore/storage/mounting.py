@@ -65,8 +65,10 @@ class MountOptions:
     ``write_back_s``: how long a closed file waits before its upload starts (rclone never
     uploads a file that is open for writing; reopening a queued file takes it off the queue).
     It is the time the node's order keeper has to see a new upload before rclone may start
-    it (1 s: at 0.1 s a loaded node's keeper missed some, and uploads lost their order); a
-    drain lets waiting uploads go at once, so a flush never pays it. From HOLD_FOR_S / 2 (30 s)
+    it (5 s: at 0.1 s, then at 1 s, a keeper kept off the CPU on a loaded node missed a new
+    upload, and it went before older ones held behind a failure); the keeper lets the uploads
+    it sees go at once while none has failed, and a drain lets waiting uploads go at once, so
+    neither a steady writer nor a flush pays it. From HOLD_FOR_S / 2 (30 s)
     on, the node's programs read an upload as held back (tests use 120 s to keep uploads
     pending).
     ``refresh_s``: how often the node re-reads a writable MOUNT_CACHED mount's listing from
@@ -79,7 +81,7 @@ class MountOptions:
     """
 
     transfers: int = 1
-    write_back_s: float = 1.0
+    write_back_s: float = 5.0
     read_only: bool = False
     refresh_s: float = 10.0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)

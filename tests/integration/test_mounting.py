@@ -79,7 +79,7 @@ def test_mount_options_per_mode() -> None:
     """Mount settings go to rclone's mount/mount per mount; what is global to a daemon
     (--transfers, extra flags) picks the daemon."""
     vfs, mnt = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions())
-    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "1s" and "ReadOnly" not in vfs
+    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "5s" and "ReadOnly" not in vfs
     assert vfs["DirCacheTime"] == mounting.KEEP_LISTING  # a writer never waits for a listing
     assert mnt == {"AllowOther": True}
     plain, _ = mounting.mount_options(StorageMode.MOUNT, MountOptions(read_only=True))

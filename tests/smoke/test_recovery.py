@@ -750,7 +750,7 @@ def test_teardown_keeps_a_cluster_it_cannot_drain(
     ctl = controller.Controller(job.job_id, out=out)
     ctl.config = load_config()
     ctl.teardown_tries, ctl.teardown_backoff = 2, (0.5,)
-    # A write the 1 s write-back has not uploaded yet, then the frozen rclone.
+    # A write the 5 s write-back has not uploaded yet, then the frozen rclone.
     rc, said = node_shell(
         cluster, 0, f"echo pending > {mount}/pending.txt && kill -STOP $(pidof rclone)"
     )

@@ -32,7 +32,7 @@ CREATE TABLE mounts (cluster TEXT NOT NULL, dst TEXT NOT NULL, storage_name TEXT
 OLD_S3 = (
     "set -euo pipefail\nDST=/ckpt\n/usr/local/bin/rclone --config /root/.config/rclone/rclone.conf"
     ' mount skycore-s3:ckpt-bucket/run/1 "$DST" --daemon --daemon-wait 60s --allow-other '
-    "--vfs-cache-mode full --vfs-write-back 1s --transfers 4 --cache-dir /x </dev/null\n"
+    "--vfs-cache-mode full --vfs-write-back 5s --transfers 4 --cache-dir /x </dev/null\n"
 )
 OLD_AZURE_ANON = (
     "DST=/pub\n/usr/local/bin/rclone --config /c mount ':azureblob,account=skyother,"

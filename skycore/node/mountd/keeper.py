@@ -55,6 +55,7 @@ KEEP_POLL_S = 0.2  # how often the refresher looks at a mount's queue while uplo
 KEEP_HOLD_POLL_S = 0.02  # ... and while it holds uploads behind a failed one
 KEEP_RETRY_S = 1.0  # a failed upload that others wait for is retried at least this often
 KEEP_SUSPECT_S = 1.0  # an upload under way this long may be retrying in place: hold the rest
+KEEP_LATE_S = 2.0  # a keeper that did not look for this long while uploads waited logs it
 KEEP_MAX_S = 600.0  # past this, a file the store keeps refusing no longer holds the others
 RELEASE_STEP_S = 1e-6  # released (or hurried) uploads are due this far apart, oldest first
 REFRESHER_GONE_TICKS = 3  # the refresher ends once its daemon has not answered this often
@@ -236,9 +237,11 @@ class OrderKeeper:
 
     The keeper polls; a file closed between two polls is due after the mount's write-back
     delay. Were it due before the keeper saw it, rclone would start it the moment the head's
-    upload ended, ahead of the held ones (seen in CI at a 0.1 s write-back: a loaded
-    machine spaced polls further apart). So the write-back delay (1 s) is the time the keeper
-    has to see a new upload, and held uploads are let go ahead of every one it has not held.
+    upload ended, ahead of the held ones (seen in CI at a 0.1 s write-back, and once at 1 s
+    with the keeper stopped 0.3 s in every 0.6 s on a machine so loaded that a 1 MiB upload
+    took 7 s). So the write-back delay (5 s) is the time the keeper has to see a new upload,
+    and held uploads are let go ahead of every one it has not held. A keeper that did not
+    look for longer than KEEP_LATE_S while uploads waited says so in the refresher's log.
     While no upload has failed, those it sees go at once (``hurry``): the delay is only paid
     by a file closed while the keeper is idle (its tick, 1 s) or behind a failure."""
 
@@ -248,6 +251,7 @@ class OrderKeeper:
         self.head: tuple[int, float] | None = None  # (id, since)
         self.uploading: dict[int, float] = {}  # id -> first seen under way
         self.given_up: set[int] = set()
+        self.looked: tuple[float, bool] | None = None  # (when, uploads waited) at the last poll
 
     def _set(self, item_id: int, expiry: float, relative: bool = False) -> bool:
         params = {"fs": self.fs, "id": item_id, "expiry": expiry, "relative": relative}
@@ -259,8 +263,16 @@ class OrderKeeper:
 
     def poll(self) -> tuple[bool, bool]:
         """One look at the queue: (holding uploads back, uploads queued or under way)."""
+        now = time.monotonic()
+        if self.looked and self.looked[1] and now - self.looked[0] > KEEP_LATE_S:
+            self.log(
+                f"{self.fs}: the order keeper did not look at the upload queue for "
+                f"{now - self.looked[0]:.1f} s while uploads waited (a loaded node?)"
+            )
         with queue_lock(self.sock):
-            return self._poll()
+            outcome = self._poll()
+        self.looked = (time.monotonic(), outcome[1])
+        return outcome
 
     def _poll(self) -> tuple[bool, bool]:
         cache = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
