@@ -1,6 +1,7 @@
 """What the benchmark scripts share: the repository on ``sys.path``, argument parsing, timing,
 host-side mounts of the local cloud's buckets, result tables and the JSON under
-bench/results/. (Targets and the exit status are in bench_checks.py.)
+bench/results/, and the requests a gate logged on one bucket. (Targets and the exit status are in
+bench_checks.py.)
 
 Import it before ``harness`` and ``skycore``: importing it puts the repository on
 ``sys.path``, so ``python bench/X.py`` finds both.
@@ -13,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -132,6 +135,66 @@ def unmount(dst: Path, env: mounting.RcloneEnv) -> None:
     mounts = Path("/proc/self/mounts").read_text().splitlines()
     if any(line.split()[1] == str(dst) for line in mounts):
         subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
+
+
+# --- the gates' request logs -------------------------------------------------------------------
+# One line per request, written when it ends (harness.gate.server._logged):
+# ``HH:MM:SS METHOD PATH?QUERY -> STATUS (N ms)``.
+_REQUEST_LINE = re.compile(r"^\d\d:\d\d:\d\d ([A-Z]+) (\S+) -> .* \(\d+ ms\)$")
+_ADMIN_PREFIX = "/__gate__/"
+
+
+def gate_log_offset(emulator: Any) -> int:
+    """The size of the gate's log now: pass it to ``gate_requests`` to read what follows."""
+    return Path(emulator.record.gate_log).stat().st_size
+
+
+def gate_requests(emulator: Any, bucket: str, since: int) -> list[tuple[str, str]]:
+    """(method, path and query) of each request on ``bucket`` that the gate of ``emulator``
+    logged after byte ``since`` of its log (its admin API left out), oldest first."""
+    with open(emulator.record.gate_log, "rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    found = []
+    for line in text.splitlines():
+        m = _REQUEST_LINE.match(line)
+        if m is None or m.group(2).startswith(_ADMIN_PREFIX):
+            continue
+        if bucket in urlsplit(m.group(2)).path.split("/"):
+            found.append((m.group(1), m.group(2)))
+    return found
+
+
+_QUALIFIERS = (  # query key -> the kind's suffix (the first present wins)
+    ("comp", ""),  # Azure: the value (block, blocklist, list, metadata, ...)
+    ("upload_id", "chunk"),  # GCS: a chunk of a resumable upload
+    ("uploadType", ""),  # GCS: the value (media, multipart, resumable: the upload's start)
+    ("uploads", "mpu-start"),  # S3 CreateMultipartUpload
+    ("partNumber", "part"),  # S3 UploadPart
+    ("uploadId", "mpu-end"),  # S3 Complete/AbortMultipartUpload
+)
+
+
+def request_kind(method: str, path_qs: str, bucket: str) -> str:
+    """A short name for a request's kind, e.g. ``PUT``, ``HEAD``, ``LIST``, ``PUT-part``,
+    ``POST-mpu-start``, ``PUT-block``, ``POST-multipart``, ``POST-chunk``, ``GET-bucket``: the
+    method, made more precise by what the path and query say (S3, GCS JSON and Azure Blob
+    conventions)."""
+    parts = urlsplit(path_qs)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    segments = parts.path.split("/")
+    rest = [s for s in segments[segments.index(bucket) + 1 :] if s] if bucket in segments else []
+    bucket_level = rest in ([], ["o"])  # GCS JSON: /b/BUCKET/o lists, /b/BUCKET/o/NAME is one
+    listing = "comp" in query and query["comp"] == ["list"]
+    listing |= bucket_level and method == "GET" and (
+        rest == ["o"] or not query or any(k in query for k in ("list-type", "prefix", "delimiter"))
+    )  # fmt: skip
+    if listing:
+        return "LIST"
+    for key, suffix in _QUALIFIERS:
+        if key in query:
+            return f"{method}-{suffix or query[key][0]}"
+    return f"{method}-bucket" if bucket_level else method
 
 
 # --- output --------------------------------------------------------------------------------
