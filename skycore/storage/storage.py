@@ -407,7 +407,7 @@ class Storage:
 
         Read-only (writes fail at once with EROFS) when the last access check found the user
         cannot write; call ``access`` or ``prepare`` first. A MOUNT_CACHED mount gets its
-        store's ``cached_upload_config``."""
+        store's upload options (``cached_mount_options``)."""
         if not self.mode.is_mount:
             raise StorageSpecError(
                 f"{self.yaml_field}: mode COPY is not mounted; use copy_command."
@@ -417,8 +417,8 @@ class Storage:
         if read_only and not opts.read_only:
             opts = replace(opts, read_only=True)
         st = self.store_obj(config)
-        if self.mode is StorageMode.MOUNT_CACHED and st.cached_upload_config:
-            opts = replace(opts, upload_config=st.cached_upload_config)
+        if self.mode is StorageMode.MOUNT_CACHED:
+            opts = st.cached_mount_options(opts)
         remote = st.rclone_path(self.prefix, anonymous)
         return mounting.mount_step(remote, dst, self.mode, opts, env)
 

@@ -111,7 +111,8 @@ def test_spec_round_trip_renders_the_same_mount(
 
 
 def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
-    """A store's ``cached_upload_config`` reaches rclone as ``mount/mount``'s ``_config`` of its
+    """A store's ``cached_upload_config`` (and for an ordered mount its
+    ``ordered_upload_config``) reaches rclone as ``mount/mount``'s ``_config`` of its
     MOUNT_CACHED mounts only (Azure: multi-thread uploads, see AzureBlobStore), survives a
     merge of mount steps (``MountStep.merged``), and leaves the daemon shared."""
     import json
@@ -119,8 +120,8 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
     from skycore.storage import mounting
     from skycore.storage.api import AccessInfo
 
-    def script(source: str, mode: str) -> mounting.MountStep:
-        st = Storage.from_spec(name=None, source=source, store=None, mode=mode)
+    def script(source: str, mode: str, transfers: int | None = None) -> mounting.MountStep:
+        st = Storage.from_spec(name=None, source=source, store=None, mode=mode, transfers=transfers)
         st._access = AccessInfo(exists=True, can_read=True, can_write=True, anonymous=False)
         return st.mount_step("/m", CONFIG)
 
@@ -132,7 +133,10 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
         return json.loads(json.dumps(merged.request()["mounts"]))
 
     azure_cached = node_specs(script("azure://skyuser/box", "MOUNT_CACHED"))
-    assert azure_cached[0]["rc_config"] == {"MultiThreadCutoff": "1"}
+    # ordered (transfers 1): the one upload in flight gets a parallel mount's 16 streams
+    assert azure_cached[0]["rc_config"] == {"MultiThreadCutoff": "1", "MultiThreadStreams": 16}
+    parallel = node_specs(script("azure://skyuser/box", "MOUNT_CACHED", transfers=4))
+    assert parallel[0]["rc_config"] == {"MultiThreadCutoff": "1"}
     assert azure_cached[0]["dir"].endswith("/rcd-t1")  # the node's one daemon, as before
     assert node_specs(script("azure://skyuser/box", "MOUNT"))[0]["rc_config"] == {}
     assert node_specs(script("s3://bucket-a", "MOUNT_CACHED"))[0]["rc_config"] == {}
