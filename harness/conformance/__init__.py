@@ -7,3 +7,8 @@ The smoke suite runs these modules through ``harness conform`` (one copy): again
 file of each built-in store's local gate (tests/smoke/test_conformance_targets.py) and on the
 local cloud for the store packages installed from a wheel (tests/smoke/test_backend_package.py).
 """
+
+from harness.conformance.plan import COSTS
+
+MODULES = tuple(cost.module for cost in COSTS)
+"""The suite's test modules, in the order a run reports them."""

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.conformance import MODULES
 from harness.paths import harness_home
 from harness.testing import access
 from harness.testing.plugin import explicit_store_selection
@@ -38,14 +39,6 @@ from tests.integration.test_package_data import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
-MODULES = (
-    "test_mount_matrix",
-    "test_comp_test",
-    "test_stop_start",
-    "test_upload_order",
-    "test_multinode",
-)
-"""The conformance modules each package must pass."""
 STORE_GROUPS = ("skycore.stores", "harness.emulators")
 OWN_PREFIXES = ("skycore", "harness", "__editable__", "__pycache__")
 """Entries of the dev venv's site-packages that belong to skycore (never shared)."""

@@ -24,6 +24,7 @@ import pytest
 
 from harness.accounts import OTHER
 from harness.cloud.cloud import SEED_OBJECTS
+from harness.conformance import MODULES
 from harness.emulators import fleet
 from harness.emulators.base import RunningEmulator
 from harness.paths import harness_home
@@ -31,13 +32,6 @@ from harness.targets import load_target
 from harness.testing.plugin import all_store_params
 
 BUILT_IN = ("s3", "gcs", "azure", "r2")
-MODULES = (
-    "test_mount_matrix",
-    "test_comp_test",
-    "test_stop_start",
-    "test_upload_order",
-    "test_multinode",
-)
 
 
 def _harness() -> str:

@@ -46,24 +46,13 @@ __all__ = ["GATE_KEY", "S3GateProtocol", "classify_s3"]
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
 
 
-GATE_CONFIG_WRITES = frozenset(
-    (
-        "PutBucketAcl",
-        "PutBucketOwnershipControls",
-        "DeleteBucketOwnershipControls",
-        "PutPublicAccessBlock",
-        "DeletePublicAccessBlock",
-        "PutBucketCors",
-        "DeleteBucketCors",
-        "PutObjectAcl",
-        "GetObjectAcl",
-    )
-)
+GATE_CONFIG_WRITES = MIRRORED
 """The access configuration's calls the gate answers from its state alone, never sending
 them to the server behind it: a server that does not know a sub-resource such as
 ``?publicAccessBlock`` takes ``DELETE /bucket?publicAccessBlock`` for DeleteBucket (rclone
 serve s3 does), and ``PUT /bucket/key?acl`` for a PutObject. The object ACL calls ask the
-server only whether the object exists (a HEAD signed with the gate's key)."""
+server only whether the object exists (a HEAD signed with the gate's key). They are the calls
+whose outcome the gate keeps (``actions.MIRRORED``): one list."""
 GATE_ANSWERS = (
     frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy"))
     | CONFIG_ANSWERS
