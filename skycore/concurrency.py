@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+WAKE_S = 0.25
+"""How often the main thread wakes while it waits for the workers."""
 
 
 def parallel(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
@@ -18,6 +20,10 @@ def parallel(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
         return [fn(items[0])]
     with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
         futures = [pool.submit(fn, it) for it in items]
+        # Wait in short steps: a Ctrl-C that reaches a worker thread only sets Python's
+        # flag, which the main thread acts on when it wakes (see runner.pipe_lines).
+        while wait(futures, timeout=WAKE_S).not_done:
+            pass
         excs = [f.exception() for f in futures]
     for e in excs:
         if e is not None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -140,7 +141,7 @@ class CommandRunner:
                 feeder = threading.Thread(target=_feed, args=(proc, stdin), daemon=True)
                 feeder.start()
             assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
+            for raw in pipe_lines(proc.stdout):
                 if log is not None:
                     log.write(raw)
                     log.flush()
@@ -283,6 +284,33 @@ class CommandRunner:
         m = re.search(r"Number of regular files transferred: ([\d,]+)", out)
         count = int(m.group(1).replace(",", "")) if m else 0
         return RsyncResult(proc.returncode, count, out)
+
+
+WAKE_S = 0.25
+"""How often a thread waiting for a command's output wakes up when none comes."""
+
+
+def pipe_lines(pipe: IO[bytes], wake_s: float = WAKE_S) -> Iterator[bytes]:
+    """The lines of ``pipe`` as they come (the last one may lack its newline), read in a way
+    that wakes the calling thread every ``wake_s`` s. A Ctrl-C that the kernel hands to
+    another thread of this process (the stdin feeder, a progress display) sets Python's flag
+    but does not interrupt the main thread's blocking read; a main thread that followed a
+    quiet job with ``readline`` then ignored Ctrl-C until the job printed again (seen in
+    CI: a terminal that would not detach in 30 s). Waking up, it acts on it at once."""
+    fd = pipe.fileno()
+    pending = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], wake_s)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if pending:
+        yield pending
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
