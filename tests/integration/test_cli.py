@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.testing.terminal import with_ctrl_c
 from skycore import backend, provision, state
 from skycore.config import SkycoreConfig
 from skycore.provision import docker as dprov
@@ -54,7 +55,10 @@ def sky(home: SkycoreConfig) -> Run:
 def exec_terminal(*args: str) -> subprocess.Popen[str]:
     """``skycore exec ARGS`` as a user's terminal runs it, its output read as it comes."""
     return subprocess.Popen(
-        [*SKYCORE, "exec", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        with_ctrl_c([*SKYCORE, "exec", *args]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

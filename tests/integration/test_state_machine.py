@@ -27,6 +27,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from harness.testing.terminal import with_ctrl_c
 from skycore import core, execution, provision, state
 from skycore.config import SkycoreConfig
 from skycore.errors import ClusterError
@@ -94,8 +95,8 @@ def test_recorded_state_matches_provider(docker_config: SkycoreConfig, tmp_path:
             """A launch interrupted at a random moment (Ctrl-C or SIGKILL of the terminal)
             never leaves a state that claims more than is true, and one relaunch repairs."""
             proc = subprocess.Popen(
-                [sys.executable, "-m", "skycore.cli", "launch", str(task_path), "-c", self.name,
-                 "-y"],
+                with_ctrl_c([sys.executable, "-m", "skycore.cli", "launch", str(task_path),
+                             "-c", self.name, "-y"]),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )  # fmt: skip

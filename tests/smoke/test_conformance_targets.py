@@ -30,6 +30,7 @@ from harness.emulators.base import RunningEmulator
 from harness.paths import harness_home
 from harness.targets import load_target
 from harness.testing.plugin import all_store_params
+from harness.testing.terminal import with_ctrl_c
 
 BUILT_IN = ("s3", "gcs", "azure", "r2")
 
@@ -156,7 +157,7 @@ def test_ctrl_c_leaves_no_bucket_behind(
     conform = [_harness(), "conform", "--target", str(target_file), "-n", "0", "-y", "--",
                "-k", "test_mount", f"--basetemp={tmp_path / 'run'}"]  # fmt: skip
     proc = subprocess.Popen(
-        conform, cwd=tmp_path, env=run_env, start_new_session=True, text=True,
+        with_ctrl_c(conform), cwd=tmp_path, env=run_env, start_new_session=True, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     tag = f"{load_target(target_file).bucket_prefix}-"
