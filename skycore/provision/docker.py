@@ -11,6 +11,7 @@ Images are never pulled: they must exist on the engine.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import shutil
@@ -32,6 +33,7 @@ PROVIDER = "docker"
 LABEL_CLUSTER = "skycore.cluster"
 LABEL_RANK = "skycore.rank"
 LABEL_IP = "skycore.ip"
+LABEL_HOSTNAME = "skycore.hostname"
 STOP_TIMEOUT_S = 2
 
 _clients: dict[str, docker.DockerClient] = {}
@@ -102,24 +104,27 @@ def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
 
 
 def _containers(cluster_name: str, config: SkycoreConfig | None) -> dict[int, Container]:
-    """The cluster's containers by rank. A container removed between the listing and its
-    inspection (a preemption under way) is gone, not an engine failure."""
-    api = client(config)
-    listed = api.containers.list(
+    """The cluster's containers by rank, from ONE engine call (the listing carries their
+    state and labels: no inspection per node, so a node removed meanwhile is simply absent,
+    never a 404)."""
+    listed = client(config).containers.list(
         all=True, sparse=True, filters={"label": f"{LABEL_CLUSTER}={cluster_name}"}
     )
-    by_rank: dict[int, Container] = {}
-    for summary in listed:
-        try:
-            c = api.containers.get(summary.id)
-        except docker.errors.NotFound:
-            continue
-        by_rank[int(c.labels[LABEL_RANK])] = c
-    return by_rank
+    return {int(_labels(c)[LABEL_RANK]): c for c in listed}
+
+
+def _labels(c: Container) -> dict[str, str]:
+    """A container's labels, from a listing (sparse) or an inspection."""
+    labels = c.attrs.get("Labels")
+    if labels is None:
+        labels = c.attrs.get("Config", {}).get("Labels")
+    return dict(labels or {})
 
 
 def _status(c: Container) -> NodeStatus | None:
-    state = c.attrs.get("State", {}).get("Status", c.status)
+    state = c.attrs.get("State", c.status)
+    if isinstance(state, dict):  # an inspection; a listing has the bare word
+        state = state.get("Status", c.status)
     if state == "running":
         return NodeStatus.UP
     if state in ("created", "exited", "paused"):
@@ -127,13 +132,24 @@ def _status(c: Container) -> NodeStatus | None:
     return None  # dead / removing: as good as gone
 
 
+def _hostname(cluster_name: str, rank: int) -> str:
+    """The hostname node ``rank`` is created with."""
+    return f"{cluster_name}-{rank}"[:63]
+
+
 def _node(cluster_name: str, rank: int, c: Container) -> NodeInfo:
+    labels = _labels(c)
+    names = c.attrs.get("Names") or []
+    name = c.name or (names[0].lstrip("/") if names else container_name(cluster_name, rank))
+    hostname = c.attrs.get("Config", {}).get("Hostname") or labels.get(
+        LABEL_HOSTNAME, _hostname(cluster_name, rank)
+    )
     return NodeInfo(
         rank=rank,
         instance_id=c.id or "",
-        name=c.name or container_name(cluster_name, rank),
-        hostname=c.attrs.get("Config", {}).get("Hostname", ""),
-        ip=c.labels.get(LABEL_IP, node_ip(cluster_name, rank)),
+        name=name,
+        hostname=hostname,
+        ip=labels.get(LABEL_IP, node_ip(cluster_name, rank)),
         status=_status(c),
     )
 
@@ -146,13 +162,19 @@ def _info(cluster_name: str, containers: dict[int, Container]) -> ClusterInfo:
 def _create(cluster_name: str, rank: int, image: str, config: SkycoreConfig) -> Container:
     name = container_name(cluster_name, rank)
     ip = node_ip(cluster_name, rank)
+    hostname = _hostname(cluster_name, rank)
     # create + start, never run(): the SDK's run() pulls a missing image.
     c = client(config).containers.create(
         image,
         command=["sleep", "infinity"],
         name=name,
-        hostname=f"{cluster_name}-{rank}"[:63],
-        labels={LABEL_CLUSTER: cluster_name, LABEL_RANK: str(rank), LABEL_IP: ip},
+        hostname=hostname,
+        labels={
+            LABEL_CLUSTER: cluster_name,
+            LABEL_RANK: str(rank),
+            LABEL_IP: ip,
+            LABEL_HOSTNAME: hostname,
+        },
         environment={"SKYCORE_NODE_IP": ip, "SKYCORE_NODE_RANK": str(rank)},
         network_mode="host",
         devices=["/dev/fuse:/dev/fuse:rwm"],
@@ -163,23 +185,43 @@ def _create(cluster_name: str, rank: int, image: str, config: SkycoreConfig) -> 
         detach=True,
     )
     c.start()
-    _install_runtime(c, image, name)
     return c
 
 
-def _install_runtime(c: Container, image: str, name: str) -> None:
-    """Bring skycore's runtime (rclone, fusermount3) into a node whose image lacks it;
-    ProvisionError naming what cannot be installed (the node is removed then)."""
+def _exec(c: Container) -> Callable[[list[str]], tuple[int, str]]:
+    """``argv`` -> (exit code, output) on container ``c``."""
 
     def run(argv: list[str]) -> tuple[int, str]:
         result = c.exec_run(argv, demux=False)
         return int(result.exit_code or 0), (result.output or b"").decode(errors="replace")
 
+    return run
+
+
+def _install_runtime(c: Container, image: str, name: str) -> None:
+    """Bring skycore's runtime (rclone, fusermount3) into a node whose image lacks it;
+    ProvisionError naming what cannot be installed (the node is removed then)."""
     try:
-        node_runtime.install(image, name, run, c.put_archive)
+        node_runtime.install(image, name, _exec(c), c.put_archive)
     except ProvisionError:
         c.remove(force=True)
         raise
+
+
+def _install_runtimes(created: dict[int, Container], image: str, cluster_name: str) -> None:
+    """``_install_runtime`` on every node just created from ``image``: one probe for them
+    all (fresh containers of one image lack the same binaries), then, only if the image
+    lacks something, the install on every node."""
+    if not created:
+        return
+    first = min(created)
+    if not node_runtime.missing(_exec(created[first])):
+        return
+
+    def install(rank: int) -> None:
+        _install_runtime(created[rank], image, container_name(cluster_name, rank))
+
+    parallel(install, sorted(created))
 
 
 def _check_image(image: str, config: SkycoreConfig) -> None:
@@ -212,6 +254,8 @@ def run_instances(
     if any(c is None or _status(c) is None for _, c in todo):
         _check_image(image, cfg)
 
+    created: dict[int, Container] = {}
+
     def bring_up(item: tuple[int, Container | None]) -> None:
         rank, c = item
         try:
@@ -219,7 +263,7 @@ def run_instances(
                 c.remove(force=True)
                 c = None
             if c is None:
-                _create(cluster_name, rank, image, cfg)
+                created[rank] = _create(cluster_name, rank, image, cfg)
             else:
                 c.start()
         except docker.errors.APIError as e:
@@ -228,7 +272,15 @@ def run_instances(
                 f"{e.explanation or e}"
             ) from e
 
-    parallel(bring_up, todo)
+    try:
+        parallel(bring_up, todo)
+    except ProvisionError:
+        # The nodes that did come up still get their runtime (or are removed); the start
+        # failure is the error.
+        with contextlib.suppress(ProvisionError):
+            _install_runtimes(created, image, cluster_name)
+        raise
+    _install_runtimes(created, image, cluster_name)
     return get_cluster_info(cluster_name, cfg)
 
 

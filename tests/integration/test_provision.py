@@ -56,30 +56,61 @@ def test_run_instances_only_brings_up_missing_nodes(
     assert third.nodes[0].status is NodeStatus.UP
 
 
-def test_a_node_removed_while_being_listed_is_gone_not_an_engine_error(
+def test_the_nodes_come_from_one_engine_call(
     cluster: str, docker_config: SkycoreConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A preemption can remove a container between the engine's listing and its inspection
-    (seen in the smoke suite: a managed job's survivor drain failed with a 404). That node is
-    gone; the others are still reported."""
+    """The nodes (state, name, hostname, IP) come from the engine's listing alone: one call
+    however many nodes, never an inspection per node. So a node removed by a preemption
+    under way is absent or gone, never a 404 (seen in the smoke suite when each node was
+    inspected after the listing: a managed job's survivor drain failed)."""
     from docker.models.containers import ContainerCollection
 
-    info = provision.run_instances("docker", cluster, 2, None, docker_config)
-    victim = info.nodes[1].instance_id
-    real_get = ContainerCollection.get
-    removed: list[str] = []
+    info = provision.run_instances("docker", cluster, 3, None, docker_config)
+    real_list = ContainerCollection.list
+    listings: list[object] = []
 
-    def get_after_the_preemption(self: ContainerCollection, container_id: str) -> object:
-        if container_id == victim and not removed:
-            real_get(self, victim).remove(force=True)  # the preemption lands right here
-            removed.append(victim)
-        return real_get(self, container_id)
+    def counted_list(self: ContainerCollection, *args: object, **kwargs: object) -> object:
+        listings.append(kwargs)
+        return real_list(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ContainerCollection, "get", get_after_the_preemption)
+    def no_inspection(self: ContainerCollection, container_id: str) -> object:
+        raise AssertionError(f"node {container_id} inspected")
+
+    monkeypatch.setattr(ContainerCollection, "list", counted_list)
+    monkeypatch.setattr(ContainerCollection, "get", no_inspection)
     got = provision.get_cluster_info("docker", cluster, docker_config)
-    assert removed == [victim]
-    assert [n.rank for n in got.nodes] == [0]
-    assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
+    assert len(listings) == 1
+    assert got.to_dict() == info.to_dict()
+    # A node removed meanwhile (the engine's own API, no SDK inspection) is gone.
+    dprov.client(docker_config).api.remove_container(info.nodes[1].instance_id, force=True)
+    assert provision.query_instances("docker", cluster, docker_config) == {
+        0: NodeStatus.UP,
+        2: NodeStatus.UP,
+    }
+    assert len(listings) == 2
+
+
+def test_the_runtime_probe_runs_once_for_the_nodes_of_one_image(
+    cluster: str, docker_config: SkycoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fresh nodes of one image lack the same binaries: one probe for all of them (one exec
+    instead of one per node); an image that lacks nothing installs nothing."""
+    from skycore.provision import node_runtime
+
+    probes: list[str] = []
+    real_missing = node_runtime.missing
+
+    def counted(run: object) -> list[str]:
+        lacking = real_missing(run)  # type: ignore[arg-type]
+        probes.append(",".join(lacking))
+        return lacking
+
+    monkeypatch.setattr(node_runtime, "missing", counted)
+    info = provision.run_instances("docker", cluster, 3, None, docker_config)
+    assert [n.rank for n in info.nodes] == [0, 1, 2]
+    assert probes == [""]
+    provision.run_instances("docker", cluster, 3, None, docker_config)  # all UP: no probe
+    assert probes == [""]
 
 
 def test_stop_start_terminate(cluster: str, docker_config: SkycoreConfig) -> None:
