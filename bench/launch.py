@@ -1,14 +1,24 @@
 """Launch benchmark: comp_test.yaml on the local cloud, cold (new cluster) and warm
-(relaunch on the UP cluster), for 1 and 4 nodes, with per-stage durations.
+(relaunch on the UP cluster), for 1 and 4 nodes, with per-stage durations; the launcher's own
+stages split from the user's workload.
 
-    .venv/bin/python bench/launch.py [--nodes 1 4] [--repeat 1] [--run-id dy] [--no-check]
+    .venv/bin/python bench/launch.py [--nodes 1 4] [--repeat 3] [--workloads comp_test trivial]
+                                     [--run-id dy] [--no-check]
+
+Two workloads on the same file mounts and workdir: ``comp_test`` (tests/fixtures/comp_test.yaml
+as it is) and ``trivial`` (the same YAML, written to a temporary folder with ``setup`` and
+``run`` replaced by ``true``), so EXEC of ``trivial`` is the launcher's own cost of a run.
+The launcher's stages are every stage but EXEC (PROVISION, SYNC_WORKDIR, SYNC_FILE_MOUNTS,
+SETUP); each figure is the median of ``--repeat`` runs, and the load average is recorded
+before and after every launch.
 
 Brings the local cloud up if needed (S3 + GCS: the stores comp_test.yaml uses), runs in a
-private SKYCORE_HOME so it never touches your clusters, tears its clusters down, prints a
-table and writes JSON to bench/results/launch-<timestamp>.json.
-After the cold launch it reads, on every node, the rclone processes serving the mounts, their
-memory (RSS) and CPU time. Targets: cold single-node < 20 s, warm single-node < 8 s, 4 nodes
-< 1.5x single-node (cold and warm), warm relaunch < 2.5 s, rclone RSS < 100 MiB per node.
+private SKYCORE_HOME so it never touches your clusters, tears its clusters down, prints
+tables and writes JSON to bench/results/launch-<timestamp>.json.
+After each cold launch it reads, on every node, the rclone processes serving the mounts, their
+memory (RSS) and CPU time. Targets (comp_test): cold single-node < 20 s, warm single-node
+< 8 s, 4 nodes < 1.5x single-node (cold and warm), the launcher's stages of a cold launch at
+4 nodes < 1.3x single-node, warm relaunch < 2.5 s, rclone RSS < 100 MiB per node.
 Exits 1 when one is missed or a launch failed (--no-check: an exploratory
 run, exit 0 after a missed target; a failed launch still exits 1).
 """
@@ -27,6 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import yaml
 from bench_checks import Target, add_check_option, verdict
 from rich.console import Console
 from rich.table import Table
@@ -35,9 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tests" / "fixtures" / "comp_test.yaml"
 RESULTS = ROOT / "bench" / "results"
 STAGES = ("PROVISION", "SYNC_WORKDIR", "SYNC_FILE_MOUNTS", "SETUP", "EXEC")
+LAUNCHER_STAGES = STAGES[:-1]
+WORKLOADS = ("comp_test", "trivial")
+PHASES = ("cold", "warm")
 TARGET_COLD_S = 20.0
 TARGET_WARM_S = 8.0
 TARGET_SCALE = 1.5
+TARGET_LAUNCHER_SCALE = 1.3
 TARGET_WARM_RELAUNCH_S = 2.5
 TARGET_RCLONE_RSS_MIB = 100.0
 
@@ -66,7 +81,7 @@ def rclone_usage(name: str, config: Any) -> list[dict[str, Any]]:
     if record is None:
         return []
     handle = backend.get_handle(record, config)
-    out = []
+    out: list[dict[str, Any]] = []
     for rank, runner in enumerate(handle.runners):
         _rc, text = runner.run_output(RCLONE_USAGE, timeout=60)
         line = next((ln for ln in text.splitlines() if ln.startswith("SKYCORE_RCLONE ")), "")
@@ -96,14 +111,30 @@ def rclone_usage(name: str, config: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
+def trivial_yaml(folder: Path) -> Path:
+    """comp_test.yaml with ``setup`` and ``run`` replaced by ``true``, written to ``folder``
+    (same file mounts and workdir: relative paths resolve against the current directory)."""
+    data = yaml.safe_load(TASK.read_text())
+    data["name"] = "comp-test-trivial"
+    data["setup"] = "true\n"
+    data["run"] = "true\n"
+    path = folder / "comp_test_trivial.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _one(workload: str, path: Path, nodes: int, run_id: str, out: Console) -> dict[str, Any]:
     """Cold launch, warm relaunch and down of one fresh cluster of ``nodes`` nodes."""
     from skycore import execution
     from skycore.config import load_config
     from skycore.task import Task
 
     config = load_config()
-    task = Task.from_yaml(TASK, {"RUN_ID": run_id})
+    task = Task.from_yaml(path, {"RUN_ID": run_id})
     task.num_nodes = nodes
     if nodes > 1 and task.run:
         # comp_test.yaml writes then reads back one key per bucket; on several nodes at once
@@ -112,9 +143,10 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
         task.run = task.run.replace("hellotest.txt", "hellotest-$SKYPILOT_NODE_RANK.txt")
     name = f"bench-{uuid.uuid4().hex[:6]}-n{nodes}"
     quiet = Console(file=io.StringIO(), width=200)
-    record: dict[str, Any] = {"nodes": nodes, "cluster": name}
+    record: dict[str, Any] = {"workload": workload, "nodes": nodes, "cluster": name}
     try:
-        for phase in ("cold", "warm"):
+        for phase in PHASES:
+            load_before = _load()
             t0 = time.monotonic()
             res = execution.launch(task, name, console=quiet, config=config, stream=False)
             total = time.monotonic() - t0
@@ -123,8 +155,21 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
                     f"{phase} launch of {name} failed ({res.job_status}); logs in {res.log_dir}"
                 )
             stages = {s.stage.value: round(s.seconds, 3) for s in res.stages}
-            record[phase] = {"total_s": round(total, 3), "stages_s": stages}
-            out.print(f"  {nodes} node(s) {phase}: {total:5.1f}s  {stages}", highlight=False)
+            launcher = sum(stages.get(s, 0.0) for s in LAUNCHER_STAGES)
+            record[phase] = {
+                "total_s": round(total, 3),
+                "launcher_s": round(launcher, 3),
+                "stages_s": stages,
+                "loadavg_before": load_before,
+                "loadavg_after": _load(),
+            }
+            out.print(
+                f"  {workload} {nodes} node(s) {phase}: {total:5.2f}s "
+                f"(launcher {launcher:5.2f}s) "
+                + " ".join(f"{k}={v:.2f}" for k, v in stages.items())
+                + f" load {load_before[0]}",
+                highlight=False,
+            )
             if phase == "cold":
                 record["rclone"] = rclone_usage(name, config)
                 for r in record["rclone"]:
@@ -143,28 +188,144 @@ def _one(nodes: int, run_id: str, out: Console) -> dict[str, Any]:
     return record
 
 
-def _median(records: list[dict[str, Any]], phase: str, key: str | None = None) -> float | None:
-    """Median total (or stage) time; None for a stage that did not run (never 0)."""
-    vals = [r[phase]["total_s"] if key is None else r[phase]["stages_s"].get(key) for r in records]
+def _median(records: list[dict[str, Any]], phase: str, key: str = "total_s") -> float | None:
+    """Median of ``key`` (total_s, launcher_s or a stage name); None for a stage that did not
+    run in every record (never 0)."""
+    vals = [
+        r[phase][key] if key in ("total_s", "launcher_s") else r[phase]["stages_s"].get(key)
+        for r in records
+    ]
     present = [v for v in vals if v is not None]
     return round(statistics.median(present), 3) if present and len(present) == len(vals) else None
 
 
-def _cell(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}s"
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else round(a / b, 2)
+
+
+def _cell(v: float | None, unit: str = "s") -> str:
+    return "-" if v is None else f"{v:.2f}{unit}"
+
+
+def _stage_table(runs: dict[str, dict[int, list[dict[str, Any]]]], repeat: int) -> Table:
+    """One row per workload x nodes x phase: medians of the total, the launcher and stages."""
+    table = Table(title=f"skycore launch of {TASK.name} (median of {repeat})")
+    for col in ("workload", "nodes", "phase", "total", "launcher", *STAGES):
+        table.add_column(col, justify="right")
+    for workload, by_nodes in runs.items():
+        for nodes, recs in by_nodes.items():
+            for phase in PHASES:
+                table.add_row(
+                    workload,
+                    str(nodes),
+                    phase,
+                    _cell(_median(recs, phase)),
+                    _cell(_median(recs, phase, "launcher_s")),
+                    *(_cell(_median(recs, phase, s)) for s in STAGES),
+                )
+    return table
+
+
+def _scaling(
+    runs: dict[str, dict[int, list[dict[str, Any]]]],
+) -> dict[str, dict[str, float | None]]:
+    """Per workload and phase: launcher stages and whole launch, 4 nodes over 1 node."""
+    out: dict[str, dict[str, float | None]] = {}
+    for workload, by_nodes in runs.items():
+        if 1 not in by_nodes or 4 not in by_nodes:
+            continue
+        one, four = by_nodes[1], by_nodes[4]
+        for phase in PHASES:
+            out[f"{workload}:{phase}"] = {
+                "launcher_4_over_1": _ratio(
+                    _median(four, phase, "launcher_s"), _median(one, phase, "launcher_s")
+                ),
+                "total_4_over_1": _ratio(_median(four, phase), _median(one, phase)),
+            }
+    return out
+
+
+def _scaling_table(scaling: dict[str, dict[str, float | None]]) -> Table:
+    table = Table(title="4 nodes / 1 node (medians)")
+    for col in ("workload", "phase", "launcher stages 4/1", "whole launch 4/1"):
+        table.add_column(col, justify="right")
+    for key, row in scaling.items():
+        workload, phase = key.split(":")
+        table.add_row(
+            workload,
+            phase,
+            _cell(row["launcher_4_over_1"], "x"),
+            _cell(row["total_4_over_1"], "x"),
+        )
+    return table
+
+
+def _targets(
+    runs: dict[str, dict[int, list[dict[str, Any]]]],
+    summary: dict[str, Any],
+    scaling: dict[str, dict[str, float | None]],
+) -> list[Target]:
+    """The stated targets, all on comp_test, and the rclone RSS on every node."""
+    targets: list[Target] = []
+    comp = runs.get("comp_test", {})
+    if 1 in comp:
+        targets.append(Target("cold_1 (median)", summary["comp_test:1:cold"], TARGET_COLD_S))
+        targets.append(Target("warm_1 (median)", summary["comp_test:1:warm"], TARGET_WARM_S))
+    if "comp_test:cold" in scaling:
+        cold, warm = scaling["comp_test:cold"], scaling["comp_test:warm"]
+        targets.append(Target("cold_4 / cold_1", cold["total_4_over_1"], TARGET_SCALE, "x"))
+        targets.append(Target("warm_4 / warm_1", warm["total_4_over_1"], TARGET_SCALE, "x"))
+        targets.append(
+            Target(
+                "launcher stages cold_4 / cold_1",
+                cold["launcher_4_over_1"],
+                TARGET_LAUNCHER_SCALE,
+                "x",
+            )
+        )
+    if 1 in comp:
+        targets.append(
+            Target("warm relaunch (1 node)", summary["comp_test:1:warm"], TARGET_WARM_RELAUNCH_S)
+        )
+    per_node = [
+        r
+        for by_nodes in runs.values()
+        for recs in by_nodes.values()
+        for rec in recs
+        for r in rec.get("rclone", [])
+    ]
+    rss = [r["rss_mib"] for r in per_node]
+    worst_rss = None if not rss or None in rss else max(rss)
+    summary["rclone_per_node"] = {
+        "max_processes": max((r["processes"] or 0) for r in per_node) if per_node else None,
+        "max_rss_mib": worst_rss,
+        "max_cpu_s": max((r["cpu_s"] or 0) for r in per_node) if per_node else None,
+    }
+    targets.append(Target("rclone RSS per node (max)", worst_rss, TARGET_RCLONE_RSS_MIB, "MiB"))
+    return targets
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 1 if a target was missed (unless --no-check), else 0."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--repeat", type=int, default=1, help="runs per node count (median)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per node count (median)")
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=WORKLOADS,
+        default=list(WORKLOADS),
+        help="comp_test as it is, and/or the same mounts with a trivial setup and run",
+    )
     parser.add_argument("--run-id", default="dy", help="RUN_ID of the seeded external buckets")
     add_check_option(parser)
     args = parser.parse_args(argv)
-    if 1 not in args.nodes and not args.no_check:
-        parser.error("the targets need --nodes 1 (and 4 for the scaling one); add --no-check")
-    out = Console(highlight=False)
+    if not args.no_check and (1 not in args.nodes or "comp_test" not in args.workloads):
+        parser.error(
+            "the targets need --nodes 1 (and 4 for the scaling ones) and the comp_test "
+            "workload; add --no-check"
+        )
+    out = Console(highlight=False, width=160)
 
     home = Path(tempfile.mkdtemp(prefix="skycore-bench-"))
     os.environ["SKYCORE_HOME"] = str(home)
@@ -177,61 +338,30 @@ def main(argv: list[str] | None = None) -> int:
     config.logs_dir = str(home / "sky_logs")
     save_config(config)
     os.chdir(ROOT)
+    paths = {"comp_test": TASK, "trivial": trivial_yaml(home)}
 
-    load_before = os.getloadavg()
-    runs: dict[int, list[dict[str, Any]]] = {}
-    for nodes in args.nodes:
-        runs[nodes] = []
-        for _ in range(args.repeat):
-            runs[nodes].append(_one(nodes, args.run_id, out))
+    load_before = _load()
+    runs: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for workload in args.workloads:
+        runs[workload] = {}
+        for nodes in args.nodes:
+            runs[workload][nodes] = [
+                _one(workload, paths[workload], nodes, args.run_id, out) for _ in range(args.repeat)
+            ]
+    load_after = _load()
 
     summary: dict[str, Any] = {}
-    table = Table(title=f"skycore launch of {TASK.name} (median of {args.repeat})")
-    for col in ("nodes", "phase", "total", *STAGES):
-        table.add_column(col, justify="right")
-    for nodes, recs in runs.items():
-        for phase in ("cold", "warm"):
-            summary[f"{nodes}:{phase}"] = _median(recs, phase)
-            table.add_row(
-                str(nodes),
-                phase,
-                _cell(_median(recs, phase)),
-                *(_cell(_median(recs, phase, s)) for s in STAGES),
-            )
-    out.print(table)
-
-    checks: dict[str, Any] = {}
-    targets: list[Target] = []
-    if 1 in runs:
-        checks["cold_1_under_20s"] = summary["1:cold"] < TARGET_COLD_S
-        checks["warm_1_under_8s"] = summary["1:warm"] < TARGET_WARM_S
-        targets.append(Target("cold_1 (median)", summary["1:cold"], TARGET_COLD_S))
-        targets.append(Target("warm_1 (median)", summary["1:warm"], TARGET_WARM_S))
-    if 1 in runs and 4 in runs:
-        ratio = summary["4:cold"] / summary["1:cold"]
-        checks["cold_4_over_1_ratio"] = round(ratio, 2)
-        checks["cold_4_under_1.5x"] = ratio < TARGET_SCALE
-        wratio = summary["4:warm"] / summary["1:warm"]
-        checks["warm_4_over_1_ratio"] = round(wratio, 2)
-        checks["warm_4_under_1.5x"] = wratio < TARGET_SCALE
-        targets.append(Target("cold_4 / cold_1", round(ratio, 2), TARGET_SCALE, unit="x"))
-        targets.append(Target("warm_4 / warm_1", round(wratio, 2), TARGET_SCALE, unit="x"))
-    if 1 in runs:
-        warm = summary["1:warm"]
-        checks["warm_relaunch_1_under_2.5s"] = warm is not None and warm < TARGET_WARM_RELAUNCH_S
-        targets.append(Target("warm relaunch (1 node)", warm, TARGET_WARM_RELAUNCH_S))
-    per_node = [r for recs in runs.values() for rec in recs for r in rec.get("rclone", [])]
-    rss = [r["rss_mib"] for r in per_node]
-    worst_rss = None if not rss or None in rss else max(rss)
-    summary["rclone_per_node"] = {
-        "max_processes": max((r["processes"] or 0) for r in per_node) if per_node else None,
-        "max_rss_mib": worst_rss,
-        "max_cpu_s": max((r["cpu_s"] or 0) for r in per_node) if per_node else None,
-    }
+    for workload, by_nodes in runs.items():
+        for nodes, recs in by_nodes.items():
+            for phase in PHASES:
+                summary[f"{workload}:{nodes}:{phase}"] = _median(recs, phase)
+                summary[f"{workload}:{nodes}:{phase}:launcher"] = _median(recs, phase, "launcher_s")
+    scaling = _scaling(runs)
+    out.print(_stage_table(runs, args.repeat))
+    out.print(_scaling_table(scaling))
+    targets = _targets(runs, summary, scaling)
     out.print(f"  rclone per node (worst): {summary['rclone_per_node']}")
-    targets.append(Target("rclone RSS per node (max)", worst_rss, TARGET_RCLONE_RSS_MIB, "MiB"))
-    for key, val in checks.items():
-        out.print(f"  {key}: {val}")
+    out.print(f"  load average before {load_before}, after {load_after} ({os.cpu_count()} CPUs)")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"launch-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -239,13 +369,14 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "task": str(TASK.relative_to(ROOT)),
+                "workloads": args.workloads,
                 "at": time.time(),
                 "cpus": os.cpu_count(),
                 "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
+                "loadavg_after": load_after,
                 "repeat": args.repeat,
                 "summary_s": summary,
-                "checks": checks,
+                "scaling": scaling,
                 "targets": {t.name: t.as_json() for t in targets},
                 "checked": not args.no_check,
                 "runs": runs,
