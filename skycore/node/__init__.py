@@ -15,6 +15,7 @@ standard library only (checked by ruff and mypy). A node needs no copy of skycor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from functools import cache
@@ -28,7 +29,32 @@ REQUEST_ENV = "SKYCORE_REQUEST"
 _BOOTSTRAP = """\
 import importlib.abc
 import importlib.util
+import marshal
+import os
 import sys
+
+_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "skycore-mountd")
+
+
+def _code(name):
+    # Compiled once per module version and Python: later runs load the code object.
+    key = "%s-%s-%s.bin" % (name, _HASHES[name], importlib.util.MAGIC_NUMBER.hex())
+    path = os.path.join(_CACHE, key)
+    try:
+        with open(path, "rb") as f:
+            return marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    code = compile(_SOURCES[name], "<skycore " + name + ">", "exec")
+    try:
+        os.makedirs(_CACHE, mode=0o700, exist_ok=True)
+        tmp = "%s.%d" % (path, os.getpid())
+        with open(tmp, "wb") as f:
+            marshal.dump(code, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return code
 
 
 class _Loader(importlib.abc.Loader):
@@ -36,8 +62,7 @@ class _Loader(importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
-        source = _SOURCES[module.__name__]
-        exec(compile(source, "<skycore " + module.__name__ + ">", "exec"), module.__dict__)
+        exec(_code(module.__name__), module.__dict__)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -67,7 +92,10 @@ def program(name: str) -> str:
 @cache
 def mountd_program() -> str:
     """The mount program (skycore/node/mountd/) as one python3 text: each module's source is
-    served under its import name (parents as empty packages), then ``cli.main`` runs."""
+    served under its import name (parents as empty packages), then ``cli.main`` runs. Each
+    module is compiled once per version of its source and Python, into ~/.cache/skycore-mountd
+    on the node (marshal): a node runs the program for every mount batch, drain and probe,
+    and compiling its 67 KB cost about 0.1 s of CPU each time."""
     root = resources.files(__package__)
     sources = {"skycore": "", "skycore.node": ""}
     sources["skycore.node.mountd"] = root.joinpath("mountd/__init__.py").read_text("utf-8")
@@ -76,10 +104,11 @@ def mountd_program() -> str:
         sources[f"skycore.node.mountd.{mod}"] = text
     packages = ("skycore", "skycore.node", "skycore.node.mountd")
     table = "".join(f"    {k!r}: {v!r},\n" for k, v in sources.items())
+    hashes = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sources.items()}
     return (
         "# skycore's mount program on a node (generated from skycore/node/mountd/; python3 "
         "standard library only)\n"
-        f"_SOURCES = {{\n{table}}}\n_PACKAGES = {packages!r}\n" + _BOOTSTRAP
+        f"_SOURCES = {{\n{table}}}\n_PACKAGES = {packages!r}\n_HASHES = {hashes!r}\n" + _BOOTSTRAP
     )
 
 

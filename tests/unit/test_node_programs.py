@@ -67,3 +67,26 @@ def test_a_batch_writes_its_files_then_runs_its_steps(tmp_path: Path) -> None:
     conf = tmp_path / "creds" / "rclone.conf"
     assert conf.read_text() == files["~/creds/rclone.conf"]
     assert (conf.stat().st_mode & 0o777) == 0o600 and (tmp_path / "abs").read_text() == "x"
+
+
+def test_the_mount_program_compiles_each_module_once(tmp_path: Path) -> None:
+    """The modules a run imports are compiled into ~/.cache/skycore-mountd; the next run
+    loads them from there, and a damaged cache file is compiled again."""
+    helper = tmp_path / "skycore-mounts.py"
+    helper.write_text(node.program("mounts.py"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    cache = tmp_path / ".cache" / "skycore-mountd"
+
+    def usage() -> None:
+        run = subprocess.run(["python3", str(helper)], capture_output=True, text=True, env=env)
+        assert run.returncode == 2 and "up-many" in run.stderr, run.stderr
+
+    usage()
+    compiled = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert any(n.startswith("skycore.node.mountd.cli-") for n in compiled), compiled
+    usage()
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == compiled  # loaded
+    damaged = next(p for p in cache.iterdir() if p.name.startswith("skycore.node.mountd.cli-"))
+    damaged.write_bytes(b"\x00not marshal")
+    usage()
+    assert damaged.read_bytes() != b"\x00not marshal"  # compiled again
