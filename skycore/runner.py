@@ -294,23 +294,30 @@ def pipe_lines(pipe: IO[bytes], wake_s: float = WAKE_S) -> Iterator[bytes]:
     """The lines of ``pipe`` as they come (the last one may lack its newline), read in a way
     that wakes the calling thread every ``wake_s`` s. A Ctrl-C that the kernel hands to
     another thread of this process (the stdin feeder, a progress display) sets Python's flag
-    but does not interrupt the main thread's blocking read; a main thread that followed a
-    quiet job with ``readline`` then ignored Ctrl-C until the job printed again (seen in
-    CI: a terminal that would not detach in 30 s). Waking up, it acts on it at once."""
+    but does not interrupt the main thread's blocking read: a main thread that followed a
+    quiet job with ``readline`` ignored Ctrl-C until the job printed again. Waking up, it
+    acts on it at once. Linear in the output, long lines included (a progress bar's ``\\r``
+    updates are one line)."""
     fd = pipe.fileno()
-    pending = b""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    partial: list[bytes] = []
     while True:
-        ready, _, _ = select.select([fd], [], [], wake_s)
-        if not ready:
+        if not poller.poll(wake_s * 1000):
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             break
-        *lines, pending = (pending + chunk).split(b"\n")
-        for line in lines:
+        if b"\n" not in chunk:
+            partial.append(chunk)
+            continue
+        first, *middle, last = chunk.split(b"\n")
+        yield b"".join([*partial, first, b"\n"])
+        for line in middle:
             yield line + b"\n"
-    if pending:
-        yield pending
+        partial = [last] if last else []
+    if partial:
+        yield b"".join(partial)
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:

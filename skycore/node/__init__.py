@@ -32,28 +32,40 @@ import importlib.util
 import marshal
 import os
 import sys
+import tempfile
+import types
 
-_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "skycore-mountd")
+_HOME = os.path.expanduser("~")
+_CACHE = os.path.join(_HOME, ".cache", "skycore-mountd") if os.path.isabs(_HOME) else None
 
 
 def _code(name):
     # Compiled once per module version and Python: later runs load the code object.
     key = "%s-%s-%s.bin" % (name, _HASHES[name], importlib.util.MAGIC_NUMBER.hex())
-    path = os.path.join(_CACHE, key)
-    try:
-        with open(path, "rb") as f:
-            return marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
+    path = os.path.join(_CACHE, key) if _CACHE else None
+    if path:
+        try:
+            with open(path, "rb") as f:
+                code = marshal.load(f)
+            if isinstance(code, types.CodeType):
+                return code
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
     code = compile(_SOURCES[name], "<skycore " + name + ">", "exec")
-    try:
-        os.makedirs(_CACHE, mode=0o700, exist_ok=True)
-        tmp = "%s.%d" % (path, os.getpid())
-        with open(tmp, "wb") as f:
-            marshal.dump(code, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    if path:
+        tmp = None
+        try:
+            os.makedirs(_CACHE, mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=_CACHE, prefix=key + ".")
+            with os.fdopen(fd, "wb") as f:
+                marshal.dump(code, f)
+            os.replace(tmp, path)
+        except OSError:
+            if tmp:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
     return code
 
 

@@ -137,10 +137,15 @@ def _hostname(cluster_name: str, rank: int) -> str:
     return f"{cluster_name}-{rank}"[:63]
 
 
+def _name(c: Container, fallback: str = "") -> str:
+    """A container's name, from an inspection or a listing (sparse: ``Names``)."""
+    names = c.attrs.get("Names") or []
+    return c.name or (names[0].lstrip("/") if names else fallback or str(c.id)[:12])
+
+
 def _node(cluster_name: str, rank: int, c: Container) -> NodeInfo:
     labels = _labels(c)
-    names = c.attrs.get("Names") or []
-    name = c.name or (names[0].lstrip("/") if names else container_name(cluster_name, rank))
+    name = _name(c, container_name(cluster_name, rank))
     hostname = c.attrs.get("Config", {}).get("Hostname") or labels.get(
         LABEL_HOSTNAME, _hostname(cluster_name, rank)
     )
@@ -274,10 +279,11 @@ def run_instances(
 
     try:
         parallel(bring_up, todo)
-    except ProvisionError:
-        # The nodes that did come up still get their runtime (or are removed); the start
-        # failure is the error.
-        with contextlib.suppress(ProvisionError):
+    except BaseException:
+        # The nodes that did come up still get their runtime (or are removed), also after
+        # Ctrl-C or an engine that stopped answering: a node left UP without rclone would
+        # pass every later health check. The first failure is the error.
+        with contextlib.suppress(Exception):
             _install_runtimes(created, image, cluster_name)
         raise
     _install_runtimes(created, image, cluster_name)
@@ -302,7 +308,7 @@ def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> C
         try:
             c.start()
         except docker.errors.APIError as e:
-            raise ProvisionError(f"node {c.name} failed to start: {e.explanation or e}") from e
+            raise ProvisionError(f"node {_name(c)} failed to start: {e.explanation or e}") from e
 
     parallel(start, stopped)
     return get_cluster_info(cluster_name, config)

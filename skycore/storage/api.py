@@ -347,19 +347,15 @@ class AbstractStore(ABC):
         """Bash a node runs to copy the bucket (or an object/prefix of it) to ``dst``."""
         return mounting.copy_command(self.rclone_path(prefix, anonymous), dst, env)
 
-    cached_upload_config: ClassVar[tuple[tuple[str, str | int], ...]] = ()
+    cached_upload_config: ClassVar[tuple[tuple[str, str], ...]] = ()
     """rclone global options (name, value) for the write-back uploads of this store's
     MOUNT_CACHED mounts, set per mount (``MountOptions.upload_config``)."""
 
-    ordered_upload_config: ClassVar[tuple[tuple[str, str | int], ...]] = ()
-    """More such options for an ordered MOUNT_CACHED mount (``transfers`` 1): its one upload
-    in flight may use the streams that a parallel mount spreads over several files."""
-
     def cached_mount_options(self, options: mounting.MountOptions) -> mounting.MountOptions:
         """``options`` of a MOUNT_CACHED mount of this store with its upload options set."""
-        extra = self.ordered_upload_config if options.transfers == 1 else ()
-        config = self.cached_upload_config + extra
-        return replace(options, upload_config=config) if config else options
+        if not self.cached_upload_config:
+            return options
+        return replace(options, upload_config=self.cached_upload_config)
 
     def mount_command(
         self,

@@ -75,11 +75,10 @@ class AzureBlobStore(AbstractStore):
     that buffer, and the daemon panics (``lib/pool.(*RW).readPage: index out of range``,
     seen in CI under ``harness fault azure deny``), taking every mount of the node down.
     The cost: a small file is two requests (a block, then the block list) and rclone reads
-    the new blob's properties back (a HEAD), three round trips where one PUT would do."""
-    ordered_upload_config = (("MultiThreadStreams", 4 * 4),)
-    """An ordered mount's one upload in flight sends its blocks 16 at a time: the 4 streams a
-    file gets by default times the 4 files a parallel mount uploads at once (``bench/
-    upload_order.py``, 8 x 32 MiB at 30 ms: 4.2 s against 4.5 s with 4 streams)."""
+    the new blob's properties back (a HEAD), three round trips where one PUT would do. A big
+    file goes up 16 blocks at a time on any mount, ordered too: rclone's multi-thread upload
+    takes the backend's ``upload_concurrency`` (16) unless ``--multi-thread-streams`` is set
+    on the command line (fs/operations/multithread.go)."""
 
     @classmethod
     def name_problem(cls, name: str) -> str | None:

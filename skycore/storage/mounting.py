@@ -85,7 +85,7 @@ class MountOptions:
     read_only: bool = False
     refresh_s: float = 10.0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
-    upload_config: tuple[tuple[str, str | int], ...] = field(default_factory=tuple)
+    upload_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,14 @@ def test_lines_come_whole_and_the_last_one_may_lack_its_newline() -> None:
     proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert list(pipe_lines(proc.stdout)) == [b"a\n", b"bb\n", b"c\n", b"last"]
+
+
+def test_a_line_written_in_pieces_comes_whole() -> None:
+    script = "printf 'x'; sleep 0.3; printf 'y'; sleep 0.3; printf 'z\\nq\\n'"
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert list(pipe_lines(proc.stdout)) == [b"xyz\n", b"q\n"]
+    assert proc.wait() == 0
     assert proc.wait() == 0
 
 
@@ -26,6 +34,9 @@ def test_a_ctrl_c_that_reaches_another_thread_stops_a_quiet_follow() -> None:
     purpose, and the follow must stop while the command still runs."""
     proc = subprocess.Popen(["sleep", "60"], stdout=subprocess.PIPE)
     assert proc.stdout is not None
+    # Python's own Ctrl-C, also when this suite was started with SIGINT ignored (in the
+    # background): the flag the other thread sets is what the follow must act on.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
     try:
         timer.start()
@@ -35,5 +46,6 @@ def test_a_ctrl_c_that_reaches_another_thread_stops_a_quiet_follow() -> None:
         assert proc.poll() is None, "the follow only stopped because the command ended"
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
         proc.kill()
         proc.wait()

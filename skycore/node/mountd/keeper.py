@@ -269,10 +269,14 @@ class OrderKeeper:
                 f"{self.fs}: the order keeper did not look at the upload queue for "
                 f"{now - self.looked[0]:.1f} s while uploads waited (a loaded node?)"
             )
-        with queue_lock(self.sock):
-            outcome = self._poll()
-        self.looked = (time.monotonic(), outcome[1])
-        return outcome
+        busy = True  # a poll that fails is no sign of a quiet queue
+        try:
+            with queue_lock(self.sock):
+                outcome = self._poll()
+            busy = outcome[1]
+            return outcome
+        finally:
+            self.looked = (time.monotonic(), busy)
 
     def _poll(self) -> tuple[bool, bool]:
         cache = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
