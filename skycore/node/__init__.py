@@ -22,7 +22,9 @@ from functools import cache
 from importlib import resources
 
 _EOF = "SKYCORE_NODE_PROGRAM"
-MOUNTD_MODULES = ("rc", "daemon", "copying", "keeper", "refresher", "drain", "up", "mount", "cli")
+MOUNTD_MODULES = (
+    "rc", "daemon", "copying", "order", "keeper", "refresher", "drain", "up", "mount", "cli",
+)  # fmt: skip
 REQUEST_ENV = "SKYCORE_REQUEST"
 """The environment variable that carries a mountd command's JSON request."""
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from skycore import node
 from skycore.config import SkycoreConfig
+from skycore.node.mountd.order import ORDER_HOLD_S, hold_back
 from skycore.storage.common import StorageMode
 
 NODE_RCLONE = "/usr/local/bin/rclone"
@@ -64,13 +65,11 @@ class MountOptions:
 
     ``write_back_s``: how long a closed file waits before its upload starts (rclone never
     uploads a file that is open for writing; reopening a queued file takes it off the queue).
-    It is the time the node's order keeper has to see a new upload before rclone may start
-    it (5 s: at 0.1 s, then at 1 s, a keeper kept off the CPU on a loaded node missed a new
-    upload, and it went before older ones held behind a failure); the keeper lets the uploads
-    it sees go at once while none has failed, and a drain lets waiting uploads go at once, so
-    neither a steady writer nor a flush pays it. From HOLD_FOR_S / 2 (30 s)
-    on, the node's programs read an upload as held back (tests use 120 s to keep uploads
-    pending).
+    On an ordered mount (``ordered``) rclone never starts an upload by itself: the node's order
+    keeper releases the oldest closed file as soon as the one before it is in the store, so
+    neither a steady writer nor a flush waits for a delay; there a write-back of
+    HELD_BACK_FROM_S (30 s) or more holds each file back that long, for the keeper and a
+    drain alike (tests use 120 s to keep uploads pending).
     ``refresh_s``: how often the node re-reads a writable MOUNT_CACHED mount's listing from
     the store in the background (0: never after the one at mount time); objects that others
     add to the bucket show up in the mount after at most about that long.
@@ -265,9 +264,10 @@ def mount_options(
     """(vfsOpt, mountOpt) of rclone's ``mount/mount`` for a mount in ``mode``."""
     vfs: dict[str, Any] = {"DirCacheTime": DIR_CACHE_TIME}
     if mode is StorageMode.MOUNT_CACHED:
+        write_back = ORDER_HOLD_S if ordered(mode, options) else options.write_back_s
         vfs |= {
             "CacheMode": "full",
-            "WriteBack": f"{options.write_back_s:g}s",
+            "WriteBack": f"{write_back:g}s",
             "CacheMaxAge": "24h",
         }
         if keeps_listing(mode, options):
@@ -285,6 +285,13 @@ def refresh_every(mode: StorageMode, options: MountOptions) -> float | None:
     """For a mount that keeps its listing: seconds between the background refreshes of it
     (0: only the one at mount time); None for any other mount (rclone lists on demand)."""
     return max(0.0, options.refresh_s) if keeps_listing(mode, options) else None
+
+
+def ordered(mode: StorageMode, options: MountOptions) -> bool:
+    """True for a mount whose uploads go in creation order (writable MOUNT_CACHED, one
+    transfer at a time): rclone never starts one of its uploads by itself (its write-back is
+    ORDER_HOLD_S); the node's order keeper releases them one at a time (node/mountd/order)."""
+    return mode is StorageMode.MOUNT_CACHED and options.transfers == 1 and not options.read_only
 
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
@@ -332,6 +339,7 @@ def _mount_spec(req: MountRequest, env: RcloneEnv) -> dict[str, Any]:
         "refresh": refresh_every(req.mode, req.options),
         "remote": req.remote_path, "mode": req.mode.value,
         "serialize": _serialize_releases(req.mode, req.options),
+        "order": hold_back(req.options.write_back_s) if ordered(req.mode, req.options) else None,
     }  # fmt: skip
 
 

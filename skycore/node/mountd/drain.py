@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import time
 
 from skycore.node.mountd.daemon import quit_if_idle
-from skycore.node.mountd.keeper import hurry
+from skycore.node.mountd.keeper import OrderKeeper, hurry
 from skycore.node.mountd.rc import (
     BUSY_FUSE_POLLS,
     CONFIRM_POLLS,
@@ -21,6 +23,7 @@ from skycore.node.mountd.rc import (
     served,
     warn,
 )
+from skycore.node.mountd.refresher import ordered_mounts
 
 
 def fuse_waiting(majmin: str | None) -> int | None:
@@ -54,6 +57,11 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
     busy_fuse = dict.fromkeys(targets, 0)
     last_print: dict[str, int] = {}
     pending: dict[str, tuple[int, int]] = {}
+    keepers: dict[str, OrderKeeper] = {}
+    for dst, (sock, fs, _) in targets.items():
+        hold = ordered_mounts(os.path.dirname(sock)).get(fs)
+        if hold is not None:  # released here too, one at a time, if the refresher is late
+            keepers[dst] = OrderKeeper(sock, fs, hold)
     while targets:
         for dst, (sock, fs, majmin) in list(targets.items()):
             waiting = fuse_waiting(majmin)  # first the kernel's queue, then rclone's
@@ -72,7 +80,10 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
                 busy_fuse[dst] += 1
             if q or up:
                 clean[dst] = 0
-                if q:  # those that only wait for the write-back delay go now
+                if dst in keepers:
+                    with contextlib.suppress(OSError, RcError):
+                        keepers[dst].poll()
+                elif q:  # those that only wait for the write-back delay go now
                     hurry(sock, fs)
                 now = int(time.monotonic())
                 if last_print.get(dst) != now:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import threading
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from skycore.node.mountd.order import OrderState, decide
 from skycore.node.mountd.rc import RcError, rc
 
 # --- listings that a writer never waits for ----------------------------------------------------
@@ -51,12 +53,8 @@ PRIME_QUIET_WAIT_S = 10.0  # the same for the listing made when mounting
 PRIME_PENDING_WAIT_S = 60.0  # it waits this long for uploads a dead daemon left
 RACE_RETRIES = 3  # refreshes repeated at once after one that raced with an upload
 REFRESHER_TICK_S = 1.0
-KEEP_POLL_S = 0.2  # how often the refresher looks at a mount's queue while uploads wait
-KEEP_HOLD_POLL_S = 0.02  # ... and while it holds uploads behind a failed one
-KEEP_RETRY_S = 1.0  # a failed upload that others wait for is retried at least this often
-KEEP_SUSPECT_S = 1.0  # an upload under way this long may be retrying in place: hold the rest
-KEEP_LATE_S = 2.0  # a keeper that did not look for this long while uploads waited logs it
-KEEP_MAX_S = 600.0  # past this, a file the store keeps refusing no longer holds the others
+KEEP_BUSY_POLL_S = 0.01  # how often an order keeper looks while an upload is released
+KEEP_IDLE_POLL_S = 0.05  # ... and while none is (a newly closed file waits this long at most)
 RELEASE_STEP_S = 1e-6  # released (or hurried) uploads are due this far apart, oldest first
 REFRESHER_GONE_TICKS = 3  # the refresher ends once its daemon has not answered this often
 COST_FACTOR = 10.0  # refresh at most every COST_FACTOR x the last refresh's duration
@@ -72,6 +70,28 @@ def _stamp(value: str) -> float:
         return datetime.datetime.fromisoformat(text).timestamp()
     except ValueError:
         return 0.0
+
+
+def _hold_marker(sock: str, fs: str) -> str:
+    digest = hashlib.sha256(fs.encode()).hexdigest()[:16]
+    name = f"{digest}.{os.getpid()}.{threading.get_ident()}"
+    return os.path.join(os.path.dirname(sock), "holds", name)
+
+
+def hold_active(sock: str, fs: str) -> bool:
+    """True while a refresh of VFS ``fs`` holds its uploads (in any process of the node):
+    an order keeper then releases nothing."""
+    folder = os.path.join(os.path.dirname(sock), "holds")
+    digest = os.path.basename(_hold_marker(sock, fs)).split(".")[0]
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    for name in names:
+        parts = name.split(".")
+        if parts[0] == digest and len(parts) == 3 and os.path.exists(f"/proc/{parts[1]}"):
+            return True
+    return False
 
 
 @contextlib.contextmanager
@@ -103,6 +123,10 @@ class UploadHold:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> UploadHold:
+        marker = _hold_marker(self.sock, self.fs)
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with queue_lock(self.sock), open(marker, "w"):
+            pass  # from now on no order keeper releases an upload of the mount
         self._hold()  # the queued ones now, before anything else happens
         self.thread.start()
         return self
@@ -110,6 +134,8 @@ class UploadHold:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
+        with contextlib.suppress(OSError):
+            os.unlink(_hold_marker(self.sock, self.fs))
 
     def _shift(self, item_id: int, seconds: float) -> bool:
         params = {"fs": self.fs, "id": item_id, "expiry": seconds, "relative": True}
@@ -222,141 +248,33 @@ def refresh_until_clean(
 
 
 class OrderKeeper:
-    """Keeps a mount's uploads in creation order when the store fails them: rclone puts a
-    failed upload back in its queue behind the files created after it, and goes on with
-    those, so whichever retry first falls after the store is back goes first.
+    """Applies the order rule (``order.decide``) to an ordered mount's upload queue: one look
+    under the queue lock, then the new expiries. The refresher runs one per ordered mount, and
+    a drain runs its own (the rule is a function of the queue, so both agree)."""
 
-    The head is the oldest upload that failed, or one under way for more than
-    KEEP_SUSPECT_S (rclone may be retrying it in place: a 503 storm, an outage; with one
-    transfer at a time nothing else could go meanwhile anyway). While there is a head,
-    every newer queued upload is held back (its expiry put HOLD_FOR_S later, newest first),
-    the held ones older than the head go first, in creation order (writeback ids), then the
-    head, retried at least every KEEP_RETRY_S; once no upload is in trouble, every held one
-    goes, in creation order. Past KEEP_MAX_S on the same head (a file the store never
-    takes), order is given up for it so that the others go on.
-
-    The keeper polls; a file closed between two polls is due after the mount's write-back
-    delay. Were it due before the keeper saw it, rclone would start it the moment the head's
-    upload ended, ahead of the held ones (seen in CI at a 0.1 s write-back, and once at 1 s
-    with the keeper stopped 0.3 s in every 0.6 s on a machine so loaded that a 1 MiB upload
-    took 7 s). So the write-back delay (5 s) is the time the keeper has to see a new upload,
-    and held uploads are let go ahead of every one it has not held. A keeper that did not
-    look for longer than KEEP_LATE_S while uploads waited says so in the refresher's log.
-    While no upload has failed, those it sees go at once (``hurry``): the delay is only paid
-    by a file closed while the keeper is idle (its tick, 1 s) or behind a failure."""
-
-    def __init__(self, sock: str, fs: str, log: Callable[[str], None] = lambda _: None) -> None:
-        self.sock, self.fs, self.log = sock, fs, log
-        self.held: set[int] = set()
-        self.head: tuple[int, float] | None = None  # (id, since)
-        self.uploading: dict[int, float] = {}  # id -> first seen under way
-        self.given_up: set[int] = set()
-        self.looked: tuple[float, bool] | None = None  # (when, uploads waited) at the last poll
-
-    def _set(self, item_id: int, expiry: float, relative: bool = False) -> bool:
-        params = {"fs": self.fs, "id": item_id, "expiry": expiry, "relative": relative}
-        try:
-            rc(self.sock, "vfs/queue-set-expiry", params)
-        except (OSError, RcError):
-            return False
-        return True
-
-    def poll(self) -> tuple[bool, bool]:
-        """One look at the queue: (holding uploads back, uploads queued or under way)."""
-        now = time.monotonic()
-        if self.looked and self.looked[1] and now - self.looked[0] > KEEP_LATE_S:
-            self.log(
-                f"{self.fs}: the order keeper did not look at the upload queue for "
-                f"{now - self.looked[0]:.1f} s while uploads waited (a loaded node?)"
-            )
-        busy = True  # a poll that fails is no sign of a quiet queue
-        try:
-            with queue_lock(self.sock):
-                outcome = self._poll()
-            busy = outcome[1]
-            return outcome
-        finally:
-            self.looked = (time.monotonic(), busy)
-
-    def _poll(self) -> tuple[bool, bool]:
-        cache = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
-        if not (cache.get("uploadsQueued") or cache.get("uploadsInProgress") or self.held):
-            self.head, self.uploading = None, {}
-            return False, False
-        queue = rc(self.sock, "vfs/queue", {"fs": self.fs}).get("queue") or []
-        items = sorted(queue, key=lambda item: int(item["id"]))
-        now = time.monotonic()
-        under_way = {int(i["id"]) for i in items if i.get("uploading")}
-        self.uploading = {i: self.uploading.get(i, now) for i in under_way}
-
-        def troubled(item: dict[str, Any]) -> bool:
-            item_id = int(item["id"])
-            if item_id in self.given_up:
-                return False
-            if failed(item):
-                return True
-            return bool(item.get("uploading")) and now - self.uploading[item_id] > KEEP_SUSPECT_S
-
-        first = next((n for n, i in enumerate(items) if troubled(i)), None)
-        if first is None:
-            if not self.held:  # no failure seen: the write-back delay is only the time to see one
-                hurry(self.sock, self.fs, items)
-            self._release(items, items)
-            return False, bool(items)
-        head = items[first]
-        head_id = int(head["id"])
-        if self.head is None or self.head[0] != head_id:
-            self.head = (head_id, now)
-            if failed(head):
-                self.log(f"{self.fs}: {head.get('name')} failed; newer uploads wait for it")
-        elif now - self.head[1] > KEEP_MAX_S:
-            self.given_up.add(head_id)
-            self.log(f"{self.fs}: {head.get('name')} still fails; the others go on")
-            return self._poll()
-        # Older ones than the head (held, never failed) go first, in their order; the head
-        # waits for them, then goes; every newer one waits.
-        self._release(items[:first], items, keep_head=True)
-        if first == 0:
-            if head_id in self.held:
-                self.held.discard(head_id)
-                self._set(head_id, 0)
-            elif not head.get("uploading") and float(head["expiry"]) > KEEP_RETRY_S:
-                self._set(head_id, KEEP_RETRY_S)
-        waiting = items[first + (first == 0) :]
-        todo = [
-            i for i in waiting if not i.get("uploading") and float(i["expiry"]) < HOLD_FOR_S / 2
-        ]
-        for item in reversed(todo):
-            if self._set(int(item["id"]), HOLD_FOR_S, relative=True):
-                self.held.add(int(item["id"]))
-        return True, True
-
-    def _release(
-        self, items: list[dict[str, Any]], queue: list[dict[str, Any]], keep_head: bool = False
+    def __init__(
+        self,
+        sock: str,
+        fs: str,
+        hold_back_s: float = 0.0,
+        log: Callable[[str], None] = lambda _: None,
     ) -> None:
-        """Let the held uploads among ``items`` go now, oldest (lowest writeback id) first,
-        and before every waiting upload of ``queue`` that is not held (the head, or a file the
-        keeper has not seen yet, which may be due already). Relative shifts: a hold someone
-        else adds meanwhile (a refresh's) is kept."""
-        held = [i for i in items if int(i["id"]) in self.held and not i.get("uploading")]
-        floor = min(
-            [0.0]
-            + [
-                float(i["expiry"])
-                for i in queue
-                if int(i["id"]) not in self.held and not i.get("uploading")
-            ]
-        )
-        for rank, item in enumerate(held):
-            due = floor - (len(held) - rank) * RELEASE_STEP_S
-            self._set(int(item["id"]), due - float(item["expiry"]), relative=True)
-            self.held.discard(int(item["id"]))
-        if keep_head:
-            return
-        if held:
-            self.log(f"{self.fs}: no failed upload is left; {len(held)} held go on in order")
-        self.held.clear()
-        self.head = None
+        self.sock, self.fs, self.hold_back_s, self.log = sock, fs, hold_back_s, log
+        self.state = OrderState()
+
+    def poll(self) -> bool:
+        """One look at the queue; True while uploads are released or waiting."""
+        with queue_lock(self.sock):
+            queue = rc(self.sock, "vfs/queue", {"fs": self.fs}).get("queue") or []
+            paused = hold_active(self.sock, self.fs)
+            decision = decide(queue, self.state, time.monotonic(), self.hold_back_s, paused)
+            for item_id, expiry in decision.expiries.items():
+                params = {"fs": self.fs, "id": item_id, "expiry": expiry}
+                with contextlib.suppress(OSError, RcError):  # gone meanwhile
+                    rc(self.sock, "vfs/queue-set-expiry", params)
+        for line in decision.logs:
+            self.log(f"{self.fs}: {line}")
+        return decision.busy
 
 
 def failed(item: dict[str, Any]) -> bool:

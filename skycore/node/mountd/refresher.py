@@ -16,8 +16,8 @@ from typing import Any
 from skycore.node.mountd.keeper import (
     COST_FACTOR,
     IDLE_POLL_S,
-    KEEP_HOLD_POLL_S,
-    KEEP_POLL_S,
+    KEEP_BUSY_POLL_S,
+    KEEP_IDLE_POLL_S,
     LOG_MAX_BYTES,
     PRIME_PENDING_WAIT_S,
     PRIME_QUIET_WAIT_S,
@@ -32,10 +32,11 @@ from skycore.node.mountd.rc import RcError, answers, norm, rc, warn
 _registry_lock = threading.Lock()
 
 
-def keep_listing(d: str, dst: str, every: float) -> bool:
+def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None) -> bool:
     """For a mount that keeps its listing, just mounted through DIR ``d``'s daemon: list it
     (a failure is a warning: the refresher tries again) and register it with the daemon's
-    refresher (which lists it again every ``every`` s and keeps its uploads in order).
+    refresher (which lists it again every ``every`` s and, for an ordered mount, whose
+    ``hold_back`` is not None, releases its uploads in order: ``keeper.OrderKeeper``).
     True when registered."""
     sock, p = os.path.join(d, "rc.sock"), norm(dst)
     try:
@@ -79,7 +80,7 @@ def keep_listing(d: str, dst: str, every: float) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)
         table = _registry(d)
         table = {k: v for k, v in table.items() if live.get(k) == v.get("fs")}
-        table[p] = {"fs": fs, "every": every, "listed": whole}
+        table[p] = {"fs": fs, "every": every, "listed": whole, "order": hold_back}
         with open(path + ".tmp", "w") as f:
             json.dump(table, f)
         os.replace(path + ".tmp", path)
@@ -133,6 +134,31 @@ def _log(d: str, msg: str) -> None:
         f.write(time.strftime("%Y-%m-%d %H:%M:%S ") + msg + "\n")
 
 
+def ordered_mounts(d: str) -> dict[str, float]:
+    """The ordered mounts registered in DIR ``d``: VFS name -> hold-back seconds."""
+    return {
+        str(e["fs"]): float(e["order"])
+        for e in _registry(d).values()
+        if isinstance(e, dict) and e.get("order") is not None
+    }
+
+
+def keep_order(d: str, fs: str, hold_back: float, gone: threading.Event) -> None:
+    """Release the uploads of ordered VFS ``fs`` one at a time, until ``gone`` is set (looks
+    every KEEP_BUSY_POLL_S while an upload is released or waiting, else KEEP_IDLE_POLL_S)."""
+    sock = os.path.join(d, "rc.sock")
+    keeper = OrderKeeper(sock, fs, hold_back, lambda m: _log(d, m))
+    while not gone.is_set():
+        try:
+            busy = keeper.poll()
+        except (OSError, RcError):
+            busy = False
+        except Exception as e:  # keep the order whatever one look met
+            _log(d, f"order keeper error: {type(e).__name__}: {e}")
+            busy = False
+        gone.wait(KEEP_BUSY_POLL_S if busy else KEEP_IDLE_POLL_S)
+
+
 def cmd_refresher(d: str) -> int:
     """Refresh the listings registered in DIR ``d`` (``keep_listing``), each every
     max(its ``every``, COST_FACTOR x its last refresh's duration), at the first moment its
@@ -159,14 +185,15 @@ def cmd_refresher(d: str) -> int:
     claim()
     due: dict[str, float] = {}
     state: dict[str, str] = {}  # last refresh's outcome
-    keepers: dict[str, OrderKeeper] = {}
+    keepers: dict[str, tuple[threading.Thread, threading.Event]] = {}
     running: dict[str, threading.Thread] = {}  # refreshes under way
     results: dict[str, tuple[str, float]] = {}
     silent = 0
     tick = REFRESHER_TICK_S
+    first = True
     while True:
-        time.sleep(tick)
-        tick = REFRESHER_TICK_S
+        time.sleep(0 if first else tick)
+        first = False
         try:
             mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
         except (OSError, RcError):
@@ -186,6 +213,16 @@ def cmd_refresher(d: str) -> int:
         silent = 0
         try:
             live = {m["MountPoint"]: m["Fs"] for m in mounts}
+            ordered = {fs: b for fs, b in ordered_mounts(d).items() if fs in live.values()}
+            for fs in [fs for fs in keepers if fs not in ordered or not keepers[fs][0].is_alive()]:
+                keepers.pop(fs)[1].set()
+            for fs, hold in ordered.items():
+                if fs not in keepers:
+                    gone = threading.Event()
+                    thread = threading.Thread(target=keep_order, args=(d, fs, hold, gone),
+                                              daemon=True)  # fmt: skip
+                    keepers[fs] = (thread, gone)
+                    thread.start()
             entries = [e for p, e in _registry(d).items() if live.get(p) == e.get("fs")]
             for e in entries:
                 fs, period = e["fs"], float(e.get("every") or 0)
@@ -206,11 +243,7 @@ def cmd_refresher(d: str) -> int:
                         elif outcome == "ok" and was != "ok":
                             _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
                         state[fs] = outcome
-                keeper = keepers.setdefault(fs, OrderKeeper(sock, fs, lambda m: _log(d, m)))
-                holding, queued = keeper.poll()
-                if holding or queued:
-                    tick = min(tick, KEEP_HOLD_POLL_S if holding else KEEP_POLL_S)
-                if holding or fs in running or (period <= 0 and state.get(fs) == "ok"):
+                if fs in running or (period <= 0 and state.get(fs) == "ok"):
                     continue
                 now = time.monotonic()
                 # a mount whose whole tree is not listed yet: at the first quiet moment

@@ -48,7 +48,7 @@ def cmd_up_many(specs_json: str, *args: str) -> int:
         if s.get("refresh") is None:
             return
         try:
-            if keep_listing(s["dir"], s["dst"], float(s["refresh"])):
+            if keep_listing(s["dir"], s["dst"], float(s["refresh"]), s.get("order")):
                 refreshed.add(s["dir"])
         except (OSError, RcError) as e:
             warn(f"skycore: warning: {s['dst']} is mounted but not listed ({e})")
