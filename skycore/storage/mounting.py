@@ -264,10 +264,10 @@ def mount_options(
     """(vfsOpt, mountOpt) of rclone's ``mount/mount`` for a mount in ``mode``."""
     vfs: dict[str, Any] = {"DirCacheTime": DIR_CACHE_TIME}
     if mode is StorageMode.MOUNT_CACHED:
-        write_back = ORDER_HOLD_S if ordered(mode, options) else options.write_back_s
+        write_back = f"{ORDER_HOLD_S}s" if ordered(mode, options) else f"{options.write_back_s:g}s"
         vfs |= {
             "CacheMode": "full",
-            "WriteBack": f"{write_back:g}s",
+            "WriteBack": write_back,
             "CacheMaxAge": "24h",
         }
         if keeps_listing(mode, options):

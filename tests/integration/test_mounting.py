@@ -79,7 +79,10 @@ def test_mount_options_per_mode() -> None:
     """Mount settings go to rclone's mount/mount per mount; what is global to a daemon
     (--transfers, extra flags) picks the daemon."""
     vfs, mnt = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions())
-    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "5s" and "ReadOnly" not in vfs
+    # an ordered mount's uploads never start by themselves: the node's order keeper releases them
+    assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "1000000s" and "ReadOnly" not in vfs
+    parallel, _ = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions(transfers=4))
+    assert parallel["WriteBack"] == "5s"
     assert vfs["DirCacheTime"] == mounting.KEEP_LISTING  # a writer never waits for a listing
     assert mnt == {"AllowOther": True}
     plain, _ = mounting.mount_options(StorageMode.MOUNT, MountOptions(read_only=True))

@@ -55,7 +55,10 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
     cache = rc(sock, "vfs/stats", {"fs": fs}).get("diskCache") or {}
     if cache.get("uploadsQueued") or cache.get("uploadsInProgress"):
         deadline = time.monotonic() + PRIME_PENDING_WAIT_S
+        keeper = None if hold_back is None else OrderKeeper(sock, fs, hold_back, warn)
         while time.monotonic() < deadline:
+            if keeper is not None:  # an ordered mount's uploads go only when released
+                keeper.poll()
             cache = rc(sock, "vfs/stats", {"fs": fs}).get("diskCache") or {}
             if not cache.get("uploadsQueued") and not cache.get("uploadsInProgress"):
                 break
