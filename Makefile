@@ -69,9 +69,11 @@ suites: venv
 
 ## The smoke suite N times in a row (make flaky N=3): prints each run's time and result, and
 ## every test that failed at least once with its failure line. Exit 1 if any run failed.
+## LOAD=1 keeps one core busy beside the runs (tools/cpu_hog.py).
 N ?= 3
+LOAD ?= 0
 flaky: up
-	$(BIN)/python tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky -- \
+	$(BIN)/python tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky $(if $(filter 1,$(LOAD)),--load) -- \
 	  $(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE -p no:cacheprovider
 
 ## No --store: every registered store (built-ins and installed store packages) runs.

@@ -322,7 +322,7 @@ def start_gate(
     ]
     gate_token(home)
     gate = start_process(
-        argv, gate_log, env={"PYTHONPATH": _pythonpath()}, cwd=home, pass_fds=(fd,)
+        argv, gate_log, env={"PYTHONPATH": harness_pythonpath()}, cwd=home, pass_fds=(fd,)
     )
     health = f"http://{LOOPBACK}:{gate_port}/__gate__/health"
     try:
@@ -385,7 +385,9 @@ def _alive_or_raise(upstream: Proc, store: str, log: Path | None) -> bool:
     )
 
 
-def _pythonpath() -> str:
+def harness_pythonpath() -> str:
+    """PYTHONPATH for a child running a module of this harness (``python -m harness...``):
+    this tree first, whatever the child's working directory."""
     root = str(Path(harness.__file__).resolve().parents[1])
     current = os.environ.get("PYTHONPATH")
     return f"{root}{os.pathsep}{current}" if current else root

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator
+from harness.emulators.launcher import harness_pythonpath
 from harness.emulators.s3_gate.protocol import S3GateProtocol
 from harness.emulators.s3_gate.signatures import AccessKey
 from harness.emulators.s3_gate.upstream import GATE_KEY
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from harness.targets import Target
 
 __all__ = ["AccessKey", "S3Emulator", "S3GateProtocol"]
+
+MOTO_SERVER = "harness.emulators.moto_server"
+"""Run with ``python -m``: moto's server, patched (see that module)."""
 
 
 def public_read_policy(bucket: str) -> dict[str, Any]:
@@ -62,7 +66,8 @@ def _account_key(target: Target, owner: str, section: Any) -> AccessKey:
 
 
 class S3Emulator(RunningEmulator):
-    """moto (``python -m moto.server``), in memory, behind the S3 gate.
+    """moto's server, in memory, behind the S3 gate; started through
+    harness.emulators.moto_server (moto with a key's ETag computed under the key's lock).
 
     An S3-compatible store reuses it by subclassing: its own name, scheme, region, keys and
     public bucket, its own moto process and gate.
@@ -92,7 +97,8 @@ class S3Emulator(RunningEmulator):
 
     @classmethod
     def command(cls, home: Path, port: int, gate_port: int) -> tuple[list[str], dict[str, str]]:
-        return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)], {}
+        argv = [sys.executable, "-m", MOTO_SERVER, "-H", LOOPBACK, "-p", str(port)]
+        return argv, {"PYTHONPATH": harness_pythonpath()}
 
     @classmethod
     def gate_protocol(cls) -> S3GateProtocol:

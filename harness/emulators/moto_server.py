@@ -1,0 +1,52 @@
+"""moto's server (``python -m moto.server``) with a key's ETag computed under the key's lock.
+
+moto 5 keeps an object's bytes in a temporary file (``FakeKey._value_buffer``) and computes
+its MD5 on the first read of ``FakeKey.etag`` (seek to 0, read, cache it in ``_etag``)
+without taking ``FakeKey.lock``, which only the ``value`` getter takes. A PUT makes its key
+visible in the bucket before its own response reads the ETag, so a ListObjects, HEAD or GET
+of that key arriving then seeks and reads the same file at the same time: one of them hashes
+part of the bytes (often none) and caches that. rclone then sees an ETag that is not the MD5
+of what it uploaded, deletes the object ("corrupted on transfer: md5 hashes differ") and
+uploads it again. The value setter writes without the lock too, but only into keys that are
+not yet visible (a new key, an unpickled one), so it races with nobody.
+
+Run as ``python -m harness.emulators.moto_server [moto.server's arguments]``.
+"""
+
+from __future__ import annotations
+
+from moto.s3.models import FakeKey
+from moto.server import main as moto_main
+
+_MOTO_ETAG: property = FakeKey.etag  # type: ignore[assignment]
+"""moto's own ``FakeKey.etag``: computes the MD5 lazily and caches it."""
+
+
+def _locked_etag(key: FakeKey) -> str:
+    """moto's ETag, its first computation serialised with readers of the key's bytes."""
+    if key._etag is not None:  # cached: nothing reads the file
+        return str(_MOTO_ETAG.fget(key))  # type: ignore[misc]
+    with key.lock:
+        return str(_MOTO_ETAG.fget(key))  # type: ignore[misc]
+
+
+def patch_moto() -> None:
+    """Make ``FakeKey.etag`` take the key's lock (idempotent)."""
+    if not isinstance(_MOTO_ETAG, property) or _MOTO_ETAG.fget is None:
+        raise RuntimeError("moto's FakeKey.etag is no longer a property: review this patch")
+    FakeKey.etag = property(_locked_etag)  # type: ignore[assignment,method-assign]
+
+
+def unpatch_moto() -> None:
+    """Give ``FakeKey`` moto's own ``etag`` back."""
+    FakeKey.etag = _MOTO_ETAG  # type: ignore[assignment,method-assign]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Patch moto, then run its server with ``argv`` (default: the command line's)."""
+    patch_moto()
+    moto_main(argv)
+
+
+if __name__ == "__main__":
+    main()
