@@ -9,8 +9,10 @@ scoped to the run's bucket: every request on it waits L ms, from the mount until
 ends (the fault is cleared then, also on an error). The writer creates the files back to
 back; the time counted is from the first write until the last file is in the store (the
 gate's completion time of its write, falling back to the end of skycore's drain). The order
-of the ordered run is checked on the server side (the gate's write events): any file
-reaching the store before one created earlier is a failure.
+of the ordered run is checked on the server side, at every moment: the gate's write events
+are replayed, deletes included (harness.testing.order_check), and any moment a file is in the
+store while one created before it is not (e.g. a failed copy deleted and uploaded again after
+newer files) is a failure; so is a file with no write event (the order cannot be checked).
 
 For the small set it also gives the strict-order floor: one upload in flight means each file
 costs at least a round trip, so floor = files x (L + the per-file time at 0 ms), the per-file
@@ -31,7 +33,10 @@ Targets (issue 21):
 - at 30 ms, big files on s3, r2 and azure: ordered >= 0.9x parallel speed (GCS is
   reported, without a target);
 - at 30 ms, small files on every store: ordered time <= 1.1x the strict-order floor.
-Exits 1 on a missed target (unless --no-check), a lost order or a failed run.
+Strict-order targets, per store (printed met/missed per store; ``store_targets`` in the JSON):
+- at 30 ms, small files: ordered time within 1.3x the strict-order floor;
+- at 0 ms, every set: ordered time within 2x the parallel time.
+Exits 1 on a missed target (unless --no-check); always on a broken order or a failed run.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import common
 from bench_checks import Target, add_check_option, verdict
 
 from harness.emulators.fleet import start_all
+from harness.testing.order_check import WRITE_OPS, lost_keys, visible_prefix_violations
 from skycore.config import SkycoreConfig
 from skycore.storage import Storage, mounting
 from skycore.storage.mounting import MountOptions
@@ -62,6 +68,8 @@ LATENCY_TARGET_MS = 30.0  # the latency the issue-21 targets are stated at
 TARGET_BIG_RATIO = 1 / 0.9  # at 30 ms, big: ordered time / parallel time; speed >= 0.9x
 BIG_TARGET_STORES = ("s3", "r2", "azure")  # GCS big is reported, without a target
 TARGET_FLOOR_RATIO = 1.1  # at 30 ms, small: ordered time / strict-order floor
+STRICT_FLOOR_RATIO = 1.3  # per store, at 30 ms, small: ordered time / strict-order floor
+STRICT_PARALLEL_RATIO = 2.0  # per store, at 0 ms, every set: ordered time / parallel time
 
 
 def one_run(
@@ -91,14 +99,15 @@ def one_run(
         if drained.returncode != 0:
             raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
         requests = common.gate_requests(em, bucket, log_offset)
-        events = []
-        if em.records_events:
-            events = [e for e in em.events(bucket) if e.op != "delete" and e.key in names]
-        first_seen = list(dict.fromkeys(e.key for e in events))
+        events = em.events(bucket) if em.records_events else []
+        writes = [e for e in events if e.op in WRITE_OPS and e.key in names]
+        first_seen = list(dict.fromkeys(e.key for e in writes))
         # Without a gate event for every file (e.g. a gate that misses some upload kinds) the
         # order cannot be checked and the time is the drain's end (skycore's durability rule).
-        checked = bool(em.records_events) and sorted(first_seen) == names
-        in_store_s = (max(e.t_ns for e in events) - start_ns) / 1e9 if checked else drained_s
+        lost = lost_keys(events, names) if em.records_events else names
+        checked = not lost
+        violations = visible_prefix_violations(events, names) if em.records_events else []
+        in_store_s = (max(e.t_ns for e in writes) - start_ns) / 1e9 if checked else drained_s
         out_of_place = sum(1 for a, b in zip(first_seen, names, strict=False) if a != b)
         return {
             "transfers": transfers,
@@ -108,8 +117,12 @@ def one_run(
             "drained_s": round(drained_s, 3),
             "events_seen": len(set(first_seen)),
             "order_checked": checked,
-            "in_order": first_seen == names if checked else None,
+            "not_in_store_by_events": len(lost),
+            "in_order": False if violations else (True if checked else None),
             "out_of_place": out_of_place if checked else None,
+            "deletes": sum(1 for e in events if e.op not in WRITE_OPS and e.key in names),
+            "order_violations": len(violations) if em.records_events else None,
+            "first_violation": violations[0].describe() if violations else None,
             "requests": len(requests),
             "requests_by_kind": dict(
                 Counter(common.request_kind(m, p, bucket) for m, p in requests).most_common()
@@ -158,14 +171,16 @@ def measure_case(
             runs[transfers].append(res)
             if transfers == 1 and not res["order_checked"]:
                 failures.append(
-                    f"{case}: order not checked on the server (the gate recorded "
-                    f"{res['events_seen']} of {n} uploads)"
+                    f"{case}: order not checked on the server (the gate's events leave "
+                    f"{res['not_in_store_by_events']} of {n} files not in the store: never "
+                    "written, deleted, or an upload kind the gate does not record)"
                 )
             if transfers == 1 and res["in_order"] is False:
                 failures.append(
-                    f"{case}: ordered upload out of order ({res['out_of_place']} files out "
-                    "of place)"
+                    f"{case}: ordered upload broke the order after {res['order_violations']} "
+                    f"of the gate's events; the first: {res['first_violation']}"
                 )
+                print(f"ORDER BROKEN: {failures[-1]}", flush=True)
     med = {
         t: (statistics.median(r["in_store_s"] for r in rs) if rs else None)
         for t, rs in runs.items()
@@ -228,6 +243,33 @@ def targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
                    TARGET_FLOOR_RATIO, "x")
         ]  # fmt: skip
     return []
+
+
+def strict_targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
+    """The strict-order targets a row has: at 30 ms the small set's ordered / floor time
+    (with a 0 ms run: ``has_zero``), at 0 ms every set's ordered / parallel time."""
+    name = f"strict-order {row['store']} {row['set']} {row['latency_ms']:g}ms"
+    if row["latency_ms"] == 0:
+        return [
+            Target(f"{name}: ordered/parallel time", row["ordered_over_parallel_time"],
+                   STRICT_PARALLEL_RATIO, "x")
+        ]  # fmt: skip
+    if row["latency_ms"] == LATENCY_TARGET_MS and row["set"] == "small" and has_zero:
+        return [
+            Target(f"{name}: ordered/floor time", row["ordered_over_floor"],
+                   STRICT_FLOOR_RATIO, "x")
+        ]  # fmt: skip
+    return []
+
+
+def print_store_targets(by_store: dict[str, list[Target]]) -> None:
+    """The strict-order targets, met or missed, store by store."""
+    print("\nStrict-order targets per store")
+    for store, targets in by_store.items():
+        met = sum(t.met for t in targets)
+        print(f"{store}: {met} of {len(targets)} met")
+        for t in targets:
+            print(f"  {t.describe()}")
 
 
 def print_tables(rows: list[dict[str, Any]], version: str) -> None:
@@ -314,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
     targets = [t for r in rows for t in targets_of(r, 0 in latencies)]
+    by_store: dict[str, list[Target]] = {s: [] for s in stores}
+    for r in rows:
+        by_store[r["store"]] += strict_targets_of(r, 0 in latencies)
     version = common.rclone_version()
     print_tables(rows, version)
+    print_store_targets(by_store)
     if "small" in sets and 0 not in latencies:
         print("\nno 0 ms run: the strict-order floor of the small set cannot be computed")
     load_after = os.getloadavg()
@@ -331,11 +377,13 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_after": load_after,
             "results": rows,
             "targets": {t.name: t.as_json() for t in targets},
+            "store_targets": {s: {t.name: t.as_json() for t in ts} for s, ts in by_store.items()},
             "failures": failures,
             "checked": not args.no_check,
         },
     )
-    return verdict(targets, args.no_check, failures)
+    strict = [t for ts in by_store.values() for t in ts]
+    return verdict(targets + strict, args.no_check, failures)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 a job ends only when nothing is pending. With several transfers the order is lost: that
 case is a strict xfail, showing the guarantee comes from the setting.
 
-The order is read from the gate's write events on the local cloud; in a target run (or for
-an emulator that records no events) it is observed from outside, by listing the bucket
-while the node writes (harness.conformance.order_poll)."""
+The order is read from the gate's write events on the local cloud and checked after every
+one of them, deletes included (harness.testing.order_check): a file deleted and written again
+later counts as missing meanwhile. In a target run (or for an emulator that records no
+events) it is observed from outside, by listing the bucket while the node writes
+(harness.conformance.order_poll)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from harness.conformance.order_poll import ListingPoller
 from harness.emulators import registry
 from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED
+from harness.testing.order_check import DELETE_OPS, assert_all_visible, assert_visible_prefix
 from harness.testing.plugin import ORDER_POLL_PROPERTY
 from harness.testing.report_collector import TIMELINE_PROPERTY
 
@@ -28,6 +31,7 @@ class OrderLost(AssertionError):
 
 
 N_FILES = 50
+PREFIX = "order/"
 
 
 def sizes() -> list[int]:
@@ -67,9 +71,7 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
     if by_events:
         outcome = cluster.launch(spec)
     else:
-        with ListingPoller(
-            lambda: [k for k in bucket.list_keys() if k.startswith("order/")]
-        ) as poll:
+        with ListingPoller(lambda: [k for k in bucket.list_keys() if k.startswith(PREFIX)]) as poll:
             outcome = cluster.launch(spec)
     assert outcome.exit_code == 0, outcome.output + outcome.run_log()
 
@@ -82,8 +84,8 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
         assert (code, out.strip()) == (0, "1"), f"ordered mount without serialized releases: {out}"
 
     # The job is done only once drained: every file is already in the store.
-    expected = [f"order/file-{i:03d}.bin" for i in range(N_FILES)]
-    assert [k for k in bucket.list_keys() if k.startswith("order/")] == expected
+    expected = [f"{PREFIX}file-{i:03d}.bin" for i in range(N_FILES)]
+    assert [k for k in bucket.list_keys() if k.startswith(PREFIX)] == expected
 
     if not by_events:
         violation = poll.first_violation(expected)
@@ -94,14 +96,15 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
             raise OrderLost(f"upload order differs from creation order: {violation}")
         return
 
-    events = [e for e in bucket.events() if e.key.startswith("order/") and e.op != "delete"]
-    if events:
-        t0 = events[0].t_ns
-        points = [((e.t_ns - t0) / 1e9, e.key, e.size) for e in events]
+    events = bucket.events()
+    writes = [e for e in events if e.key.startswith(PREFIX) and e.op not in DELETE_OPS]
+    if writes:
+        t0 = writes[0].t_ns
+        points = [((e.t_ns - t0) / 1e9, e.key, e.size) for e in writes]
         record_property(TIMELINE_PROPERTY, json.dumps(points))
-    first_seen = list(dict.fromkeys(e.key for e in events))
-    if first_seen != expected:
-        raise OrderLost(f"upload order differs from creation order: {first_seen}")
+    # Every moment, deletes included: no file visible while one created before it is not.
+    assert_visible_prefix(events, expected, PREFIX, error=OrderLost)
+    assert_all_visible(events, expected, PREFIX)
 
 
 def test_upload_order_follows_creation(
