@@ -10,6 +10,9 @@ The command line form is ``harness preempt CLUSTER [--rank N] [--force]``
 (SIGCONT): requests hang as on a network cut. The gate is shared by everything using the
 local cloud, so keep the pause short and never use it in parallel test runs.
 
+``StoreFaults`` (the ``store_faults`` fixture) and ``harness fault STORE KIND`` inject the
+faults of a store's access gate (harness.gate.faults).
+
 ``stall_processes(cluster, pattern, stop_s, run_s)`` keeps some processes of a node off the
 CPU (SIGSTOP from the host) for ``stop_s`` out of every ``stop_s + run_s``: a node program
 that a loaded machine schedules late.
@@ -31,6 +34,7 @@ import click
 import docker.errors
 
 from harness.errors import CloudError
+from harness.gate.faults import KINDS
 from skycore import state
 from skycore.config import SkycoreConfig, load_config
 from skycore.provision import docker as docker_provider
@@ -212,7 +216,8 @@ def preempt_command(cluster: str, rank: int, force: bool) -> None:
 
 # --- faults through the gate ----------------------------------------------------------------
 
-FAULT_KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny")
+FAULT_KINDS = KINDS
+POLL_S = 0.025  # wait_hits asks the gate this often (a local HTTP call: ~1 ms)
 
 
 def inject_fault(store: str, kind: str, **options: Any) -> dict[str, Any]:
@@ -240,16 +245,24 @@ def _kind(kind: str, doc: str) -> Callable[..., contextlib.AbstractContextManage
 
 
 class StoreFaults:
-    """Faults of the local cloud's stores as context managers (the ``store_faults``
-    fixture): ``with store_faults.outage("s3", seconds=30, bucket=b): ...``. A fault ends
-    when its block ends (or its seconds are up); every fault started here is cleared by
-    :meth:`clear_all`."""
+    """Faults of the local cloud's stores (the ``store_faults`` fixture). A test holds a
+    fault for a block and ends it on events, never on a timer::
+
+        with store_faults.hold("s3", "corrupt", bucket=b, max_hits=1) as fault:
+            ...  # start the upload
+            store_faults.wait_hits("s3", fault, 1)
+
+    A fault ends when its block ends, when it has hit ``max_hits`` requests, or when
+    :meth:`stop` / :meth:`clear_all` end it; every fault started here is cleared by
+    :meth:`clear_all`. ``seconds`` (a timed end) is for people at the command line
+    (``harness fault``); :meth:`hold` refuses it."""
 
     def __init__(self) -> None:
         self._started: list[tuple[str, int]] = []
 
     def start(self, store: str, kind: str, **options: Any) -> dict[str, Any]:
-        """Start a fault (it lasts its seconds, or until :meth:`stop` / :meth:`clear_all`)."""
+        """Start a fault (it lasts until :meth:`stop` / :meth:`clear_all`, its max_hits or
+        its seconds)."""
         fault = inject_fault(store, kind, **options)
         self._started.append((store, int(fault["id"])))
         return fault
@@ -262,12 +275,59 @@ class StoreFaults:
 
     @contextlib.contextmanager
     def inject(self, store: str, kind: str, **options: Any) -> Iterator[dict[str, Any]]:
-        """The fault lasts for the block (or less, with ``seconds``)."""
+        """The fault lasts for the block (or less, with ``seconds`` or ``max_hits``)."""
         fault = self.start(store, kind, **options)
         try:
             yield fault
         finally:
             self.stop(store, fault)
+
+    def hold(
+        self, store: str, kind: str, **options: Any
+    ) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """The fault lasts until the block ends (or it has hit ``max_hits`` requests);
+        yields the fault as the gate showed it at its start. No ``seconds``: a test ends
+        its faults on events."""
+        if options.get("seconds") is not None:
+            raise ChaosError(
+                "StoreFaults.hold() lasts until its block ends and takes no seconds; end the "
+                "fault on an event (max_hits=N, or leave the block once wait_hits() returns)."
+            )
+        return self.inject(store, kind, **options)
+
+    def state(self, store: str, fault: dict[str, Any] | int) -> dict[str, Any]:
+        """The fault as the gate shows it now, active or ended (``hits``, ``ended``)."""
+        from harness.emulators import fleet
+
+        fault_id = fault if isinstance(fault, int) else int(fault["id"])
+        try:
+            return fleet.get(store).fault(fault_id)
+        except fleet.EmulatorError as e:
+            raise ChaosError(str(e)) from None
+
+    def wait_hits(
+        self, store: str, fault: dict[str, Any] | int, n: int = 1, timeout: float = 60.0
+    ) -> dict[str, Any]:
+        """Wait until ``fault`` has hit at least ``n`` requests; its state then (polled
+        every 25 ms). ``timeout`` is a hang guard: ChaosError if the hits do not come in
+        time, or at once if the fault ended before (cleared, or its seconds up)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.state(store, fault)
+            if now["hits"] >= n:
+                return now
+            if now.get("ended") is not None:
+                raise ChaosError(
+                    f"{store} fault {_describe(now)} ended ({now['ended']}) after "
+                    f"{now['hits']} of the {n} hit(s) waited for."
+                )
+            if time.monotonic() > deadline:
+                raise ChaosError(
+                    f"{store} fault {_describe(now)} hit {now['hits']} of the {n} "
+                    f"request(s) waited for in {timeout:g} s: no matching request came "
+                    "(check its bucket and method)."
+                )
+            time.sleep(POLL_S)
 
     outage = _kind("outage", "Requests hang (no answer) for the block.")
     errors = _kind(
@@ -277,6 +337,11 @@ class StoreFaults:
     bandwidth = _kind("bandwidth", "Bodies flow at ``mibps`` MiB/s.")
     reset = _kind("reset", "A share ``rate`` of connections is reset in the middle of a body.")
     deny = _kind("deny", "403 AccessDenied, as when the credentials were revoked.")
+    corrupt = _kind(
+        "corrupt",
+        "A share ``rate`` of object writes is answered with a wrong checksum (the object "
+        "is intact); the object's reads show it too until it is written again or deleted.",
+    )
 
     def log(self, store: str, bucket: str | None = None) -> list[dict[str, Any]]:
         """The store's fault log (starts and ends)."""
@@ -305,8 +370,12 @@ def _describe(fault: dict[str, Any]) -> str:
         parts.append(f"status={fault.get('status')}")
     parts.append(f"bucket={fault.get('bucket') or '*'}")
     parts.append(f"method={fault.get('method') or '*'}")
+    if fault.get("max_hits"):
+        parts.append(f"hits={fault.get('hits', 0)}/{fault['max_hits']}")
     ends = fault.get("ends_at_ns")
-    if ends:
+    if fault.get("ended"):
+        parts.append(f"ended ({fault['ended']})")
+    elif ends:
         parts.append(f"until {time.strftime('%H:%M:%S', time.localtime(ends / 1e9))}")
     else:
         parts.append("until cleared")
@@ -317,7 +386,12 @@ def _describe(fault: dict[str, Any]) -> str:
 @click.argument("store")
 @click.argument("kind", type=click.Choice([*FAULT_KINDS, "clear", "list"]))
 @click.option("--seconds", type=float, help="How long the fault lasts (default: until clear).")
-@click.option("--rate", type=float, help="Share of requests hit (errors, reset; default 1).")
+@click.option(
+    "--max-hits",
+    type=click.IntRange(min=1),
+    help="End the fault once it has hit this many requests.",
+)
+@click.option("--rate", type=float, help="Share of requests hit (errors, reset, corrupt; 1).")
 @click.option("--status", type=int, help="HTTP status of 'errors' (default 503).")
 @click.option("--ms", type=float, help="Delay of 'latency' in milliseconds.")
 @click.option("--mibps", type=float, help="Throughput of 'bandwidth' in MiB/s.")
@@ -332,6 +406,7 @@ def fault_command(
     store: str,
     kind: str,
     seconds: float | None,
+    max_hits: int | None,
     rate: float | None,
     status: int | None,
     ms: float | None,
@@ -341,7 +416,7 @@ def fault_command(
     fault_id: int | None,
 ) -> None:
     """Make STORE misbehave through its gate: outage, errors, latency, bandwidth, reset,
-    deny; or clear / list its faults."""
+    deny, corrupt; or clear / list its faults."""
     from harness.emulators import fleet
 
     try:
@@ -360,6 +435,7 @@ def fault_command(
         fault = emulator.add_fault(
             kind,
             seconds=seconds,
+            max_hits=max_hits,
             rate=rate,
             status=status,
             ms=ms,

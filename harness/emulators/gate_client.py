@@ -97,8 +97,9 @@ class GateClient:
 
     def add_fault(self, kind: str, **options: Any) -> dict[str, Any]:
         """Start a fault in this store's gate (outage, errors, latency, bandwidth, reset,
-        deny; options seconds, rate, status, ms, mibps, bucket, method; no seconds: until
-        cleared). Returns the fault as the gate shows it (its ``id`` clears it)."""
+        deny, corrupt; options seconds, max_hits, rate, status, ms, mibps, bucket, method;
+        until cleared unless seconds or max_hits end it). Returns the fault as the gate
+        shows it (its ``id`` clears it)."""
         body = {"kind": kind, **{k: v for k, v in options.items() if v is not None}}
         return dict(self._admin("POST", "faults", body))
 
@@ -108,6 +109,10 @@ class GateClient:
             {k: v for k, v in (("id", fault_id), ("bucket", bucket)) if v is not None}
         )
         return list(self._admin("DELETE", f"faults?{query}" if query else "faults"))
+
+    def fault(self, fault_id: int) -> dict[str, Any]:
+        """One fault as the gate shows it now, active or ended (``hits``, ``ended``)."""
+        return dict(self._admin("GET", f"faults/state?id={int(fault_id)}"))
 
     def faults(self) -> list[dict[str, Any]]:
         """The faults active now."""

@@ -2,7 +2,8 @@
 
 - server: the aiohttp reverse proxy (deciding, forwarding); relay: how it streams bodies;
   admin: its admin API on aiohttp's router.
-- rules: who may do what; faults: injected failures; state: bucket table and write events;
+- rules: who may do what; faults: injected failures (corrupt: the wrong checksums of the
+  ``corrupt`` fault); state: bucket table and write events;
   protocol: the contract with one storage API (each store's protocol module implements it).
 - ``python -m harness.gate`` (__main__) runs one gate.
 

@@ -3,7 +3,8 @@
 ``GET|HEAD /__gate__/health`` is open; every other route needs the header ``X-Gate-Token``
 (the token file's content; else 401): ``GET|POST|DELETE /__gate__/buckets``,
 ``GET /__gate__/events?bucket=B``, ``GET|POST|DELETE /__gate__/faults``,
-``GET /__gate__/faults/log?bucket=B``. Any other path under ``/__gate__/`` is a 404.
+``GET /__gate__/faults/state?id=N`` (one fault, active or ended: a cheap poll for its
+hits), ``GET /__gate__/faults/log?bucket=B``. Any other path under ``/__gate__/`` is a 404.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Admin:
             ("GET", "faults"): self.active_faults,
             ("POST", "faults"): self.add_fault,
             ("DELETE", "faults"): self.clear_faults,
+            ("GET", "faults/state"): self.fault_state,
             ("GET", "faults/log"): self.fault_log,
         }
 
@@ -155,6 +157,13 @@ class Admin:
         )
         self.log(f"faults cleared: {[f.id for f in ended]}")
         return json_response(200, [f.public() for f in ended])
+
+    async def fault_state(self, request: web.Request) -> web.StreamResponse:
+        fault_id = request.query.get("id", "")
+        fault = self.faults.get(int(fault_id)) if fault_id.isdigit() else None
+        if fault is None:
+            return json_response(404, {"error": f"no fault with id {fault_id!r}"})
+        return json_response(200, fault.public())
 
     async def fault_log(self, request: web.Request) -> web.StreamResponse:
         return json_response(200, self.faults.log(request.query.get("bucket")))

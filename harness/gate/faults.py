@@ -12,9 +12,17 @@ Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
 - ``bandwidth``: bodies (both ways) flow at ``mibps`` MiB/s in total.
 - ``reset``: a share ``rate`` of requests has its connection reset in the middle of a body.
 - ``deny``: 403 AccessDenied, as when the credentials were revoked.
+- ``corrupt``: a share ``rate`` of object writes is forwarded (the object is written
+  whole) but answered with a wrong checksum (ETag, MD5, CRC: the store protocol's
+  ``corrupt_answer``); reads of that object (HEAD, GET) show the wrong checksum too, until
+  it is written again or deleted, or the fault is cleared. A client that checks its
+  uploads (rclone) sees "corrupted on transfer", deletes the object and uploads it again.
 
-A fault may be narrowed to one bucket and one method; without ``seconds`` it lasts until it is
-cleared. Every start and end is kept in the fault log (``GET /__gate__/faults/log``).
+A fault may be narrowed to one bucket and one method. It ends when it is cleared, after
+``seconds`` (for the command line; tests end faults on events), or once it has hit
+``max_hits`` requests (held, delayed, refused, reset or corrupted: ended ``"hits"``). Every
+start and end is kept in the fault log (``GET /__gate__/faults/log``); an end says why in
+``ended``: ``"cleared"``, ``"seconds"`` or ``"hits"``.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny")
+KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny", "corrupt")
 METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH")
 MAX_LOG = 10_000
+MAX_ENDED = 10_000  # ended faults kept for state lookups (GET /__gate__/faults/state)
+ENDED_BY = ("cleared", "seconds", "hits")
 
 
 class FaultSpecError(ValueError):
@@ -47,7 +57,10 @@ class Fault:
     mibps: float = 0.0
     bucket: str | None = None
     method: str | None = None
+    max_hits: int | None = None
     ended_ns: int | None = None
+    ended: str | None = None
+    """Why the fault ended (one of ENDED_BY), None while it lasts."""
     hits: int = 0
     _tokens: float = field(default=0.0, repr=False)
     _credit: float = field(default=0.0, repr=False)
@@ -109,10 +122,21 @@ def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
         if method not in METHODS:
             raise FaultSpecError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     fault.method = method
+    fault.max_hits = _max_hits(data.get("max_hits"), kind)
     fault._tokens = fault.mibps * (1 << 20) * 0.05
     fault._credit = 1.0 - fault.rate  # the first request is hit
     fault._refill = time.monotonic()
     return fault
+
+
+def _max_hits(value: Any, kind: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FaultSpecError(f"max_hits must be a positive integer, not {value!r}")
+    if kind == "bandwidth":
+        raise FaultSpecError("max_hits does not apply to bandwidth, which hits no one request")
+    return value
 
 
 def _number(
@@ -130,12 +154,15 @@ def _number(
 
 
 class FaultTable:
-    """The faults of one gate and their log. Thread-safe."""
+    """The faults of one gate, their log, and the objects whose writes a ``corrupt`` fault
+    answered with a wrong checksum. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: dict[int, Fault] = {}
+        self._ended: dict[int, Fault] = {}
         self._log: list[dict[str, Any]] = []
+        self._corrupted: dict[tuple[str, str], int] = {}
         self._next = 1
 
     def add(self, data: Any) -> Fault:
@@ -149,7 +176,9 @@ class FaultTable:
             return fault
 
     def clear(self, fault_id: int | None = None, bucket: str | None = None) -> list[Fault]:
-        """End every fault (or the one with ``fault_id``, or those of ``bucket``); the ended."""
+        """End every fault (or the one with ``fault_id``, or those of ``bucket``); the ended.
+        The objects ``corrupt`` faults marked (those of ``fault_id``, also when it had
+        ended already, or in ``bucket``) read right again."""
         now = time.time_ns()
         with self._lock:
             self._expire(now)
@@ -159,9 +188,10 @@ class FaultTable:
                 if (fault_id is None or f.id == fault_id) and (bucket is None or f.bucket == bucket)
             ]
             for fault in ended:
-                fault.ended_ns = now
-                self._note(fault, "end", now)
-                del self._faults[fault.id]
+                self._end(fault, "cleared", now)
+            for where, marker in list(self._corrupted.items()):
+                if (fault_id is None or marker == fault_id) and bucket in (None, where[0]):
+                    del self._corrupted[where]
             return ended
 
     def active(self) -> list[Fault]:
@@ -169,6 +199,12 @@ class FaultTable:
         with self._lock:
             self._expire(time.time_ns())
             return list(self._faults.values())
+
+    def get(self, fault_id: int) -> Fault | None:
+        """A fault by its id, active or ended (None if unknown or long gone)."""
+        with self._lock:
+            self._expire(time.time_ns())
+            return self._faults.get(fault_id) or self._ended.get(fault_id)
 
     def tick(self) -> None:
         """End the timed faults whose time is up (logged at their end time)."""
@@ -179,9 +215,17 @@ class FaultTable:
         for fault in list(self._faults.values()):
             end = fault.ends_at_ns
             if end is not None and now_ns >= end:
-                fault.ended_ns = end
-                self._note(fault, "end", end)
-                del self._faults[fault.id]
+                self._end(fault, "seconds", end)
+
+    def _end(self, fault: Fault, why: str, t_ns: int) -> None:
+        """End an active fault (call with the lock held)."""
+        fault.ended_ns = t_ns
+        fault.ended = why
+        self._note(fault, "end", t_ns)
+        del self._faults[fault.id]
+        self._ended[fault.id] = fault
+        while len(self._ended) > MAX_ENDED:
+            del self._ended[next(iter(self._ended))]
 
     def _note(self, fault: Fault, phase: str, t_ns: int) -> None:
         entry = fault.public()
@@ -205,14 +249,52 @@ class FaultTable:
     def roll(self, fault: Fault) -> bool:
         """True if a rate-limited fault hits this request (counted). The share is exact and
         reproducible: the first request a fault sees is hit, then one in every 1/rate (rate
-        0.3: requests 1, 4, 8, 11, ...), so a test knows its fault happened."""
+        0.3: requests 1, 4, 8, 11, ...), so a test knows its fault happened. A fault that
+        has ended meanwhile hits nothing; one that reaches its ``max_hits`` ends here."""
         with self._lock:
+            now = time.time_ns()
+            self._expire(now)
+            if fault.id not in self._faults:
+                return False
             fault._credit += fault.rate
             hit = fault._credit >= 1.0 - 1e-9
             if hit:
                 fault._credit -= 1.0
                 fault.hits += 1
+                if fault.max_hits is not None and fault.hits >= fault.max_hits:
+                    self._end(fault, "hits", now)
             return hit
+
+    # --- objects answered with a wrong checksum (corrupt) --------------------------------
+
+    def mark_corrupted(self, bucket: str, key: str, fault: Fault) -> None:
+        """Reads of ``key`` show a wrong checksum from now on (``fault`` corrupted its write)."""
+        with self._lock:
+            self._corrupted[(bucket, key)] = fault.id
+
+    def corrupted(self, bucket: str | None, key: str | None) -> bool:
+        """True if reads of ``key`` in ``bucket`` show a wrong checksum."""
+        if not self._corrupted or bucket is None or key is None:
+            return False
+        with self._lock:
+            return (bucket, key) in self._corrupted
+
+    def corrupted_in(self, bucket: str | None) -> bool:
+        """True if reads of some object of ``bucket`` show a wrong checksum."""
+        if not self._corrupted or bucket is None:
+            return False
+        with self._lock:
+            return any(where[0] == bucket for where in self._corrupted)
+
+    def forget_corrupted(self, bucket: str | None, key: str | None = None) -> None:
+        """``key`` was written or deleted (every key of ``bucket`` when None: the bucket
+        was deleted): its reads are right again."""
+        if not self._corrupted or bucket is None:
+            return
+        with self._lock:
+            for where in list(self._corrupted):
+                if where[0] == bucket and key in (None, where[1]):
+                    del self._corrupted[where]
 
     def bandwidth_delay(self, faults: list[Fault], nbytes: int) -> float:
         """Seconds to wait before passing ``nbytes`` under the bandwidth faults given (a token

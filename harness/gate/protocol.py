@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from harness.gate.corrupt import wrong_headers
 from harness.gate.rules import Access, Verdict, decide
 from harness.gate.state import GateState
 
@@ -72,6 +73,17 @@ class Answer:
     body: bytes
 
 
+@dataclass(frozen=True)
+class Corrupted:
+    """A successful answer with a wrong checksum (the ``corrupt`` fault): the headers it
+    replaces, its new body (None: unchanged) and the object's key when the request did not
+    name it (a GCS upload names it in its body)."""
+
+    headers: dict[str, str]
+    body: bytes | None = None
+    key: str | None = None
+
+
 class GateProtocol:
     """How the gate reads one storage API. Subclasses override what their API needs."""
 
@@ -120,6 +132,28 @@ class GateProtocol:
         """The error an injected ``errors`` fault answers with (``status``: 5xx or 4xx), in
         the service's terms; :meth:`error_body` writes it."""
         return Verdict(False, status, "ServiceUnavailable", "Service unavailable (injected).")
+
+    def corrupts(self, ex: Exchange, access: Access) -> bool:
+        """True if the successful answer of this request ends an object's write and carries
+        its checksum, which a ``corrupt`` fault makes wrong (quick, no I/O): by default a
+        write with an event other than a deletion."""
+        return access.event is not None and access.event != "delete"
+
+    def corrupt_answer(
+        self, ex: Exchange, access: Access, up: UpstreamResponse, body: bytes | None
+    ) -> Corrupted | None:
+        """The answer ``up`` (its body when it was read whole, else None) of a successful
+        object write (:meth:`corrupts`) or of a read of an object whose write was
+        corrupted, with every checksum it carries wrong; None if it carries none (a write
+        is hit all the same: its object's reads show wrong checksums). By default an MD5
+        ETag and Content-MD5."""
+        headers = wrong_headers(up.header, etags=("ETag",), digests=("Content-MD5",))
+        return Corrupted(headers) if headers else None
+
+    def corrupt_reads_body(self, ex: Exchange, access: Access) -> bool:
+        """True if a read of a corrupted object carries the checksum in its body (GCS's
+        JSON metadata), which the gate then reads whole; False by default."""
+        return False
 
     def malformed_verdict(self, message: str) -> Verdict:
         """The error for a request the HTTP parser refused (``message``: the parser's

@@ -47,6 +47,10 @@ class _Decision:
     faults: list[Fault] = field(default_factory=list)
     """Active bandwidth and reset faults that apply to the bodies."""
     reset: bool = False
+    corrupt: list[Fault] = field(default_factory=list)
+    """Active corrupt faults that apply to the answer if the write succeeds."""
+    reads_corrupted: bool = False
+    """The request reads an object whose write was answered with a wrong checksum."""
 
 
 class Gate:
@@ -175,6 +179,9 @@ class Gate:
 
         access, identity, refused = await asyncio.to_thread(classify)
         decision = _Decision(ex, access, identity, refused or Verdict(True))
+        decision.reads_corrupted = request.method in ("GET", "HEAD") and self.faults.corrupted(
+            access.bucket, access.key
+        )
         await self._apply_faults(request, decision)
         if decision.verdict.allowed:
             decision.verdict = protocol.decide(ex, access, identity)
@@ -208,6 +215,8 @@ class Gate:
                 return
         decision.faults = [f for f in faults if f.kind == "bandwidth"]
         decision.reset = any(f.kind == "reset" and self.faults.roll(f) for f in faults)
+        if self.protocol.corrupts(decision.ex, decision.access):
+            decision.corrupt = [f for f in faults if f.kind == "corrupt"]
 
     async def _read_body(self, request: web.Request) -> bytes:
         body: bytes | None = request.get("body")
@@ -266,7 +275,7 @@ class Gate:
             allow_redirects=False,
             compress=None,
         ) as up:
-            if self._wants_whole_response(request, ex, access, up):
+            if self._wants_whole_response(request, decision, up):
                 payload = await up.read()
                 if 200 <= up.status < 300:
                     payload = await asyncio.to_thread(
@@ -277,14 +286,18 @@ class Gate:
                         relay.Upstream(up.status, dict(up.headers)),
                         payload,
                     )
+                    wrong, changed = self._corrupt(decision, up, payload)
+                    payload = payload if changed is None else changed
+                    added = {**added, **wrong}
                 return relay.whole(up, payload, added)
+            if 200 <= up.status < 300:
+                added = {**added, **self._corrupt(decision, up, None)[0]}
             return await relay.stream(
                 request, up, self.faults, decision.faults, decision.reset, added
             )
 
-    def _wants_whole_response(
-        self, request: web.Request, ex: Exchange, access: Access, up: Any
-    ) -> bool:
+    def _wants_whole_response(self, request: web.Request, decision: _Decision, up: Any) -> bool:
+        ex, access = decision.ex, decision.access
         if request.method == "HEAD" or not 200 <= up.status < 300:
             return False
         if up.content_length is not None and up.content_length > relay.MAX_SMALL_BODY:
@@ -294,7 +307,36 @@ class Gate:
             or access.deletes_bucket
             or access.kind in (Kind.CREATE_BUCKET, Kind.LIST_BUCKETS)
             or self.protocol.wants_whole_response(ex, access)
+            or (decision.reads_corrupted and self.protocol.corrupt_reads_body(ex, access))
         )
+
+    def _corrupt(
+        self, decision: _Decision, up: Any, body: bytes | None
+    ) -> tuple[dict[str, str], bytes | None]:
+        """The ``corrupt`` fault on a successful answer: (headers to replace, new body or
+        None). A write it hits is answered with wrong checksums, and so are its object's
+        reads from then on; another write or a deletion of the object ends that."""
+        ex, access = decision.ex, decision.access
+        if access.deletes_bucket:
+            self.faults.forget_corrupted(access.bucket)
+            return {}, None
+        rewritten = access.event is not None and self.faults.corrupted_in(access.bucket)
+        if not (decision.corrupt or decision.reads_corrupted or rewritten):
+            return {}, None
+        upstream = relay.Upstream(up.status, dict(up.headers))
+        wrong = self.protocol.corrupt_answer(ex, access, upstream, body)
+        if decision.reads_corrupted:
+            return (wrong.headers, wrong.body) if wrong is not None else ({}, None)
+        key = access.key or (wrong.key if wrong is not None else None)
+        hit = next((f for f in decision.corrupt if self.faults.roll(f)), None)
+        if hit is None:
+            if key is not None:
+                self.faults.forget_corrupted(access.bucket, key)
+            return {}, None
+        if access.bucket is not None and key is not None:
+            self.faults.mark_corrupted(access.bucket, key, hit)
+        _log(f"corrupted the answer of {ex.method} {ex.path[:200]} (fault #{hit.id})")
+        return (wrong.headers, wrong.body) if wrong is not None else ({}, None)
 
     def bad_request(self, request: BaseRequest, message: str) -> web.Response:
         """A request the HTTP parser refused, answered in the API's error format."""

@@ -31,7 +31,8 @@ from harness.emulators.azure_gate.signatures import (
     check_shared_key,
     is_user_delegation_sas,
 )
-from harness.gate.protocol import Exchange, GateProtocol, Success
+from harness.gate.corrupt import wrong_headers
+from harness.gate.protocol import Corrupted, Exchange, GateProtocol, Success, UpstreamResponse
 from harness.gate.rules import ALLOW, Access, Kind, Verdict, header, query_pairs, split_path
 
 
@@ -250,6 +251,18 @@ class AzureGateProtocol(GateProtocol):
 
     def wants_whole_response(self, ex: Exchange, access: Access) -> bool:
         return access.action in ("CreateContainer", "SetContainerACL")
+
+    def corrupt_answer(
+        self, ex: Exchange, access: Access, up: UpstreamResponse, body: bytes | None
+    ) -> Corrupted | None:
+        """rclone reads an uploaded blob's MD5 from the Content-MD5 of the Get Blob
+        Properties (HEAD) after the upload, which the mark of the write makes wrong; the
+        write's own answer has its transactional Content-MD5 / x-ms-content-crc64 wrong.
+        The ETag is an opaque version, not a checksum."""
+        headers = wrong_headers(
+            up.header, digests=("Content-MD5", "x-ms-blob-content-md5", "x-ms-content-crc64")
+        )
+        return Corrupted(headers) if headers else None
 
     def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
         message, _, detail = verdict.message.partition("\n")

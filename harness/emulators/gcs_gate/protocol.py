@@ -30,7 +30,8 @@ from harness.emulators.gcs_gate.requests import (
 from harness.emulators.gcs_gate.signed_urls import SignedRequest, SignedUrlError, is_signed, signer
 from harness.emulators.gcs_gate.signed_urls import verify as verify_signed
 from harness.gate import rules
-from harness.gate.protocol import Answer, Exchange, GateProtocol
+from harness.gate.corrupt import wrong_headers, wrong_json_digests
+from harness.gate.protocol import Answer, Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
 from harness.gate.state import GateState
 
@@ -71,6 +72,16 @@ def _object_exists(upstream: tuple[str, int], bucket: str, key: str) -> bool:
             return bool(200 <= resp.status < 300)
     except HTTPError:
         return False
+
+
+def _object_name(body: bytes | None) -> str | None:
+    """The ``name`` of the object resource a JSON upload answers with."""
+    try:
+        data = json.loads(body or b"")
+    except ValueError:
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _xml_error(verdict: Verdict) -> bytes:
@@ -351,6 +362,23 @@ class GcsGateProtocol(GcsBookkeeping, GateProtocol):
                 ctype, body = self.error_body(ex, verdict, access)
                 return Answer(404, {"Content-Type": ctype}, body)
         return Answer(200, _JSON, json.dumps(data).encode())
+
+    # --- the corrupt fault ------------------------------------------------------------------
+
+    def corrupt_answer(
+        self, ex: Exchange, access: Access, up: UpstreamResponse, body: bytes | None
+    ) -> Corrupted | None:
+        """rclone takes an uploaded object's MD5 from ``md5Hash`` in the JSON answer of the
+        upload (no HEAD after it); JSON metadata reads carry ``md5Hash`` and ``crc32c``,
+        media reads and the XML API the ``x-goog-hash`` header (and an MD5 ETag)."""
+        headers = wrong_headers(up.header, etags=("ETag",), lists=("x-goog-hash",))
+        data = wrong_json_digests(body, ("md5Hash", "crc32c")) if body else None
+        if not headers and data is None:
+            return None
+        return Corrupted(headers, data, None if access.key else _object_name(body))
+
+    def corrupt_reads_body(self, ex: Exchange, access: Access) -> bool:
+        return ex.path.startswith("/storage/v1/") and "media" not in ex.query.get("alt", [])
 
     # --- errors -----------------------------------------------------------------------------
 

@@ -38,7 +38,8 @@ from harness.emulators.s3_gate.upstream import (
     quoted_key,
     upstream_size,
 )
-from harness.gate.protocol import Answer, Exchange, GateProtocol
+from harness.gate.corrupt import wrong_headers, wrong_xml_etags
+from harness.gate.protocol import Answer, Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
 
 __all__ = ["GATE_KEY", "S3GateProtocol", "classify_s3"]
@@ -275,6 +276,19 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         if op == "CreateMultipartUpload":
             return isinstance(access.detail, S3Detail) and access.detail.meta is not None
         return op in MIRRORED
+
+    def corrupt_answer(
+        self, ex: Exchange, access: Access, up: UpstreamResponse, body: bytes | None
+    ) -> Corrupted | None:
+        """rclone takes an object's MD5 from the ETag of its HEAD (of the PUT answer with
+        ``no_head``), or from the ``md5chksum`` metadata it sets on multipart uploads; a
+        CopyObject or CompleteMultipartUpload answer has its ETag in XML. The additional
+        checksums (x-amz-checksum-*) stay right: rclone does not read them."""
+        headers = wrong_headers(
+            up.header, etags=("ETag",), digests=("Content-MD5", "x-amz-meta-md5chksum")
+        )
+        xml = wrong_xml_etags(body) if body else None
+        return Corrupted(headers, xml) if headers or xml is not None else None
 
     # --- errors --------------------------------------------------------------------------
 
