@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 MOUNTING = "skycore/storage/mounting.py"
 MOUNT_PROGRAM = "skycore/node/mountd/mount.py"  # the node's mount step (serialisation)
 STORAGE = "skycore/storage/storage.py"
+ORDER_RULE = "skycore/node/mountd/order.py"  # the node's order keeper's rule
 ORDER_TEST = "harness/conformance/test_upload_order.py"
 
 
@@ -156,6 +157,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         probe="from skycore import node\n"
         "assert 'open(os.devnull' in node.mountd_program() and 'ok = True' in "
         "node.mountd_program()\n",
+    ),
+    Mutation(
+        name="k-keeper-hold-disabled",
+        description="the order keeper releases the next upload while an older released one "
+        "is failing (no hold): the corrupt fault's delete-and-retry lets newer files go first",
+        edits=(
+            Edit(
+                ORDER_RULE,
+                "    if blocking or paused:\n",
+                "    if paused:  # MUTATION k\n",
+            ),
+        ),
+        probe="from skycore import node\n"
+        "assert 'MUTATION k' in node.mountd_program()\n",
     ),
     Mutation(
         name="a0-serialize-removed-no-node-check",

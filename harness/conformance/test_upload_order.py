@@ -2,7 +2,9 @@
 a job ends only when nothing is pending. With several transfers the order is lost: that
 case is a strict xfail, showing the guarantee comes from the setting.
 
-The order is read from the gate's write events on the local cloud and checked after every
+On the local cloud the ordered case runs with the gate's ``corrupt`` fault on its first writes
+(rclone deletes and retries them: the path where newer files used to overtake). The order is
+read from the gate's write events on the local cloud and checked after every
 one of them, deletes included (harness.testing.order_check): a file deleted and written again
 later counts as missing meanwhile. In a target run (or for an emulator that records no
 events) it is observed from outside, by listing the bucket while the node writes
@@ -15,6 +17,7 @@ import random
 
 import pytest
 
+from harness.cloud.chaos import StoreFaults
 from harness.conformance.order_poll import ListingPoller
 from harness.emulators import registry
 from harness.testing import access
@@ -32,6 +35,7 @@ class OrderLost(AssertionError):
 
 N_FILES = 50
 PREFIX = "order/"
+CORRUPTED = 2  # writes answered with a wrong checksum on the local cloud (ordered case)
 
 
 def sizes() -> list[int]:
@@ -68,7 +72,15 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
         "run": WRITER.format(sizes=sizes()),
     }
     by_events = access.target() is None and registry.get_emulator_class(store).records_events
-    if by_events:
+    if by_events and transfers == 1:
+        # The store answers the first writes with a wrong checksum: rclone deletes each such
+        # object and retries it while newer files wait (the node keeps them back).
+        faults = StoreFaults()
+        with faults.hold(store, "corrupt", bucket=bucket.name, max_hits=CORRUPTED) as fault:
+            outcome = cluster.launch(spec)
+            hit = faults.state(store, fault)
+        assert hit["hits"] == CORRUPTED, f"the corrupt fault hit {hit['hits']} writes: {hit}"
+    elif by_events:
         outcome = cluster.launch(spec)
     else:
         with ListingPoller(lambda: [k for k in bucket.list_keys() if k.startswith(PREFIX)]) as poll:
@@ -105,6 +117,9 @@ def run_order_case(store, bucket_factory, cluster_factory, record_property, tran
     # Every moment, deletes included: no file visible while one created before it is not.
     assert_visible_prefix(events, expected, PREFIX, error=OrderLost)
     assert_all_visible(events, expected, PREFIX)
+    if transfers == 1:  # the retry path was taken: rclone deleted what the store corrupted
+        deleted = [e.key for e in events if e.key.startswith(PREFIX) and e.op in DELETE_OPS]
+        assert deleted, "rclone deleted nothing after the store's corrupt answers"
 
 
 def test_upload_order_follows_creation(
