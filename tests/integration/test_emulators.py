@@ -297,20 +297,20 @@ def test_rclone_through_the_gate(
 
 # --- processes -------------------------------------------------------------------------
 
+REUSE_GUARD_S = 10.0  # a second start_all that reuses the processes (0.03-0.45 s measured)
+
 
 def test_second_start_reuses_the_processes_quickly(
     emulators: dict[str, RunningEmulator],
 ) -> None:
     stores = tuple(emulators)
-    # Best of three: a restart takes seconds every time, while a reuse on 2 busy cores
-    # (the suites run side by side) can be held up once by scheduling.
-    times = []
-    for _ in range(3):
-        started = time.monotonic()
-        again = start_all(stores=stores)
-        times.append(time.monotonic() - started)
-    assert min(times) < 1.0, f"second start_all took {[round(t, 2) for t in times]} s"
+    started = time.monotonic()
+    again = start_all(stores=stores)
+    took = time.monotonic() - started
+    # Reused: the same processes (a restart would start new ones). Quickly: a hang guard
+    # (a reuse takes 0.03-0.45 s, a restart seconds).
     assert {s: e.procs for s, e in again.items()} == {s: e.procs for s, e in emulators.items()}
+    assert took < REUSE_GUARD_S, f"second start_all took {took:.2f} s"
     status = status_all()
     for store in stores:
         assert status[store]["running"] is True
@@ -330,13 +330,12 @@ def test_start_reuse_restart_stop_in_a_fresh_home(
     stores = tuple(emulators)  # the selected stores
     try:
         first = start_all(home, stores=stores)
-        times = []
-        for _ in range(3):  # best of three, as in test_second_start_reuses_the_processes_quickly
-            second_started = time.monotonic()
-            second = start_all(home, stores=stores)
-            times.append(time.monotonic() - second_started)
-        assert min(times) < 1.0, times
+        second_started = time.monotonic()
+        second = start_all(home, stores=stores)
+        took = time.monotonic() - second_started
+        # reused, as in test_second_start_reuses_the_processes_quickly
         assert {s: e.procs for s, e in second.items()} == {s: e.procs for s, e in first.items()}
+        assert took < REUSE_GUARD_S, took
         # A dead emulator is restarted (on the same ports), the others are left alone.
         victim = stores[0]
         dead, _ = first[victim].procs

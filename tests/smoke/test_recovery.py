@@ -45,7 +45,10 @@ TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
 JOBS_CLI = [sys.executable, "-m", "skycore.jobs.cli"]
 
 STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
-DETECT_S = 5.0
+# A hang guard: the controller sees a preemption within about a second (its poll, 0.5 s, and
+# a 2 s grace for a node that just lost its commands). How fast is bench/recovery.py's
+# (target 5 s).
+DETECT_GUARD_S = 30.0
 CKPT_KEY_RE = re.compile(r"^ckpt/checkpoint-(\d+)\.(bin|json)$")
 
 
@@ -238,21 +241,27 @@ def ckpt_bucket(one_store: str, bucket_factory: Any) -> TestBucket:
     return bucket
 
 
-def preempt_and_check_detection(
+def check_detection(
     managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
-) -> chaos.Preemption:
-    """Preempt the job's head node; the controller must mark it RECOVERING within 5 s."""
-    hit = chaos.preempt(job.cluster, 0)
-    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_S + 5)
+) -> jstate.ManagedJob:
+    """The controller marks the preempted job RECOVERING, saying why (the job then)."""
+    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
     recovering = [
         e
         for e in managed.events(job)
         if e.to_status == JobStatus.RECOVERING and "preempted" in e.reason
     ]
     assert len(recovering) == expected_recoveries
-    detected = recovering[-1].ts - hit.issued_at
-    assert detected < DETECT_S, f"preemption detected after {detected:.1f} s"
     assert now.recovery_count == expected_recoveries
+    return now
+
+
+def preempt_and_check_detection(
+    managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
+) -> chaos.Preemption:
+    """Preempt the job's head node; the controller must mark it RECOVERING."""
+    hit = chaos.preempt(job.cluster, 0)
+    check_detection(managed, job, expected_recoveries)
     return hit
 
 
@@ -306,10 +315,12 @@ def durable_checkpoints(bucket: TestBucket) -> list[int]:
 @dataclass(frozen=True)
 class Snapshot:
     """The usable checkpoints in the bucket once a preemption has removed the node (nothing
-    can reach the bucket from it after that), and when they were listed."""
+    can reach the bucket from it after that); how many runs the job's log showed (RESUME
+    lines) once they were listed, and how many writes the gate had recorded then."""
 
     steps: list[int]
-    at: float
+    runs_logged: int
+    events: int
 
     @property
     def newest(self) -> int:
@@ -322,15 +333,18 @@ def preempt_and_snapshot(
 ) -> Snapshot:
     """Preempt the head node (detection checked) and read what the bucket holds then."""
     preempt_and_check_detection(managed, job, expected_recoveries)
-    return Snapshot(durable_checkpoints(bucket), time.time())
+    steps = durable_checkpoints(bucket)
+    return Snapshot(steps, len(managed.resumes(job)), len(bucket.events()))
 
 
-def assert_resumed_from_snapshot(snapshot: Snapshot, resume: tuple[int, float]) -> None:
-    """The attempt that started at ``resume`` found exactly the bucket of ``snapshot``: the
-    snapshot was taken before that run could write anything, and it resumed from its newest
-    checkpoint."""
-    step, started_at = resume
-    assert snapshot.at < started_at, (snapshot, resume)  # nothing of the new run in it
+def assert_resumed_from_snapshot(
+    snapshot: Snapshot, resumes: list[tuple[int, float]], attempt: int
+) -> None:
+    """Run ``attempt`` (0: the first) found exactly the bucket of ``snapshot``: the snapshot
+    was taken before that run had begun (its RESUME line was not in the log yet), and it
+    resumed from the snapshot's newest checkpoint."""
+    assert snapshot.runs_logged <= attempt, (snapshot, resumes)  # nothing of the run in it
+    step, _ = resumes[attempt]
     assert step == snapshot.newest, f"resumed from {step}, bucket had {snapshot.steps}"
 
 
@@ -346,22 +360,23 @@ def saved_steps(log: str) -> list[list[int]]:
 
 
 def assert_checkpoints_arrived_in_order(
-    bucket: TestBucket, managed: ManagedJobs, job: jstate.ManagedJob
+    bucket: TestBucket, managed: ManagedJobs, job: jstate.ManagedJob, snapshots: list[Snapshot]
 ) -> None:
-    """Per attempt of the run (the writes between one RESUME and the next: an attempt's node
-    is gone before the next one starts), checkpoint files reached the store in the order the
-    program created them. Each manifest arrived after the whole data file of the same
-    checkpoint, written by the same attempt, and older checkpoints before newer ones. Every
-    checkpoint the last attempt saved arrived, and usable."""
-    starts = [t for _, t in managed.resumes(job)]
+    """Per attempt of the run, checkpoint files reached the store in the order the program
+    created them. The attempts' writes are told apart by the ``snapshots`` taken after each
+    preemption: an attempt's node is gone before the next one starts, so the gate's writes
+    recorded by then are the earlier attempts', those after it the later ones'. Each
+    manifest arrived after the whole data file of the same checkpoint, written by the same
+    attempt, and older checkpoints before newer ones. Every checkpoint the last attempt
+    saved arrived, and usable."""
+    starts = managed.resumes(job)
     saved = saved_steps(managed.log(job))
-    assert starts and len(saved) == len(starts), (starts, saved)
+    assert starts and len(saved) == len(starts) == len(snapshots) + 1, (starts, saved)
+    bounds = [s.events for s in snapshots]
     per_attempt: list[list[emulators.WriteEvent]] = [[] for _ in starts]
-    for e in bucket.events():
+    for n, e in enumerate(bucket.events()):
         if CKPT_KEY_RE.match(e.key) and e.op != "delete":
-            attempt = bisect.bisect_right([int(t * 1e9) for t in starts], e.t_ns) - 1
-            assert attempt >= 0, f"{e.key} written before the run started"
-            per_attempt[attempt].append(e)
+            per_attempt[bisect.bisect_right(bounds, n)].append(e)
 
     def order(key: str) -> tuple[int, int]:
         m = CKPT_KEY_RE.match(key)
@@ -408,23 +423,22 @@ def test_preempt_once_resumes_from_checkpoint(
     assert len(resumes) == 2, resumes
     assert resumes[0][0] == 0
     # It resumed from the newest checkpoint the bucket held when the node was removed.
-    assert_resumed_from_snapshot(at_preemption, resumes[1])
-    step, resumed_at = resumes[1]
+    assert_resumed_from_snapshot(at_preemption, resumes, 1)
+    step, _ = resumes[1]
     # The same task id in both attempts.
     ids = re.findall(r"^TASK_ID (\S+)", managed.log(job), re.M)
     assert len(ids) == 2 and ids[0] == ids[1] == done.task_id, ids
     assert ids[0] != "-"
-    # It resumed from a checkpoint that had reached the store before it resumed.
-    manifest = f"ckpt/checkpoint-{step:06d}.json"
-    uploaded = [e for e in bucket.events() if e.key == manifest and e.op != "delete"]
-    assert uploaded and uploaded[0].t_ns / 1e9 < resumed_at
+    # It resumed from a checkpoint that had reached the store before it resumed: the
+    # snapshot, listed from the store before the run began, holds it.
+    assert step in at_preemption.steps, (step, at_preemption)
     # Same result as an uninterrupted run; checkpoints arrived in creation order.
     result = json.loads(bucket.read("ckpt/result.json"))
     assert result["sha256"] == expected
     assert result["resumed_from"] == step
     # Nothing durable at the preemption was lost; every checkpoint arrived data first.
     assert set(at_preemption.steps) <= set(durable_checkpoints(bucket))
-    assert_checkpoints_arrived_in_order(bucket, managed, job)
+    assert_checkpoints_arrived_in_order(bucket, managed, job, [at_preemption])
     assert_no_leaks(job)
     # The queue shows the recovery count: in the piped table and in --json.
     queue = jobs_cli("queue")
@@ -460,13 +474,13 @@ def test_preempt_twice(ckpt_bucket: TestBucket, managed: ManagedJobs, tmp_path: 
     assert done.recovery_count == 2
     resumes = managed.resumes(job)
     assert len(resumes) == 3 and resumes[0][0] == 0, resumes
-    assert_resumed_from_snapshot(first, resumes[1])
-    assert_resumed_from_snapshot(second, resumes[2])
+    assert_resumed_from_snapshot(first, resumes, 1)
+    assert_resumed_from_snapshot(second, resumes, 2)
     assert 0 < first.newest < second.newest, (first, second)
     assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
     final = set(durable_checkpoints(ckpt_bucket))
     assert set(first.steps) <= set(second.steps) <= final, (first, second, final)
-    assert_checkpoints_arrived_in_order(ckpt_bucket, managed, job)
+    assert_checkpoints_arrived_in_order(ckpt_bucket, managed, job, [first, second])
     assert_no_leaks(job)
 
 
@@ -531,7 +545,7 @@ def test_preempt_right_after_checkpoint(
     assert f"skipping incomplete checkpoint {short}: data has 1000 bytes" in log
     resumes = managed.resumes(job)
     assert len(resumes) == 2 and resumes[0][0] == 0, resumes
-    assert_resumed_from_snapshot(at_preemption, resumes[1])
+    assert_resumed_from_snapshot(at_preemption, resumes, 1)
     assert json.loads(ckpt_bucket.read("ckpt/result.json"))["sha256"] == expected
     assert set(at_preemption.steps) <= set(durable_checkpoints(ckpt_bucket))
     assert_no_leaks(job)
@@ -672,11 +686,10 @@ def test_worker_preempted_on_two_nodes(
     wait_for(
         "a checkpoint in the bucket", lambda: complete_checkpoints(ckpt_bucket.list_keys()), 90
     )
-    hit = chaos.preempt(job.cluster, 1)
-    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_S + 5)
+    chaos.preempt(job.cluster, 1)
+    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
     assert now.status_reason.startswith("preempted: node(s) 1 ")
     assert now.recovery_count == 1
-    assert jstate.events(job.job_id)[-1].ts - hit.issued_at < DETECT_S
 
     done = managed.wait_done(job)
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
@@ -709,7 +722,7 @@ def test_worker_preempted_survivors_are_drained(
     job = managed.launch(spec, name="drain2")
     wrote = managed.wait_log(job, r"WROTE-CKPT ([0-9a-f]{64})$", timeout=120)
     chaos.preempt(job.cluster, 1)
-    managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_S + 5)
+    managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
 
     def relaunched() -> str | None:
         # The relaunch finds the checkpoint in the bucket, or (it was lost) writes it again.
