@@ -35,6 +35,31 @@ from harness.testing.terminal import with_ctrl_c
 BUILT_IN = ("s3", "gcs", "azure", "r2")
 
 
+RUN_GUARD_S = 900
+"""A hang guard for one target run (about 40 s here)."""
+STACKS_AFTER_S = 240
+"""A test of the run that lasts longer prints every thread's stack (pytest's faulthandler)."""
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def hung_run(e: subprocess.TimeoutExpired, gate_log: Path, since: int) -> str:
+    """What a run that outlived its guard had done: the tests it reported (``-v``), the
+    stacks of the one that hung, and the gate's last answers other than 200."""
+    out, err = _text(e.stdout), _text(e.stderr)
+    with gate_log.open(errors="replace") as f:
+        f.seek(since)
+        odd = [line for line in f.read().splitlines() if " -> 2" not in line]
+    return (
+        f"the target run did not end in {RUN_GUARD_S} s.\n--- its output (last part):\n"
+        f"{out[-4000:]}\n--- its stderr (last part: stacks of a test past "
+        f"{STACKS_AFTER_S} s):\n{err[-12000:]}\n--- the gate's last answers other than 2xx "
+        f"({len(odd)} in all; whole log: {gate_log}):\n" + "\n".join(odd[-30:])
+    )
+
+
 def _harness() -> str:
     return str(Path(sys.executable).with_name("harness"))
 
@@ -96,15 +121,19 @@ def test_conform_against_a_target_file(
     conform = [
         _harness(), "conform", "--target", str(target_file), "-n", "2", "-y", "--",
         "-rA", f"--junitxml={junit}", f"--matrix-report={html}", f"--basetemp={basetemp}",
+        "-v", "-o", f"faulthandler_timeout={STACKS_AFTER_S}",
     ]  # fmt: skip
     # The gate's home (its admin token) is hidden from the run: an empty tmpfs over it.
     script = f"mount -t tmpfs none {shlex.quote(str(home))} && exec {shlex.join(conform)}"
     run_env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER",)}
     run_env["SKYCORE_HOME"] = str(tmp_path / "skycore-home")
-    r = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-        cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+    try:
+        r = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=RUN_GUARD_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(hung_run(e, gate_log, log_start), pytrace=False)
     output = r.stdout + r.stderr
     assert r.returncode == 0, output[-6000:]
 
