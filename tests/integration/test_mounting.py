@@ -555,8 +555,8 @@ def test_objects_others_add_show_up_after_a_refresh(
     assert bash(mounting.drain_command(str(dst), 60, host_env)).returncode == 0
     store_emulator.write_object(storage.name, "theirs/added.txt", b"theirs")
     added = time.monotonic()
-    while "theirs" not in os.listdir(dst):
-        assert time.monotonic() - added < 5, "another writer's object never showed up"
+    while "theirs" not in os.listdir(dst):  # in about 2 s; 30 s is a hang guard
+        assert time.monotonic() - added < 30, "another writer's object never showed up"
         time.sleep(0.05)
     assert (dst / "theirs" / "added.txt").read_bytes() == b"theirs"
     assert (dst / "mine.bin").read_bytes() == b"m" * 1000  # still there, whole

@@ -9,6 +9,7 @@ import time
 
 from skycore.node.mountd.daemon import quit_if_idle
 from skycore.node.mountd.keeper import OrderKeeper, hurry
+from skycore.node.mountd.order import RELEASED_BELOW_S
 from skycore.node.mountd.rc import (
     BUSY_FUSE_POLLS,
     CONFIRM_POLLS,
@@ -35,6 +36,16 @@ def fuse_waiting(majmin: str | None) -> int | None:
             return int(f.read().strip())
     except (OSError, ValueError, IndexError):
         return None
+
+
+def never_due(sock: str, fs: str) -> bool:
+    """True if an upload of VFS ``fs`` waits with an ordered mount's write-back (rclone
+    would never start it by itself): its mount is ordered, whatever the refresher knows."""
+    try:
+        queue = rc(sock, "vfs/queue", {"fs": fs}).get("queue") or []
+    except (OSError, RcError):
+        return False
+    return any(float(i.get("expiry", 0)) >= RELEASED_BELOW_S for i in queue)
 
 
 def drain(base: str, timeout: float, dsts: list[str]) -> int:
@@ -80,6 +91,9 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
                 busy_fuse[dst] += 1
             if q or up:
                 clean[dst] = 0
+                if dst not in keepers and never_due(sock, fs):  # an unregistered ordered mount
+                    warn(f"skycore: {dst} is ordered but has no order keeper; releasing here")
+                    keepers[dst] = OrderKeeper(sock, fs)
                 if dst in keepers:
                     with contextlib.suppress(OSError, RcError):
                         keepers[dst].poll()

@@ -40,8 +40,7 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
     True when registered."""
     sock, p = os.path.join(d, "rc.sock"), norm(dst)
     try:
-        live = {m["MountPoint"]: m["Fs"] for m in rc(sock, "mount/listmounts")["mountPoints"]}
-        fs = live[p]
+        fs = _live_mounts(sock)[p]
     except (OSError, RcError, KeyError, TypeError) as e:
         warn(f"skycore: warning: cannot find the mount {dst} in its rclone daemon ({e})")
         return False
@@ -81,6 +80,9 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
     path = os.path.join(d, "refresh.json")
     with _registry_lock, open(os.path.join(d, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        # The daemon's mounts as they are now: mounts made meanwhile (by other threads, while
+        # this one listed) are registered already and must stay.
+        live = {**_live_mounts(sock), p: fs}
         table = _registry(d)
         table = {k: v for k, v in table.items() if live.get(k) == v.get("fs")}
         table[p] = {"fs": fs, "every": every, "listed": whole, "order": hold_back}
@@ -88,6 +90,12 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
             json.dump(table, f)
         os.replace(path + ".tmp", path)
     return True
+
+
+def _live_mounts(sock: str) -> dict[str, str]:
+    """The mounts of the daemon on ``sock``: mount point -> VFS name."""
+    answer = rc(sock, "mount/listmounts")["mountPoints"]
+    return {m["MountPoint"]: m["Fs"] for m in answer}
 
 
 def _registry(d: str) -> dict[str, dict[str, Any]]:
