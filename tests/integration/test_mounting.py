@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +24,7 @@ from harness.emulators.fleet import RunningEmulator
 from skycore import node
 from skycore.config import SkycoreConfig
 from skycore.node import mounts as node_mounts
+from skycore.node.mountd.refresher import ordered_mounts
 from skycore.storage import Storage, StorageMode, make_store, mounting
 from skycore.storage.azure import AzureConfig
 from skycore.storage.gcs import GcpConfig
@@ -539,6 +541,57 @@ def test_cached_writer_never_waits_for_the_store(
             if mounted(dst):
                 bash(mounting.unmount_command(str(dst), 60, host_env))
         for name in buckets.values():
+            with contextlib.suppress(Exception):
+                em.delete_bucket(name)
+
+
+def test_a_mount_registered_while_another_lists_keeps_its_order_keeper(
+    store_emulator: RunningEmulator,
+    store_config: SkycoreConfig,
+    host_env: RcloneEnv,
+    unique_name: Callable[[str], str],
+) -> None:
+    """Two ordered mounts of one daemon, A and B: B is mounted and registered with the
+    refresher while A's mount-time listing is held in the store (an outage on A's GETs).
+    When A's listing ends and A registers, B stays registered: a mount that drops from the
+    registry has no order keeper, and its uploads would never go."""
+    em = store_emulator
+    names = {k: unique_name(f"rg{k}") for k in ("a", "b")}
+    urls = {k: em.make_bucket(n, owner="user", public=False) for k, n in names.items()}
+    dsts: list[Path] = []
+    storage_a = Storage.from_spec(name=None, source=urls["a"], store=None, mode="MOUNT_CACHED")
+    storage_a.check(store_config)  # its probe lists A: before the outage
+    dst_a = Path(host_env.mounts_base).parent / "reg-a"
+    dsts.append(dst_a)
+    outage = em.add_fault("outage", bucket=names["a"], method="GET", seconds=FAULT_GUARD_S)
+    pool = ThreadPoolExecutor(1)
+    try:
+        mount_a = pool.submit(bash, storage_a.mount_command(str(dst_a), store_config, env=host_env))
+        fault_events.wait_hits(em.store, outage, 1, timeout=60)
+        served = node_mounts.served(host_env.mounts_base)[0]
+        assert str(dst_a) in served, "A's listing was held before A was mounted"
+        sock, fs_a = served[str(dst_a)]
+        d = os.path.dirname(sock)
+        dst_b = mount_bucket(urls["b"], "reg-b", store_config, host_env).dst
+        dsts.append(dst_b)
+        fs_b = node_mounts.served(host_env.mounts_base)[0][str(dst_b)][1]
+        assert fs_b in ordered_mounts(d), "B was not registered"
+        assert not mount_a.done(), "A's mount did not wait for its listing"
+        em.clear_faults(fault_id=outage["id"])
+        assert mount_a.result(timeout=120).returncode == 0, mount_a.result().stderr
+        assert set(ordered_mounts(d)) >= {fs_a, fs_b}, ordered_mounts(d)
+        (dst_b / "kept.bin").write_bytes(b"b" * 1000)
+        drain = bash(mounting.drain_command(str(dst_b), 60, host_env), timeout=120)
+        assert drain.returncode == 0, drain.stdout + drain.stderr
+        assert "no order keeper" not in drain.stdout + drain.stderr, drain.stderr
+        assert em.read_object(names["b"], "kept.bin") == b"b" * 1000
+    finally:
+        em.clear_faults(bucket=names["a"])
+        pool.shutdown(wait=True)
+        for dst in dsts:
+            if mounted(dst):
+                bash(mounting.unmount_command(str(dst), 60, host_env))
+        for name in names.values():
             with contextlib.suppress(Exception):
                 em.delete_bucket(name)
 
