@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.emulators.fleet import RunningEmulator
+from harness.testing.order_check import assert_visible_prefix
 from skycore import node
 from skycore.config import SkycoreConfig
 from skycore.node import mounts as node_mounts
@@ -415,13 +416,17 @@ def test_plain_mount_writes_through_and_remounts_after_stale(
     assert bash(mounting.unmount_command(str(dst), 30, host_env)).returncode == 0
 
 
-def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
+class Remounted(NamedTuple):
+    storage: Storage
+    dst: Path
+    payloads: dict[str, bytes]  # in creation order
+
+
+def remount_after_rclone_died(
     store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
-) -> None:
-    """Nothing written is lost when a node's rclone daemon dies with uploads pending: the
-    closed files stay in the daemon's cache folder, the dead mount fails at once (ENOTCONN,
-    never a hang), and the next mount of the same destination (what a relaunch does with a
-    stale mount) uploads every one of them whole."""
+) -> Remounted:
+    """An ordered mount whose rclone daemon is killed with three closed files pending (in
+    creation order b-first, a-second, c-third: not name order), mounted again and drained."""
     pending = MountOptions(write_back_s=120)  # still pending when rclone dies
     storage, dst, _ = mount_bucket(bucket, "crash", store_config, host_env, options=pending)
     names = ["b-first.bin", "a-second.bin", "c-third.bin"]  # creation order is not name order
@@ -436,8 +441,7 @@ def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
     while node_mounts.rc(sock, "vfs/stats", {"fs": fs})["diskCache"]["uploadsQueued"] < len(names):
         assert time.monotonic() < deadline, "the closed files were never queued for upload"
         time.sleep(0.05)
-    bucket = storage.name
-    assert not [e for e in store_emulator.events(bucket) if e.key in names]
+    assert not [e for e in store_emulator.events(storage.name) if e.key in names]
     os.kill(int(node_mounts.rc(sock, "core/pid")["pid"]), 9)
     deadline = time.monotonic() + 10
     while node_mounts.answers(sock):
@@ -452,10 +456,48 @@ def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
     assert "stale mount" in r.stderr
     drain = bash(mounting.drain_command(str(dst), 120, host_env), timeout=180)
     assert drain.returncode == 0, drain.stderr
-    for n in names:
-        assert store_emulator.read_object(bucket, n) == payloads[n], n
-        assert (dst / n).read_bytes() == payloads[n], n
+    return Remounted(storage, dst, payloads)
+
+
+def test_files_pending_when_rclone_dies_are_uploaded_by_the_next_mount(
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
+) -> None:
+    """Nothing written is lost when a node's rclone daemon dies with uploads pending: the
+    closed files stay in the daemon's cache folder, the dead mount fails at once (ENOTCONN,
+    never a hang), and the next mount of the same destination (what a relaunch does with a
+    stale mount) uploads every one of them whole."""
+    storage, dst, payloads = remount_after_rclone_died(
+        store_emulator, store_config, host_env, bucket
+    )
+    for n, payload in payloads.items():
+        assert store_emulator.read_object(storage.name, n) == payload, n
+        assert (dst / n).read_bytes() == payload, n
     assert bash(mounting.unmount_command(str(dst), 60, host_env)).returncode == 0
+
+
+class OrderNotKept(AssertionError):
+    """The store showed a file before one created before it."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OrderNotKept,
+    reason="a new rclone daemon finds the files a dead one left by walking its cache folder, "
+    "so they go up in name order (README's known limits)",
+)
+def test_files_a_dead_daemon_left_go_up_in_creation_order(
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
+) -> None:
+    """The order promise across a daemon's death: the files it left pending reach the store
+    in creation order. Not kept today; the test fails while that is so."""
+    storage, dst, payloads = remount_after_rclone_died(
+        store_emulator, store_config, host_env, bucket
+    )
+    try:
+        events = [e for e in store_emulator.events(storage.name) if e.key in payloads]
+        assert_visible_prefix(events, list(payloads), error=OrderNotKept)
+    finally:
+        bash(mounting.unmount_command(str(dst), 60, host_env))
 
 
 FAULT_KINDS = ("deny", "outage", "errors")
