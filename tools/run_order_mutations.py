@@ -44,7 +44,6 @@ MOUNTING = "skycore/storage/mounting.py"
 MOUNT_PROGRAM = "skycore/node/mountd/mount.py"  # the node's mount step (serialisation)
 STORAGE = "skycore/storage/storage.py"
 ORDER_RULE = "skycore/node/mountd/order.py"  # the node's order keeper's rule
-ORDER_TEST = "harness/conformance/test_upload_order.py"
 ORDER_MODULE = "harness.conformance.test_upload_order"  # run from the repository's harness
 
 
@@ -171,28 +170,6 @@ MUTATIONS: tuple[Mutation, ...] = (
             ),
         ),
         probe="from skycore import node\nassert 'MUTATION k' in node.mountd_program()\n",
-    ),
-    Mutation(
-        name="a0-serialize-removed-no-node-check",
-        description="(informative) mutation a with the test's on-node max_background assertion "
-        "also removed: measures what the order check alone catches",
-        edits=(
-            Edit(
-                MOUNTING,
-                "    if mode is not StorageMode.MOUNT_CACHED or options.transfers != 1 "
-                'or options.read_only:\n        return ""\n',
-                '    return ""  # MUTATION a0\n',
-            ),
-            Edit(
-                ORDER_TEST,
-                'assert (code, out.strip()) == (0, "1"), ',
-                'assert True or (code, out.strip()) == (0, "1"), ',
-            ),
-        ),
-        probe=MOUNT_SCRIPT + "assert 'max_background' not in script, script\n"
-        "import pathlib\n"
-        f"assert 'assert True or' in pathlib.Path({ORDER_TEST!r}).read_text()\n",
-        required=False,
     ),
 )
 
