@@ -9,7 +9,7 @@ import time
 
 from skycore.node.mountd.daemon import quit_if_idle
 from skycore.node.mountd.keeper import OrderKeeper, hurry
-from skycore.node.mountd.order import RELEASED_BELOW_S
+from skycore.node.mountd.order import released
 from skycore.node.mountd.rc import (
     BUSY_FUSE_POLLS,
     CONFIRM_POLLS,
@@ -45,7 +45,7 @@ def never_due(sock: str, fs: str) -> bool:
         queue = rc(sock, "vfs/queue", {"fs": fs}).get("queue") or []
     except (OSError, RcError):
         return False
-    return any(float(i.get("expiry", 0)) >= RELEASED_BELOW_S for i in queue)
+    return not all(released(item) for item in queue)
 
 
 def drain(base: str, timeout: float, dsts: list[str]) -> int:

@@ -104,10 +104,15 @@ def served(base: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
     silent = []
     for sock in daemon_sockets(base):
         try:
-            mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
+            mounts = live_mounts(sock)
         except (OSError, RcError):
             silent.append(sock)
             continue
-        for m in mounts:
-            table[m["MountPoint"]] = (sock, m["Fs"])
+        table.update({p: (sock, fs) for p, fs in mounts.items()})
     return table, silent
+
+
+def live_mounts(sock: str) -> dict[str, str]:
+    """The mounts of the daemon on ``sock``: mount point -> VFS name."""
+    mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
+    return {m["MountPoint"]: m["Fs"] for m in mounts}

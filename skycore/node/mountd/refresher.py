@@ -27,7 +27,7 @@ from skycore.node.mountd.keeper import (
     OrderKeeper,
     refresh_until_clean,
 )
-from skycore.node.mountd.rc import RcError, answers, norm, rc, warn
+from skycore.node.mountd.rc import RcError, answers, live_mounts, norm, rc, warn
 
 _registry_lock = threading.Lock()
 
@@ -40,7 +40,7 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
     True when registered."""
     sock, p = os.path.join(d, "rc.sock"), norm(dst)
     try:
-        fs = _live_mounts(sock)[p]
+        fs = live_mounts(sock)[p]
     except (OSError, RcError, KeyError, TypeError) as e:
         warn(f"skycore: warning: cannot find the mount {dst} in its rclone daemon ({e})")
         return False
@@ -82,7 +82,7 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
         fcntl.flock(lock, fcntl.LOCK_EX)
         # The daemon's mounts as they are now: mounts made meanwhile (by other threads, while
         # this one listed) are registered already and must stay.
-        live = {**_live_mounts(sock), p: fs}
+        live = {**live_mounts(sock), p: fs}
         table = _registry(d)
         table = {k: v for k, v in table.items() if live.get(k) == v.get("fs")}
         table[p] = {"fs": fs, "every": every, "listed": whole, "order": hold_back}
@@ -90,12 +90,6 @@ def keep_listing(d: str, dst: str, every: float, hold_back: float | None = None)
             json.dump(table, f)
         os.replace(path + ".tmp", path)
     return True
-
-
-def _live_mounts(sock: str) -> dict[str, str]:
-    """The mounts of the daemon on ``sock``: mount point -> VFS name."""
-    answer = rc(sock, "mount/listmounts")["mountPoints"]
-    return {m["MountPoint"]: m["Fs"] for m in answer}
 
 
 def _registry(d: str) -> dict[str, dict[str, Any]]:
