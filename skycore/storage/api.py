@@ -45,6 +45,11 @@ PROGRESS_MIN_FILES = 200
 UPLOAD_WORKERS = 8
 
 
+UNIMPLEMENTED_STATUSES = (405, 501)
+"""HTTP statuses that say the server does not implement a request (Method Not Allowed,
+Not Implemented), which no change of configuration can fix."""
+
+
 @dataclass(frozen=True)
 class AccessInfo:
     """What the user's credentials (or anonymous access) may do with a bucket."""
@@ -220,15 +225,31 @@ class AbstractStore(ABC):
         """What a failure message quotes of the SDK's exception ``e`` (default: ``str(e)``)."""
         return str(e)
 
+    @classmethod
+    def error_status(cls, e: Exception) -> int | None:
+        """The HTTP status of the answer behind the SDK's exception ``e``, if it has one
+        (default: None, which gives the config hint)."""
+        return None
+
     def fail(self, action: str, e: Exception) -> StorageError:
         """The StorageError for an SDK call that failed: ``Could not <action> <url>: ...``,
-        naming the config section and the endpoint to check."""
+        with what the answer means: a request the server does not implement (HTTP 405 or
+        501), or else the config section and the endpoint to check."""
         endpoint = self.endpoint_label or f"{self.store_name} endpoint"
-        return StorageError(
-            f"Could not {action} {self.url}: {self.error_text(e)}. Check the "
-            f"{self.config_section} section of the skycore config and that the {endpoint} is "
-            "reachable."
-        )
+        detail = self.error_text(e).rstrip(". ")
+        status = self.error_status(e)
+        if status in UNIMPLEMENTED_STATUSES:
+            hint = (
+                f"HTTP {status} means the server at the {endpoint} does not implement this "
+                "request: the server, not your configuration, is the cause. Use a server (or a "
+                f"service) that implements it, or report it to the server's maintainers."
+            )
+        else:
+            hint = (
+                f"Check the {self.config_section} section of the skycore config and that the "
+                f"{endpoint} is reachable."
+            )
+        return StorageError(f"Could not {action} {self.url}: {detail}. {hint}")
 
     def not_yours(self, action: str) -> StorageAccessError:
         """``You may not <action> <url>: it belongs to another account.``"""

@@ -131,6 +131,11 @@ class AzureBlobStore(AbstractStore):
     def error_text(cls, e: Exception) -> str:
         return str(e).splitlines()[0] if str(e) else type(e).__name__
 
+    @classmethod
+    def error_status(cls, e: Exception) -> int | None:
+        status = getattr(e, "status_code", None)
+        return status if isinstance(status, int) else None
+
     def exists(self) -> bool:
         return self.access().exists
 

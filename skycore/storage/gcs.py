@@ -123,6 +123,11 @@ class GcsStore(AbstractStore):
     def error_text(cls, e: Exception) -> str:
         return str(getattr(e, "message", e))
 
+    @classmethod
+    def error_status(cls, e: Exception) -> int | None:
+        code = getattr(e, "code", None) if isinstance(e, gexc.GoogleAPICallError) else None
+        return code if isinstance(code, int) else None
+
     def exists(self) -> bool:
         try:
             self.client.bucket(self.name).reload()

@@ -80,6 +80,10 @@ class S3Store(AbstractStore):
     section: AwsConfig
 
     @classmethod
+    def error_status(cls, e: Exception) -> int | None:
+        return (_status(e) or None) if isinstance(e, ClientError) else None
+
+    @classmethod
     def name_problem(cls, name: str) -> str | None:
         return s3_name_problem(name)
 

@@ -287,3 +287,24 @@ def test_anonymous_read_of_public_bucket(
         private = Storage.from_spec(name=None, source=prv_url, store=None, mode="MOUNT")
         with pytest.raises(StorageAccessError, match="private"):
             private.check(bad)
+
+
+@pytest.mark.parametrize("status", [405, 501])
+def test_a_request_the_server_does_not_implement_is_named_as_such(
+    store_emulator: RunningEmulator, store_config: SkycoreConfig, status: int
+) -> None:
+    """A 405 or 501 answer says the server does not implement the request, not that the
+    config is wrong (and the sentence has one period)."""
+    with emulator_bucket(store_emulator, "nimp") as (name, url):
+        st = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
+        fault = store_emulator.add_fault("errors", bucket=name, status=status)
+        try:
+            with pytest.raises(StorageError) as caught:
+                st.check(store_config)
+        finally:
+            store_emulator.clear_faults(fault_id=fault["id"])
+    message = str(caught.value)
+    assert f"HTTP {status} means the server at the" in message, message
+    assert "does not implement this request" in message, message
+    assert "section of the skycore config" not in message, message
+    assert ".." not in message, message
