@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skycore.errors import ConfigError as ConfigError
@@ -128,12 +129,38 @@ def load_config(path: Path | None = None) -> SkycoreConfig:
 def save_config(config: SkycoreConfig, path: Path | None = None) -> Path:
     """Write the config file atomically, readable only by its owner (it holds secrets)."""
     path = path or config_path()
+    _write_private(path, yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    return path
+
+
+def merge_config(config: SkycoreConfig, path: Path | None = None) -> Path:
+    """Write ``config``'s sections into the config file and keep every other section the
+    file has (another store's, a ``logs_dir`` set by hand): under a lock, atomically. A
+    file that is not a YAML mapping is kept beside it as ``config.yaml.invalid``."""
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.with_name(path.name + ".lock")), timeout=60):
+        kept: dict[str, Any] = {}
+        if path.exists():
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except yaml.YAMLError:
+                loaded = None
+            if isinstance(loaded, dict):
+                kept = loaded
+            elif loaded is not None or path.read_text().strip():
+                path.replace(path.with_name(path.name + ".invalid"))
+        merged = kept | config.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+        _write_private(path, yaml.safe_dump(merged))
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step; the file is 0600 from its first byte
+    (it holds secrets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    text = yaml.safe_dump(config.model_dump(mode="json", exclude_none=True))
-    # Created 0600 from the first byte: the file holds secrets.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     tmp.replace(path)
-    return path

@@ -2,7 +2,8 @@
 
 ``up`` is idempotent: every step checks first and only starts what is missing, so a second
 call returns in about a second. It writes the skycore config (endpoints, the user's
-credentials, the docker host and node image) that the core reads.
+credentials, the docker host and node image) that the core reads: the sections of the stores
+it started, merged into the file, so bringing one store up keeps every other's section.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from harness.cloud import dockerd, nodes, system
 from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
-from skycore.config import DockerConfig, SkycoreConfig, config_path, save_config
+from skycore.config import DockerConfig, SkycoreConfig, config_path, merge_config
 
 Say = Callable[[str], None]
 
@@ -111,7 +112,7 @@ def up(
             image = nodes.ensure_node_image(host, say)
         running = fleet.start_all(stores=stores)
         seed_world(running, say)
-        path = save_config(skycore_config(running, host, image))
+        path = merge_config(skycore_config(running, host, image))
         info = CloudInfo(
             docker_host=host,
             image=image,

@@ -13,6 +13,7 @@ from skycore.config import (
     DockerConfig,
     SkycoreConfig,
     load_config,
+    merge_config,
     save_config,
 )
 from skycore.storage.azure import AzureConfig
@@ -86,3 +87,32 @@ def test_r2_endpoint_comes_from_the_account_id():
     assert R2Config(account_id="abc123").endpoint_url == "https://abc123.r2.cloudflarestorage.com"
     with pytest.raises(ValueError, match="account_id"):
         R2Config()
+
+
+def test_merge_keeps_every_other_section(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    gcp = GcpConfig(api_endpoint="http://127.0.0.1:2", access_token="t")
+    save_config(SkycoreConfig(gcp=gcp, logs_dir="/my/logs"), path)
+    aws = AwsConfig(endpoint_url="http://127.0.0.1:1", access_key_id="k", secret_access_key="s")
+    merge_config(SkycoreConfig(aws=aws, docker=DockerConfig(host="unix:///d.sock")), path)
+    merged = load_config(path)
+    assert merged.section("gcp") == gcp and merged.section("aws") == aws
+    assert merged.logs_dir == "/my/logs" and merged.docker.host == "unix:///d.sock"
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_merge_replaces_the_sections_it_writes(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    old = AwsConfig(endpoint_url="http://127.0.0.1:1", access_key_id="old")
+    save_config(SkycoreConfig(aws=old), path)
+    new = AwsConfig(endpoint_url="http://127.0.0.1:9")
+    merge_config(SkycoreConfig(aws=new), path)
+    assert load_config(path).section("aws") == new
+
+
+def test_merge_keeps_a_file_it_cannot_read_beside_it(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    path.write_text("aws: [unclosed\n")
+    merge_config(SkycoreConfig(docker=DockerConfig(host="unix:///d.sock")), path)
+    assert (tmp_path / "config.yaml.invalid").read_text() == "aws: [unclosed\n"
+    assert load_config(path).docker.host == "unix:///d.sock"
