@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 from rich.console import Console
@@ -17,6 +19,7 @@ from skycore.config import ConfigError
 
 console = Console(highlight=False, width=max(Console().width, 140))
 err_console = Console(stderr=True, highlight=False)
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def _say(message: str) -> None:
@@ -28,17 +31,13 @@ def cli() -> None:
     """The local cloud for skycore: dockerd, the node image, the storage emulators."""
 
 
-@cli.command()
-@click.option(
-    "--store",
-    "stores",
-    multiple=True,
-    metavar="NAME",
-    help="Start only what this store needs (repeatable; default: every registered store).",
-)
-def up(stores: tuple[str, ...]) -> None:
-    """Start everything that is not running yet (safe to run twice): dockerd, the node
-    image and the emulators of every store, or only of the stores named with --store."""
+def _store_option(what: str) -> Callable[[F], F]:
+    return click.option("--store", "stores", multiple=True, metavar="NAME", help=what)
+
+
+def _selected(stores: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The stores named with --store (None: all); a name no package registers is a usage
+    error that lists the registered ones."""
     from harness.emulators import registry
 
     selected = tuple(dict.fromkeys(stores)) or None
@@ -52,6 +51,16 @@ def up(stores: tuple[str, ...]) -> None:
                 "package that declares the store (entry-point group 'harness.emulators').",
                 param_hint="--store",
             )
+    return selected
+
+
+@cli.command()
+@_store_option("Start only what this store needs (repeatable; default: every registered store).")
+def up(stores: tuple[str, ...]) -> None:
+    """Start everything that is not running yet (safe to run twice): dockerd, the node
+    image and the emulators of every store, or only of the stores named with --store. The
+    skycore config gets the started stores' sections; every other section is kept."""
+    selected = _selected(stores)
     started = time.monotonic()
     info = cloud.up(say=_say, stores=selected)
     console.print(
@@ -61,10 +70,21 @@ def up(stores: tuple[str, ...]) -> None:
 
 
 @cli.command()
-def down() -> None:
-    """Stop what 'harness up' started (emulators, gates, a private dockerd)."""
-    cloud.down(say=_say)
-    console.print("Local cloud is down.")
+@_store_option(
+    "Stop only this store's emulator and gate (repeatable; default: everything up started)."
+)
+def down(stores: tuple[str, ...]) -> None:
+    """Stop what 'harness up' started: the emulators and gates recorded in $HARNESS_HOME
+    and a dockerd it started (an engine it found running is left alone). With --store, only
+    those stores' emulators and gates; dockerd and the other stores keep running."""
+    selected = _selected(stores)
+    stopped = cloud.down(say=_say, stores=selected)
+    if selected is None:
+        console.print("Local cloud is down.")
+        return
+    for store in selected:
+        state = "stopped" if store in stopped else "not running (nothing to stop)"
+        console.print(f"{store}: emulator and gate {state}.")
 
 
 @cli.command()

@@ -169,12 +169,18 @@ def _demo_objects() -> dict[str, bytes]:
     return {"existing.txt": b"an object that was in this bucket before the task\n"}
 
 
-def down(say: Say = print) -> None:
-    """Stop the emulators, their gates and a dockerd we started; nothing else."""
+def down(say: Say = print, stores: tuple[str, ...] | None = None) -> list[str]:
+    """Stop what ``up`` started (the stores whose emulator this harness home recorded, their
+    gates and a dockerd it started); nothing else. With ``stores``, only their emulators and
+    gates: dockerd and every other store keep running. Returns the stores stopped."""
     with _lock():
-        fleet.stop_all()
+        if stores is not None:
+            registry.check_stores(stores)
+            return [store for store in stores if fleet.stop_one(store)]
+        stopped = fleet.stop_all()
         dockerd.stop_dockerd(say)
         (harness_home() / "cloud.json").unlink(missing_ok=True)
+        return stopped
 
 
 def status() -> list[StatusRow]:

@@ -95,3 +95,30 @@ def test_down_stops_only_what_up_started(local_cloud, tmp_path: Path, monkeypatc
     cloud.down(say=lambda _m: None)
     assert not any(Proc(p.pid, p.start_time).alive() for p in procs)
     assert all(p.alive() for p in shared)  # the shared local cloud is untouched
+
+
+def test_down_of_one_store_stops_only_its_emulator_and_gate(
+    local_cloud, tmp_path: Path, monkeypatch
+) -> None:
+    """``harness down --store s3`` in a harness home that runs s3 and gcs stops s3's
+    emulator and gate; gcs, the shared local cloud and the engine keep running."""
+    shared = [p for e in emulators.start_all().values() for p in e.procs]
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "harness"))
+    monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "skycore"))
+    cloud.up(say=lambda _m: None, stores=("s3", "gcs"), with_docker=False)
+    s3, gcs = (emulators.get(store).procs for store in ("s3", "gcs"))
+    harness = [sys.executable, "-m", "harness.cli"]
+    down = subprocess.run(
+        [*harness, "down", "--store", "s3"], capture_output=True, text=True, timeout=120
+    )
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "s3: emulator and gate stopped." in down.stdout, down.stdout
+    assert not any(Proc(p.pid, p.start_time).alive() for p in s3)
+    assert all(p.alive() for p in gcs)
+    again = subprocess.run(
+        [*harness, "down", "--store", "s3"], capture_output=True, text=True, timeout=120
+    )
+    assert "s3: emulator and gate not running (nothing to stop)." in again.stdout, again.stdout
+    cloud.down(say=lambda _m: None)
+    assert not any(Proc(p.pid, p.start_time).alive() for p in gcs)
+    assert all(p.alive() for p in shared)  # the shared local cloud is untouched
