@@ -14,6 +14,8 @@ from rich.table import Table
 from harness.cloud import cloud
 from harness.cloud.chaos import fault_command, preempt_command
 from harness.conformance.commands import conform_command, target_command
+from harness.emulators.records import EmulatorError
+from harness.emulators.registry import EmulatorLoadError, UnknownEmulatorError
 from harness.errors import CloudError
 from skycore.config import ConfigError
 
@@ -121,7 +123,7 @@ def main() -> None:
     """Entry point: run the CLI, turning known failures into one clear line."""
     try:
         cli(standalone_mode=False)
-    except (CloudError, ConfigError) as e:
+    except (CloudError, ConfigError, EmulatorError, EmulatorLoadError, UnknownEmulatorError) as e:
         err_console.print(f"[red]Error:[/red] {e}")
         sys.exit(1)
     except click.exceptions.Abort:

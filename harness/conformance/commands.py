@@ -3,6 +3,7 @@ target file) and ``harness target`` (write a target file for the local cloud's g
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 import subprocess
@@ -32,6 +33,24 @@ def _confirm(text: str, yes: bool) -> None:
         )
     if not click.confirm("Run it?", default=False, err=True):
         raise click.exceptions.Abort()
+
+
+TEST_DEPENDENCIES = {"pytest": "pytest", "xdist": "pytest-xdist"}
+"""Modules the suite runs on (import name -> distribution), installed by the harness extra."""
+
+
+def require_test_dependencies(workers: int) -> None:
+    """A UsageError naming the harness extra when pytest (or, with workers, pytest-xdist)
+    is not installed where ``harness conform`` runs."""
+    wanted = {m: d for m, d in TEST_DEPENDENCIES.items() if m != "xdist" or workers > 0}
+    missing = [dist for module, dist in wanted.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise click.UsageError(
+            f"harness conform runs the suite with pytest, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed in this environment "
+            f"({sys.executable}). Install skycore with its harness extra: "
+            "pip install 'skycore[harness]' (or the extra of the package you installed it from)."
+        )
 
 
 def _pytest_argv(
@@ -103,6 +122,7 @@ def conform_command(
 ) -> None:
     """Run the conformance suite (mount matrix, comp_test, stop/start, upload order,
     multinode) from any directory. Arguments after the options go to pytest."""
+    require_test_dependencies(workers)
     target: Target | None = None if target_path == "local" else load_target(target_path)
     if sweep:
         if target is None:
