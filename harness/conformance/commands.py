@@ -71,7 +71,7 @@ def _pytest_argv(
 
 def _run(argv: list[str]) -> int:
     """Run pytest; on Ctrl-C let it tear down (it got the signal too) and return."""
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv, env={**os.environ, plan.PLAN_SHOWN_ENV: "1"})
     try:
         return proc.wait()
     except KeyboardInterrupt:

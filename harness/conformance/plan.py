@@ -57,3 +57,8 @@ def describe(stores: list[str], target_label: str) -> str:
             f"{c.mib_up:>5.0f} MiB up {c.mib_down:>3.0f} MiB down  ({c.what})"
         )
     return "\n".join(lines)
+
+
+PLAN_SHOWN_ENV = "HARNESS_CONFORM_PLAN_SHOWN"
+"""Set by ``harness conform`` for the pytest it runs: the plan was printed (and agreed to), so
+the report header does not print it again."""

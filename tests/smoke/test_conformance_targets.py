@@ -147,6 +147,7 @@ def test_conform_against_a_target_file(
     assert re.search(r"\b1 xfailed\b", final), output[-3000:]  # parallel transfers caught
     assert not re.search(r"\d+ (failed|errors?|xpassed)\b", final), output[-3000:]
     assert "upload order, observed by polling the bucket" in output
+    assert output.count("The conformance suite will run on") == 1, "the plan is shown once"
     assert "a listing every" in output
 
     # No admin request reached the gate during the run.
