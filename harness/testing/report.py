@@ -221,6 +221,14 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
             md.append(f"| {kind} | " + " | ".join(mds) + " |")
         page.append("</table>")
         md.append("")
+    # What a store team came for first: the grid (above), the upload order, the faults;
+    # every other test comes after.
+    if png:
+        page.append(f"<h2>Upload order</h2><img id='timeline' src='{png.name}' width='800'>")
+        md += ["## Upload order", "", f"![upload order timeline]({png.name})", ""]
+    fault_page, fault_md = _fault_section(data, html_path)
+    page += fault_page
+    md += fault_md
     if data.others:
         page.append("<h2>Other smoke tests</h2><table><tr><th>test</th><th>result</th>"
                     "<th>seconds</th></tr>")  # fmt: skip
@@ -233,12 +241,6 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
             md.append(f"| {test_id} | {outcome} | {seconds:.1f} |")
         page.append("</table>")
         md.append("")
-    fault_page, fault_md = _fault_section(data, html_path)
-    page += fault_page
-    md += fault_md
-    if png:
-        page.append(f"<h2>Upload order</h2><img id='timeline' src='{png.name}' width='800'>")
-        md += ["## Upload order", "", f"![upload order timeline]({png.name})", ""]
     page.append("</body></html>")
     html_path.write_text("\n".join(page))
     md_path = html_path.with_suffix(".md")

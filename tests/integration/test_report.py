@@ -106,3 +106,14 @@ def test_faults_section_per_store_with_shaded_spans(tmp_path: Path):
     bare = FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [], uploads)
     without = plot_fault_timelines([bare], tmp_path / "b.png")
     assert with_span and without and with_span.read_bytes() != without.read_bytes()
+
+
+def test_the_page_opens_with_the_grid_and_the_upload_order(tmp_path: Path):
+    """A store team comes for the store x mode x bucket-kind grid and the order timeline:
+    both come before the list of other tests, on the page and in its markdown twin."""
+    page, md = render(sample(), tmp_path / "report.html")
+    for text, grid, order, others in (
+        (page.read_text(), "id='matrix-aws'", "id='timeline'", "Other smoke tests"),
+        (md.read_text(), "## aws", "## Upload order", "## Other smoke tests"),
+    ):
+        assert text.index(grid) < text.index(order) < text.index(others), text
