@@ -43,6 +43,8 @@ def up(stores: tuple[str, ...]) -> None:
 
     selected = tuple(dict.fromkeys(stores)) or None
     if selected is not None:
+        for store in selected:
+            registry.check_loaded(store)
         known = registry.store_names()
         unknown = [s for s in selected if s not in known]
         if unknown:
