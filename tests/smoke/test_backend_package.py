@@ -1,4 +1,4 @@
-"""Issue 20, "Done when" #1: an outside storage backend is validated where it lives.
+"""An outside storage backend is validated where it lives.
 
 In a fresh venv outside the repository, skycore is installed from a built wheel (never
 editable), a backend package is copied out of tests/fixtures and installed from the copy,
@@ -6,8 +6,10 @@ and ``harness conform --store NAME -n 2`` runs the conformance suite from a fold
 not the checkout: the mount matrix, comp_test, stop/start, upload order and multinode.
 
 The packages: tests/fixtures/backend_pkg (``wasabi``: moto behind its own gate; every
-module must pass) and tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server not
-written here; tests may skip with their reasons, none may fail).
+module must pass), tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server not
+written here; tests may skip with their reasons, none may fail) and tests/fixtures/linode_pkg
+(``linode``: moto again, written against the old import paths; every module passes and each
+old name warns exactly once in the run's output, naming its new path).
 
 The venv downloads nothing: it sees the dev venv's third-party packages through a folder of
 symlinks on a plain-path ``.pth`` line, with skycore's own entries (its editable finder,
@@ -35,6 +37,7 @@ from harness.conformance import MODULES
 from harness.paths import harness_home
 from harness.testing import access
 from harness.testing.plugin import explicit_store_selection
+from skycore.deprecation import SHOWN_ENV
 from tests.integration.test_package_data import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +58,8 @@ class Package:
     strict: bool
     """Every module passes with nothing skipped (else: skips with their reasons are fine,
     failures and errors never)."""
+    deprecated: tuple[str, ...] = ()
+    """The old import paths the package uses: each warns once per run, none else warns."""
 
 
 def _store_of(folder: str, default: str) -> str:
@@ -66,10 +71,23 @@ def _store_of(folder: str, default: str) -> str:
     return next(iter(points["skycore.stores"]))
 
 
+LINODE_OLD = (
+    "harness.emulators.s3_protocol.S3GateProtocol",
+    "harness.gate_protocol.GateProtocol",
+    "harness.nodes.rclone_binary",
+    "harness.procs.LOOPBACK",
+)
+"""The moved names tests/fixtures/linode_pkg imports (all public: harness.plugin_api)."""
+DEPRECATION = re.compile(r"PluginAPIDeprecationWarning: (\S+) is deprecated: import \w+ from (\S+)")
+
+
 def _params() -> list[object]:
     rclone = FIXTURES / "rclone_s3_pkg"
     return [
         pytest.param(Package("backend_pkg", "wasabi", strict=True), id="wasabi"),
+        pytest.param(
+            Package("linode_pkg", "linode", strict=True, deprecated=LINODE_OLD), id="linode"
+        ),
         pytest.param(
             Package("rclone_s3_pkg", _store_of("rclone_s3_pkg", "rclones3"), strict=False),
             id="rclone-serve-s3",
@@ -101,11 +119,12 @@ class Venv:
 
     def env(self) -> dict[str, str]:
         """The session's harness home, a fresh skycore home, no PYTHONPATH, no checkout on
-        PATH, no pytest worker variables."""
+        PATH, no pytest worker variables, no deprecation already shown."""
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("PYTEST_")
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", SHOWN_ENV)
+            and not k.startswith("PYTEST_")
         }
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not _inside(Path(p))]
         env["PATH"] = os.pathsep.join([str(self.bin), *path])
@@ -289,6 +308,9 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
             if match.group(2) == "test_mount_matrix" and match.group(1) == "PASSED":
                 assert f"[{venv.package.store}-" in line, line  # the case ran on the package
                 matrix += 1
+    warned = DEPRECATION.findall(r.stdout + r.stderr)
+    assert sorted(old for old, _ in warned) == sorted(venv.package.deprecated), warned
+    assert all(new == "harness.plugin_api" for _, new in warned), warned
     bad = {m: o for m, o in outcomes.items() if o & {"FAILED", "ERROR", "XPASS"}}
     assert not bad, tail
     assert all(m in outcomes for m in MODULES), outcomes  # each module ran (or skipped)
