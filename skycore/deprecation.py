@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -28,8 +29,18 @@ class PluginAPIDeprecationWarning(DeprecationWarning):
 
 
 def show_deprecations() -> None:
-    """Show PluginAPIDeprecationWarning (each old name warns once: see :func:`moved`)."""
-    warnings.filterwarnings("default", category=PluginAPIDeprecationWarning)
+    """Show PluginAPIDeprecationWarning (each old name warns once: see :func:`moved`) where
+    only Python's default filters would hide it: never against ``-W``/``$PYTHONWARNINGS``
+    or a filter someone installed for it (pytest's, a test's mark)."""
+    if sys.warnoptions:
+        return
+    for action, message, category, module, _ in warnings.filters:
+        if message is not None or module is not None:
+            continue  # it applies to some warnings only
+        if issubclass(PluginAPIDeprecationWarning, category):
+            if action == "ignore" and category is not PluginAPIDeprecationWarning:
+                warnings.filterwarnings("default", category=PluginAPIDeprecationWarning)
+            return
 
 
 def _shown() -> set[str]:

@@ -50,9 +50,16 @@ def store_names() -> list[str]:
     return list(store_classes())
 
 
+def load_problem(name: str) -> str | None:
+    """Why the store registered as ``name`` failed to load (one paragraph), or None."""
+    return _STORES.broken().get(name.lower() if isinstance(name, str) else name)
+
+
 def check_loaded(name: str) -> None:
     """Raise StoreLoadError if the store registered as ``name`` failed to load."""
-    _STORES.check(name.lower() if isinstance(name, str) else name)
+    problem = load_problem(name)
+    if problem is not None:
+        raise StoreLoadError(problem)
 
 
 def reset() -> None:
