@@ -87,6 +87,7 @@ class PluginGroup(Generic[T]):
         classes[self._name_of(cls)] = cls
         with self._lock:
             self._cache = dict(sorted(classes.items()))
+            self._broken.pop(self._name_of(cls), None)
 
     def broken(self) -> dict[str, str]:
         """The names whose plug-in failed to load, each with its one-paragraph error."""

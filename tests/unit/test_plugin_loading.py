@@ -174,13 +174,16 @@ def _cli(site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_harness_up_for_the_broken_store_is_one_paragraph(site: Path) -> None:
+def test_harness_up_and_conform_for_the_broken_store_are_one_paragraph(site: Path) -> None:
     r = _cli(site, "-m", "harness.cli", "up", "--store", "linode")
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     (error,) = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
     assert "The emulator 'linode'" in error and IMPORT_ERROR in error, r.stderr
     assert len(warning_lines(r.stderr)) == 1, r.stderr  # and the warning line once
+    r = _cli(site, "-m", "harness.cli", "conform", "--store", "linode", "-y")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "Error: The emulator 'linode' (entry point" in r.stderr and IMPORT_ERROR in r.stderr
 
 
 def test_a_process_loading_the_plugins_shows_each_warning_once(site: Path) -> None:
