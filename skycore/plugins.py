@@ -39,7 +39,7 @@ def warn_broken(ep: EntryPoint, kind: str, problem: str) -> None:
             return
         _warned.add(key)
     sys.stderr.write(
-        f"warning: skipping the {kind} '{ep.name}' of package {key[0]} ({ep.value}): "
+        f"warning: skipping store '{ep.name}' of package {key[0]} (its {kind}, {ep.value}): "
         f"{problem} Every other store works; fix or uninstall that package.\n"
     )
 

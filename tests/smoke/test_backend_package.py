@@ -10,6 +10,9 @@ module must pass), tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server n
 written here; tests may skip with their reasons, none may fail) and tests/fixtures/linode_pkg
 (``linode``: moto again, written against the old import paths; every module passes and each
 old name warns exactly once in the run's output, naming its new path).
+Beside each one a broken store package is installed (``brokenstore``: its module imports a
+path that never existed): the run must go on with its warning line, and asking for that
+store is one paragraph naming the failure and the fix.
 
 The venv downloads nothing: it sees the dev venv's third-party packages through a folder of
 symlinks on a plain-path ``.pth`` line, with skycore's own entries (its editable finder,
@@ -79,6 +82,38 @@ LINODE_OLD = (
 )
 """The moved names tests/fixtures/linode_pkg imports (all public: harness.plugin_api)."""
 DEPRECATION = re.compile(r"PluginAPIDeprecationWarning: (\S+) is deprecated: import \w+ from (\S+)")
+
+
+BROKEN_STORE = "brokenstore"
+BROKEN_ERROR = "No module named 'harness.no_such_module'"
+BROKEN_WARNING = f"warning: skipping store '{BROKEN_STORE}' of package skycore-{BROKEN_STORE}"
+BROKEN_PYPROJECT = f"""
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "skycore-{BROKEN_STORE}"
+version = "0.1.0"
+
+[project.entry-points."skycore.stores"]
+{BROKEN_STORE} = "skycore_{BROKEN_STORE}:S3Store"
+
+[project.entry-points."harness.emulators"]
+{BROKEN_STORE} = "skycore_{BROKEN_STORE}:S3Emulator"
+
+[tool.setuptools]
+packages = ["skycore_{BROKEN_STORE}"]
+"""
+
+
+def broken_package(dest: Path) -> Path:
+    """A store package (both entry points) whose module fails to import."""
+    module = dest / f"skycore_{BROKEN_STORE}"
+    module.mkdir(parents=True)
+    (module / "__init__.py").write_text("from harness.no_such_module import S3Emulator, S3Store\n")
+    (dest / "pyproject.toml").write_text(BROKEN_PYPROJECT)
+    return dest
 
 
 def _params() -> list[object]:
@@ -223,8 +258,8 @@ def make_venv(root: Path, wheel: Path) -> Path:
 def venv(
     request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Venv]:
-    """The fresh venv with the package copied out of the checkout and installed; the
-    package's emulator is stopped before and after."""
+    """The fresh venv with the package copied out of the checkout and installed, and the
+    broken package beside it; the package's emulator is stopped before and after."""
     package: Package = request.param
     root = tmp_path_factory.mktemp(f"fresh-{package.store}")
     make_venv(root, wheel)
@@ -235,9 +270,10 @@ def venv(
         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
     )
     v = Venv(root, package)
+    broken = broken_package(root / "broken_pkg")
     r = v.run(
         ["python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", str(copy)]
+         "--no-index", str(copy), str(broken)]
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     # An emulator of the store left running (by another venv) would be reused: stop it, so
@@ -308,6 +344,10 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
             if match.group(2) == "test_mount_matrix" and match.group(1) == "PASSED":
                 assert f"[{venv.package.store}-" in line, line  # the case ran on the package
                 matrix += 1
+    skipped_packages = [x for x in r.stderr.splitlines() if x.startswith("warning: skipping")]
+    assert skipped_packages, r.stderr[-3000:]  # the broken package, once per process
+    assert all(line.startswith(BROKEN_WARNING) for line in skipped_packages), skipped_packages
+    assert all(BROKEN_ERROR in line for line in skipped_packages), skipped_packages
     warned = DEPRECATION.findall(r.stdout + r.stderr)
     assert sorted(old for old, _ in warned) == sorted(venv.package.deprecated), warned
     assert all(new == "harness.plugin_api" for _, new in warned), warned
@@ -319,3 +359,13 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
         assert matrix == 12, tail  # 3 modes x 4 bucket kinds
         skipped = [line for line in r.stdout.splitlines() if line.startswith("SKIPPED")]
         assert not skipped, "\n".join(skipped)
+
+
+def test_the_broken_package_stops_only_its_own_store(venv: Venv) -> None:
+    stores = venv.python("from skycore.storage import store_names; print(store_names())")
+    assert venv.package.store in stores and BROKEN_STORE not in stores
+    r = venv.run(["harness", "conform", "--store", BROKEN_STORE, "-y"])
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    error = " ".join(r.stderr.split("Error: ", 1)[-1].split())  # rich wraps the paragraph
+    assert error.startswith(f"The emulator '{BROKEN_STORE}' (entry point"), r.stderr
+    assert BROKEN_ERROR in error and "Fix or uninstall the package" in error, r.stderr
