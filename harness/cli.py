@@ -44,6 +44,8 @@ def _selected(stores: tuple[str, ...]) -> tuple[str, ...] | None:
 
     selected = tuple(dict.fromkeys(stores)) or None
     if selected is not None:
+        for store in selected:
+            registry.check_loaded(store)
         known = registry.store_names()
         unknown = [s for s in selected if s not in known]
         if unknown:

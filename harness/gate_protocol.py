@@ -1,13 +1,20 @@
-"""Deprecated path: the gate protocol contract is harness.gate.protocol."""
+"""Deprecated path: the gate protocol contract is harness.gate.protocol (the public names
+are in harness.plugin_api); each old name still resolves, with a warning."""
 
-import warnings
+from typing import Any
 
-from harness.gate.protocol import Exchange, GateProtocol, UpstreamResponse
+from skycore.deprecation import moved
 
-__all__ = ["Exchange", "GateProtocol", "UpstreamResponse"]
+DEPRECATED = {
+    "Exchange": "harness.plugin_api",
+    "GateProtocol": "harness.plugin_api",
+    "Success": "harness.plugin_api",
+    "UpstreamResponse": "harness.plugin_api",
+    "Answer": "harness.gate.protocol",
+    "Corrupted": "harness.gate.protocol",
+}
+"""The names this old path still resolves: name -> the module to import it from now."""
 
-warnings.warn(
-    "harness.gate_protocol is deprecated; import from harness.gate.protocol",
-    DeprecationWarning,
-    stacklevel=2,
-)
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, DEPRECATED, name)

@@ -1,35 +1,24 @@
-"""Deprecated path: the gate's access rules are harness.gate.rules."""
+"""Deprecated path: the gate's access rules are harness.gate.rules (the public names are in
+harness.plugin_api); each old name still resolves, with a warning."""
 
-import warnings
+from typing import Any
 
-from harness.gate.rules import (
-    ALLOW,
-    ANONYMOUS,
-    INVALID,
-    Access,
-    Bucket,
-    Kind,
-    Verdict,
-    decide,
-    header,
-    split_path,
-)
+from skycore.deprecation import moved
 
-__all__ = [
-    "ALLOW",
-    "ANONYMOUS",
-    "INVALID",
-    "Access",
-    "Bucket",
-    "Kind",
-    "Verdict",
-    "decide",
-    "header",
-    "split_path",
-]
+DEPRECATED = {
+    "Access": "harness.plugin_api",
+    "Kind": "harness.plugin_api",
+    "Verdict": "harness.plugin_api",
+    "decide": "harness.plugin_api",
+    "ALLOW": "harness.gate.rules",
+    "ANONYMOUS": "harness.gate.rules",
+    "INVALID": "harness.gate.rules",
+    "Bucket": "harness.gate.rules",
+    "header": "harness.gate.rules",
+    "split_path": "harness.gate.rules",
+}
+"""The names this old path still resolves: name -> the module to import it from now."""
 
-warnings.warn(
-    "harness.gate_rules is deprecated; import from harness.gate.rules",
-    DeprecationWarning,
-    stacklevel=2,
-)
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, DEPRECATED, name)

@@ -44,11 +44,13 @@ class SkycoreConfig(BaseModel):
 
     @model_validator(mode="after")
     def _store_sections(self) -> SkycoreConfig:
-        from skycore.storage.registry import config_sections, section_model
+        from skycore.storage.registry import broken_store_names, config_sections, section_model
 
         extra = self.__pydantic_extra__ or {}
         for key, value in list(extra.items()):
             store = section_model(key)
+            if store is None and key in broken_store_names():
+                continue  # the store's package failed to load (it was warned about)
             if store is None:
                 known = ", ".join(["docker", "logs_dir", *config_sections()])
                 raise ValueError(

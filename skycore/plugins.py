@@ -2,16 +2,46 @@
 
 skycore's stores (group ``skycore.stores``) and harness's emulators (``harness.emulators``)
 are both registered this way; each registry says what a plug-in must be and how to name it.
+
+A plug-in that fails to load (its import raises, or it breaks the contract) stops only its
+own name: the others load, one warning line on stderr (once per process and package) names
+it and its error, and asking for that name raises the group's error with the same cause.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
+from skycore.deprecation import show_deprecations
+
 T = TypeVar("T")
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _package(ep: EntryPoint) -> str:
+    """The distribution that declares ``ep`` (its module's top package when unknown)."""
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else ep.value.split(":")[0].split(".")[0]
+
+
+def warn_broken(ep: EntryPoint, kind: str, problem: str) -> None:
+    """One stderr line, once per process for a package's ``ep.name``, naming the package,
+    the entry point and its problem."""
+    key = (_package(ep), ep.name)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    sys.stderr.write(
+        f"warning: skipping store '{ep.name}' of package {key[0]} (its {kind}, {ep.value}): "
+        f"{problem} Every other store works; fix or uninstall that package.\n"
+    )
 
 
 class PluginGroup(Generic[T]):
@@ -41,6 +71,7 @@ class PluginGroup(Generic[T]):
         self._required = required
         self._lock = threading.Lock()
         self._cache: dict[str, type[T]] | None = None
+        self._broken: dict[str, str] = {}
 
     def classes(self) -> dict[str, type[T]]:
         """Every registered class by name, sorted (loaded on first use)."""
@@ -56,40 +87,65 @@ class PluginGroup(Generic[T]):
         classes[self._name_of(cls)] = cls
         with self._lock:
             self._cache = dict(sorted(classes.items()))
+            self._broken.pop(self._name_of(cls), None)
+
+    def broken(self) -> dict[str, str]:
+        """The names whose plug-in failed to load, each with its one-paragraph error."""
+        self.classes()
+        with self._lock:
+            return dict(self._broken)
+
+    def check(self, name: str) -> None:
+        """Raise the group's error if the plug-in registered as ``name`` failed to load."""
+        problem = self.broken().get(name)
+        if problem is not None:
+            raise self._error(problem)
 
     def reset(self) -> None:
         """Forget what was loaded (after installing a package at run time)."""
         with self._lock:
             self._cache = None
+            self._broken = {}
+
+    def _problem(self, ep: EntryPoint, cls: object, found: dict[str, type[T]]) -> str | None:
+        """Why ``cls``, loaded from ``ep``, cannot be the plug-in ``ep.name`` (None: it can)."""
+        base = self._base()
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            return f"it is not a {base.__name__} subclass (docs/backends.md has the contract)."
+        if self._name_of(cls) != ep.name:
+            return (
+                f"it loads a {self.kind} named '{self._name_of(cls)}'; the entry point's name "
+                f"must be the {self.kind}'s name."
+            )
+        if found.get(ep.name, cls) is not cls:
+            return (
+                f"another {self.kind} is registered as '{ep.name}' too "
+                f"({found[ep.name].__module__}); uninstall one of them."
+            )
+        return None
 
     def _load(self) -> dict[str, type[T]]:
-        base = self._base()
+        show_deprecations()
         found: dict[str, type[T]] = {}
         for ep in entry_points(group=self.group):
-            where = f"entry point '{ep.name}' of group {self.group} ({ep.value})"
             try:
                 cls = ep.load()
             except Exception as e:
-                raise self._error(
-                    f"The {self.kind} '{ep.name}' ({ep.value}) failed to import: {e}. Fix or "
-                    "uninstall the package that registers it."
-                ) from None
-            if not (isinstance(cls, type) and issubclass(cls, base)):
-                raise self._error(
-                    f"The {where} is not a {base.__name__} subclass. Fix or uninstall the "
-                    "package that registers it; docs/backends.md has the contract."
+                problem: str | None = f"it failed to import: {e}."
+            else:
+                problem = self._problem(ep, cls, found)
+            if problem is not None:
+                found.pop(ep.name, None)
+                warn_broken(ep, self.kind, problem)
+                self._broken[ep.name] = (
+                    f"The {self.kind} '{ep.name}' (entry point {ep.value} of group "
+                    f"{self.group}, package {_package(ep)}) cannot be used: {problem} Fix or "
+                    "uninstall the package that registers it; docs/backends.md has the "
+                    "contract and the public API."
                 )
-            if self._name_of(cls) != ep.name:
-                raise self._error(
-                    f"The {where} loads a {self.kind} named '{self._name_of(cls)}'; the entry "
-                    f"point's name must be the {self.kind}'s name."
-                )
-            if found.get(ep.name, cls) is not cls:
-                raise self._error(
-                    f"Two {self.kind}s are registered as '{ep.name}': "
-                    f"{found[ep.name].__module__} and {ep.value}. Uninstall one of them."
-                )
-            found[ep.name] = cls
+                continue
+            if ep.name not in self._broken:
+                found[ep.name] = cls
         if self._required and not found:
             raise self._error(
                 f"No {self.kind} is registered (entry-point group {self.group}). Install "

@@ -28,7 +28,7 @@ from pydantic import (
 
 from skycore.errors import TaskError as TaskError
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
-from skycore.storage.registry import clouds, store_for_cloud, store_names
+from skycore.storage.registry import clouds, load_problem, store_for_cloud, store_names
 from skycore.storage.storage import Storage
 from skycore.user_paths import (
     UserPathError,
@@ -56,6 +56,9 @@ def _known_cloud(v: str | None) -> str | None:
 
 def _known_store(v: str | None) -> str | None:
     if v is not None and v not in store_names():
+        problem = load_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
         raise ValueError(
             f"'{v}' is not a registered store; registered stores: {', '.join(store_names())} "
             "(a store comes from an installed store package)"

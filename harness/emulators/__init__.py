@@ -11,8 +11,12 @@
 
 import importlib
 import importlib.util
-import warnings
 from typing import Any
+
+from skycore.deprecation import moved
+
+FLEET = "harness.emulators.fleet"
+"""Where the fleet's names (``fleet.__all__``), once importable from this package, are now."""
 
 
 def __getattr__(name: str) -> Any:
@@ -22,12 +26,6 @@ def __getattr__(name: str) -> Any:
     # them up must never import the fleet (which imports them).
     if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
         raise missing
-    fleet = importlib.import_module("harness.emulators.fleet")
-    if name not in fleet.__all__:
+    if name not in importlib.import_module(FLEET).__all__:
         raise missing
-    warnings.warn(
-        f"harness.emulators.{name} is deprecated; import it from harness.emulators.fleet",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(fleet, name)
+    return moved(__name__, {name: FLEET}, name)

@@ -7,12 +7,16 @@ checkout needs ``pip install -e .``). A store package declares::
 
     [project.entry-points."harness.emulators"]
     mystore = "my_package.emulator:MyEmulator"
+
+An emulator whose package fails to load is left out (one warning line); asking for its store
+raises EmulatorLoadError with the cause and the fix.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.errors import CloudError
 from skycore.plugins import PluginGroup
 
 if TYPE_CHECKING:
@@ -25,8 +29,9 @@ class UnknownEmulatorError(ValueError):
     """A store that no registered emulator serves."""
 
 
-class EmulatorLoadError(RuntimeError):
-    """A registered emulator could not be imported or does not follow the contract."""
+class EmulatorLoadError(CloudError, RuntimeError):
+    """A registered emulator could not be imported or does not follow the contract (a
+    CloudError, so the CLI shows its one paragraph)."""
 
 
 def _base() -> type[RunningEmulator]:
@@ -56,10 +61,16 @@ def get_emulator_class(store: str) -> type[RunningEmulator]:
     try:
         return classes[store]
     except KeyError:
+        check_loaded(store)
         raise UnknownEmulatorError(
             f"Unknown store '{store}': no emulator is registered for it. Registered stores: "
             f"{', '.join(classes) or 'none'} (entry-point group '{GROUP}')."
         ) from None
+
+
+def check_loaded(store: str) -> None:
+    """Raise EmulatorLoadError if the emulator registered for ``store`` failed to load."""
+    _EMULATORS.check(store)
 
 
 def check_stores(stores: tuple[str, ...] | list[str]) -> None:

@@ -1,6 +1,16 @@
-"""Moved to harness.emulators.s3_gate.protocol (the S3 gate is a package now); this module
-keeps the old import path of the S3 gate protocol working for store packages."""
+"""Deprecated path: the S3 gate protocol is harness.emulators.s3_gate.protocol (the S3GateProtocol
+class is in harness.plugin_api); each old name still resolves, with a warning."""
 
-from harness.emulators.s3_gate.protocol import S3GateProtocol, classify_s3
+from typing import Any
 
-__all__ = ["S3GateProtocol", "classify_s3"]
+from skycore.deprecation import moved
+
+DEPRECATED = {
+    "S3GateProtocol": "harness.plugin_api",
+    "classify_s3": "harness.emulators.s3_gate.protocol",
+}
+"""The names this old path still resolves: name -> the module to import it from now."""
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, DEPRECATED, name)

@@ -7,6 +7,9 @@ nothing here names a store. A package that adds a store declares::
     mystore = "my_package.store:MyStore"
 
 and ``skycore`` (task schema, config schema, URL parsing, planning, mounting) picks it up.
+A store whose package fails to load is left out (one warning line); naming it (``store:``,
+its URL scheme) raises StoreLoadError with the cause and the fix, and its config.yaml
+section is kept unchecked.
 """
 
 from __future__ import annotations
@@ -47,6 +50,23 @@ def store_names() -> list[str]:
     return list(store_classes())
 
 
+def load_problem(name: str) -> str | None:
+    """Why the store registered as ``name`` failed to load (one paragraph), or None."""
+    return _STORES.broken().get(name.lower() if isinstance(name, str) else name)
+
+
+def check_loaded(name: str) -> None:
+    """Raise StoreLoadError if the store registered as ``name`` failed to load."""
+    problem = load_problem(name)
+    if problem is not None:
+        raise StoreLoadError(problem)
+
+
+def reset() -> None:
+    """Forget the loaded registry (after installing a store package at run time)."""
+    _STORES.reset()
+
+
 def _known() -> str:
     return ", ".join(store_names())
 
@@ -57,6 +77,10 @@ def get_store_class(name: str, field: str = "store") -> type[AbstractStore]:
     classes = store_classes()
     cls = classes.get(name.lower() if isinstance(name, str) else name)
     if cls is None:
+        try:
+            check_loaded(name)
+        except StoreLoadError as e:
+            raise StoreLoadError(f"{field}: {e}") from None
         raise UnknownStoreError(
             f"{field}: unknown store '{name}'. Registered stores: {_known()}. Use one of them, "
             "or install the package that provides the store."
@@ -65,10 +89,12 @@ def get_store_class(name: str, field: str = "store") -> type[AbstractStore]:
 
 
 def store_for_scheme(scheme: str) -> type[AbstractStore] | None:
-    """The store whose URL scheme is ``scheme`` (None when no store has it)."""
+    """The store whose URL scheme is ``scheme`` (None when no store has it; StoreLoadError
+    when it is the name, so the default scheme, of a store that failed to load)."""
     for cls in store_classes().values():
         if scheme.lower() in cls.schemes:
             return cls
+    check_loaded(scheme)
     return None
 
 
@@ -98,6 +124,11 @@ def section_model(section: str) -> type[AbstractStore] | None:
         if cls.config_section == section:
             return cls
     return None
+
+
+def broken_store_names() -> list[str]:
+    """The names of the registered stores that failed to load (each warned about once)."""
+    return list(_STORES.broken())
 
 
 def config_sections() -> list[str]:

@@ -1,4 +1,4 @@
-"""Issue 20, "Done when" #1: an outside storage backend is validated where it lives.
+"""An outside storage backend is validated where it lives.
 
 In a fresh venv outside the repository, skycore is installed from a built wheel (never
 editable), a backend package is copied out of tests/fixtures and installed from the copy,
@@ -6,8 +6,13 @@ and ``harness conform --store NAME -n 2`` runs the conformance suite from a fold
 not the checkout: the mount matrix, comp_test, stop/start, upload order and multinode.
 
 The packages: tests/fixtures/backend_pkg (``wasabi``: moto behind its own gate; every
-module must pass) and tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server not
-written here; tests may skip with their reasons, none may fail).
+module must pass), tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server not
+written here; tests may skip with their reasons, none may fail) and tests/fixtures/linode_pkg
+(``linode``: moto again, written against the old import paths; every module passes and each
+old name warns exactly once in the run's output, naming its new path).
+Beside each one a broken store package is installed (``brokenstore``: its module imports a
+path that never existed): the run must go on with its warning line, and asking for that
+store is one paragraph naming the failure and the fix.
 
 The venv downloads nothing: it sees the dev venv's third-party packages through a folder of
 symlinks on a plain-path ``.pth`` line, with skycore's own entries (its editable finder,
@@ -35,6 +40,7 @@ from harness.conformance import MODULES
 from harness.paths import harness_home
 from harness.testing import access
 from harness.testing.plugin import explicit_store_selection
+from skycore.deprecation import SHOWN_ENV
 from tests.integration.test_package_data import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +61,8 @@ class Package:
     strict: bool
     """Every module passes with nothing skipped (else: skips with their reasons are fine,
     failures and errors never)."""
+    deprecated: tuple[str, ...] = ()
+    """The old import paths the package uses: each warns once per run, none else warns."""
 
 
 def _store_of(folder: str, default: str) -> str:
@@ -66,10 +74,55 @@ def _store_of(folder: str, default: str) -> str:
     return next(iter(points["skycore.stores"]))
 
 
+LINODE_OLD = (
+    "harness.emulators.s3_protocol.S3GateProtocol",
+    "harness.gate_protocol.GateProtocol",
+    "harness.nodes.rclone_binary",
+    "harness.procs.LOOPBACK",
+)
+"""The moved names tests/fixtures/linode_pkg imports (all public: harness.plugin_api)."""
+DEPRECATION = re.compile(r"PluginAPIDeprecationWarning: (\S+) is deprecated: import \w+ from (\S+)")
+
+
+BROKEN_STORE = "brokenstore"
+BROKEN_ERROR = "No module named 'harness.no_such_module'"
+BROKEN_WARNING = f"warning: skipping store '{BROKEN_STORE}' of package skycore-{BROKEN_STORE}"
+BROKEN_PYPROJECT = f"""
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "skycore-{BROKEN_STORE}"
+version = "0.1.0"
+
+[project.entry-points."skycore.stores"]
+{BROKEN_STORE} = "skycore_{BROKEN_STORE}:S3Store"
+
+[project.entry-points."harness.emulators"]
+{BROKEN_STORE} = "skycore_{BROKEN_STORE}:S3Emulator"
+
+[tool.setuptools]
+packages = ["skycore_{BROKEN_STORE}"]
+"""
+
+
+def broken_package(dest: Path) -> Path:
+    """A store package (both entry points) whose module fails to import."""
+    module = dest / f"skycore_{BROKEN_STORE}"
+    module.mkdir(parents=True)
+    (module / "__init__.py").write_text("from harness.no_such_module import S3Emulator, S3Store\n")
+    (dest / "pyproject.toml").write_text(BROKEN_PYPROJECT)
+    return dest
+
+
 def _params() -> list[object]:
     rclone = FIXTURES / "rclone_s3_pkg"
     return [
         pytest.param(Package("backend_pkg", "wasabi", strict=True), id="wasabi"),
+        pytest.param(
+            Package("linode_pkg", "linode", strict=True, deprecated=LINODE_OLD), id="linode"
+        ),
         pytest.param(
             Package("rclone_s3_pkg", _store_of("rclone_s3_pkg", "rclones3"), strict=False),
             id="rclone-serve-s3",
@@ -101,11 +154,12 @@ class Venv:
 
     def env(self) -> dict[str, str]:
         """The session's harness home, a fresh skycore home, no PYTHONPATH, no checkout on
-        PATH, no pytest worker variables."""
+        PATH, no pytest worker variables, no deprecation already shown."""
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("PYTEST_")
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", SHOWN_ENV)
+            and not k.startswith("PYTEST_")
         }
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not _inside(Path(p))]
         env["PATH"] = os.pathsep.join([str(self.bin), *path])
@@ -204,8 +258,8 @@ def make_venv(root: Path, wheel: Path) -> Path:
 def venv(
     request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Venv]:
-    """The fresh venv with the package copied out of the checkout and installed; the
-    package's emulator is stopped before and after."""
+    """The fresh venv with the package copied out of the checkout and installed, and the
+    broken package beside it; the package's emulator is stopped before and after."""
     package: Package = request.param
     root = tmp_path_factory.mktemp(f"fresh-{package.store}")
     make_venv(root, wheel)
@@ -216,9 +270,10 @@ def venv(
         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
     )
     v = Venv(root, package)
+    broken = broken_package(root / "broken_pkg")
     r = v.run(
         ["python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", str(copy)]
+         "--no-index", str(copy), str(broken)]
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     # An emulator of the store left running (by another venv) would be reused: stop it, so
@@ -289,6 +344,13 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
             if match.group(2) == "test_mount_matrix" and match.group(1) == "PASSED":
                 assert f"[{venv.package.store}-" in line, line  # the case ran on the package
                 matrix += 1
+    skipped_packages = [x for x in r.stderr.splitlines() if x.startswith("warning: skipping")]
+    assert skipped_packages, r.stderr[-3000:]  # the broken package, once per process
+    assert all(line.startswith(BROKEN_WARNING) for line in skipped_packages), skipped_packages
+    assert all(BROKEN_ERROR in line for line in skipped_packages), skipped_packages
+    warned = DEPRECATION.findall(r.stdout + r.stderr)
+    assert sorted(old for old, _ in warned) == sorted(venv.package.deprecated), warned
+    assert all(new == "harness.plugin_api" for _, new in warned), warned
     bad = {m: o for m, o in outcomes.items() if o & {"FAILED", "ERROR", "XPASS"}}
     assert not bad, tail
     assert all(m in outcomes for m in MODULES), outcomes  # each module ran (or skipped)
@@ -297,3 +359,13 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
         assert matrix == 12, tail  # 3 modes x 4 bucket kinds
         skipped = [line for line in r.stdout.splitlines() if line.startswith("SKIPPED")]
         assert not skipped, "\n".join(skipped)
+
+
+def test_the_broken_package_stops_only_its_own_store(venv: Venv) -> None:
+    stores = venv.python("from skycore.storage import store_names; print(store_names())")
+    assert venv.package.store in stores and BROKEN_STORE not in stores
+    r = venv.run(["harness", "conform", "--store", BROKEN_STORE, "-y"])
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    error = " ".join(r.stderr.split("Error: ", 1)[-1].split())  # rich wraps the paragraph
+    assert error.startswith(f"The emulator '{BROKEN_STORE}' (entry point"), r.stderr
+    assert BROKEN_ERROR in error and "Fix or uninstall the package" in error, r.stderr

@@ -1,0 +1,85 @@
+"""What an outside store package may import from harness (its emulator and gate protocol):
+these names keep their meaning across releases, and a name that leaves this list first goes
+through ``DEPRECATED`` (it still resolves, with a PluginAPIDeprecationWarning naming its new
+home). The store side is ``skycore.plugin_api``.
+
+The emulator contract (docs/backends.md):
+
+- ``RunningEmulator``: the base class of every emulator (a process behind its access gate).
+- ``S3Emulator``: the S3 emulator, to subclass for an S3-compatible service (any server).
+- ``AccessKey``: an S3 access key pair (``access_key_id``, ``secret_access_key``).
+- ``EmulatorError``: an emulator failed (one paragraph naming the cause and the fix).
+- ``CloudError``: bringing the local cloud up failed (one paragraph naming the cause and the fix).
+- ``installing_notice``: tell the person at the terminal something slow is being installed.
+- ``USER``: the account of the person running the tests.
+- ``OTHER``: another account (owner of someone else's buckets).
+- ``UNKNOWN``: credentials no account has (the gate calls them invalid).
+
+The gate protocol (runs inside the gate):
+
+- ``GateProtocol``: how the gate reads one storage API (subclass it).
+- ``Exchange``: one request as a protocol sees it.
+- ``UpstreamResponse``: the emulator's response, as far as a protocol needs it.
+- ``Success``: a request the upstream answered 2xx (given to ``GateProtocol.on_success``).
+- ``S3GateProtocol``: the S3 API's gate protocol (what ``S3Emulator.gate_protocol`` returns).
+- ``Access``: a request's classification (bucket, read or write, write event).
+- ``Kind``: the kinds of access a request asks for.
+- ``Verdict``: the gate's decision (allowed, or the denial's code, status and message).
+- ``decide``: the shared access rules: an Access and an identity to a Verdict.
+
+Helpers:
+
+- ``rclone_binary``: the path of the static rclone (next to python, else on PATH).
+- ``LOOPBACK``: the address emulators and gates listen on (127.0.0.1).
+- ``free_port``: a free TCP port on LOOPBACK.
+- ``log_tail``: the last lines of a log file (for an error message).
+- ``harness_home``: the harness's home folder (``$HARNESS_HOME``).
+"""
+
+from typing import Any
+
+from harness.accounts import OTHER, UNKNOWN, USER
+from harness.cloud.nodes import rclone_binary
+from harness.cloud.procs import LOOPBACK, free_port, log_tail
+from harness.emulators.base import RunningEmulator, installing_notice
+from harness.emulators.records import EmulatorError
+from harness.emulators.s3 import AccessKey, S3Emulator
+from harness.emulators.s3_gate.protocol import S3GateProtocol
+from harness.errors import CloudError
+from harness.gate.protocol import Exchange, GateProtocol, Success, UpstreamResponse
+from harness.gate.rules import Access, Kind, Verdict, decide
+from harness.paths import harness_home
+from skycore.deprecation import moved
+
+__all__ = [
+    "LOOPBACK",
+    "OTHER",
+    "UNKNOWN",
+    "USER",
+    "Access",
+    "AccessKey",
+    "CloudError",
+    "EmulatorError",
+    "Exchange",
+    "GateProtocol",
+    "Kind",
+    "RunningEmulator",
+    "S3Emulator",
+    "S3GateProtocol",
+    "Success",
+    "UpstreamResponse",
+    "Verdict",
+    "decide",
+    "free_port",
+    "harness_home",
+    "installing_notice",
+    "log_tail",
+    "rclone_binary",
+]
+
+DEPRECATED: dict[str, str] = {}
+"""Names that left this module: name -> the module to import it from now."""
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, DEPRECATED, name)

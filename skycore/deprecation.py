@@ -1,0 +1,69 @@
+"""Old import paths that still resolve: each name warns once, naming its new home.
+
+A module whose names moved keeps a table ``DEPRECATED = {name: new module}`` and a
+module-level ``__getattr__`` that calls :func:`moved`. The warning is a
+:class:`PluginAPIDeprecationWarning`, which the plug-in loader shows (Python hides a plain
+``DeprecationWarning`` outside ``__main__``). Each old name warns once per process tree: the
+names already shown travel to child processes (``harness conform`` runs pytest and its
+workers) in ``$SKYCORE_SHOWN_DEPRECATIONS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+SHOWN_ENV = "SKYCORE_SHOWN_DEPRECATIONS"
+
+_lock = threading.Lock()
+
+
+class PluginAPIDeprecationWarning(DeprecationWarning):
+    """An outside package imported a name from a path that moved; the message names the new
+    path (``skycore.plugin_api`` or ``harness.plugin_api`` where the name is public)."""
+
+
+def show_deprecations() -> None:
+    """Show PluginAPIDeprecationWarning (each old name warns once: see :func:`moved`) where
+    only Python's default filters would hide it: never against ``-W``/``$PYTHONWARNINGS``
+    or a filter someone installed for it (pytest's, a test's mark)."""
+    if sys.warnoptions:
+        return
+    for action, message, category, module, _ in warnings.filters:
+        if message is not None or module is not None:
+            continue  # it applies to some warnings only
+        if issubclass(PluginAPIDeprecationWarning, category):
+            if action == "ignore" and category is not PluginAPIDeprecationWarning:
+                warnings.filterwarnings("default", category=PluginAPIDeprecationWarning)
+            return
+
+
+def _shown() -> set[str]:
+    return {n for n in os.environ.get(SHOWN_ENV, "").split(",") if n}
+
+
+def moved(module: str, table: Mapping[str, str], name: str, stacklevel: int = 3) -> Any:
+    """``module.name`` from its new home ``table[name]``, with a warning naming that home
+    the first time (AttributeError when ``name`` is not in the table)."""
+    new = table.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(new), name)
+    old = f"{module}.{name}"
+    with _lock:
+        shown = _shown()
+        first = old not in shown
+        if first:
+            os.environ[SHOWN_ENV] = ",".join(sorted({*shown, old}))
+    if first:
+        warnings.warn(
+            f"{old} is deprecated: import {name} from {new} (the old path will be removed)",
+            PluginAPIDeprecationWarning,
+            stacklevel=stacklevel,
+        )
+    return value
