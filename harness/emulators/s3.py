@@ -217,9 +217,9 @@ class S3Emulator(RunningEmulator):
         policies, each object is written public-read too (a bucket ACL covers listing only)."""
         from skycore.storage.registry import get_store_class
 
+        client = self.client(owner)
         if public and self.target is not None:
             self._check_public_possible()  # before anything is created
-        client = self.client(owner)
         kwargs: dict[str, Any] = {"Bucket": name}
         constrained = getattr(get_store_class(self.store), "location_constraint", False)
         if constrained and self.region != "us-east-1":
