@@ -70,6 +70,7 @@ def _params() -> list[object]:
     rclone = FIXTURES / "rclone_s3_pkg"
     return [
         pytest.param(Package("backend_pkg", "wasabi", strict=True), id="wasabi"),
+        pytest.param(Package("b2_pkg", "b2like", strict=True), id="b2like"),
         pytest.param(
             Package("rclone_s3_pkg", _store_of("rclone_s3_pkg", "rclones3"), strict=False),
             id="rclone-serve-s3",
