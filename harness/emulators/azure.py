@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.azure_gate.protocol import (
     ACCOUNTS,
     AzureGateProtocol,
@@ -26,6 +25,7 @@ from harness.emulators.base import (
     installing_notice,
     no_other_account,
 )
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.targets import Target

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from harness.accounts import USER
 from harness.cloud.procs import LOOPBACK, Proc, http_ok, stop_process
 from harness.emulators import launcher
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.gate_client import GateClient
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent, state_file
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.gate.protocol import GateProtocol
@@ -84,7 +84,7 @@ class RunningEmulator(GateClient, ABC):
     """True if the emulator serves a public bucket to a caller with wrong credentials (as
     the real service does), instead of refusing the credentials."""
     access_features: ClassVar[AccessFeatures] = AccessFeatures(frozenset())
-    """The access mechanisms the store has (harness.emulators.access_features): its gate
+    """The access mechanisms the store has (harness.gate.access_features): its gate
     enforces these only, and :meth:`make_public` uses them. Every store declares its own
     (S3Emulator: S3's, which its subclasses inherit)."""
 

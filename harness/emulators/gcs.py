@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.base import EmulatorError, RunningEmulator, no_other_account
 from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.targets import Target

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.s3 import AccessKey, S3Emulator
+from harness.gate.access_features import AccessFeatures
 
 R2_FEATURES = AccessFeatures(frozenset(("public_bucket_setting",)))
 """R2's access mechanisms: no ACLs, bucket policies, Block Public Access or Object Ownership

@@ -31,7 +31,7 @@ def stores_of_kind(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
 def stores_with_s3_access(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
     """:func:`stores_of_kind`, only the stores that declare every S3 access mechanism
     (bucket policies, ACLs, Block Public Access, Object Ownership): for tests of S3's model."""
-    from harness.emulators.access_features import S3_FEATURES
+    from harness.gate.access_features import S3_FEATURES
 
     wanted = S3_FEATURES.mechanisms
     return [

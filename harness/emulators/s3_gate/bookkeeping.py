@@ -11,7 +11,6 @@ from functools import partial
 from html import unescape
 from typing import Any
 
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import NO_BLOCK, BucketAccess
 from harness.emulators.s3_gate.acl import AclError, acl_to_xml
@@ -29,6 +28,7 @@ from harness.emulators.s3_gate.mirror import (
 )
 from harness.emulators.s3_gate.post import PostUpload
 from harness.emulators.s3_gate.upstream import quoted_key, upstream_size
+from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Access, Kind
 

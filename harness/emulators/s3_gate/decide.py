@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.s3_gate.access import (
     BUCKET_CONTEXT,
     BucketAccess,
@@ -23,6 +22,7 @@ from harness.emulators.s3_gate.listing import ListingError, listing_params
 from harness.emulators.s3_gate.mirror import SettingsCache, object_acl, write_meta
 from harness.emulators.s3_gate.post import PostUpload
 from harness.emulators.s3_gate.upstream import policy_context
+from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange
 from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
 

@@ -1,5 +1,5 @@
 """The S3 gate applies only the access mechanisms its store declares
-(harness.emulators.access_features): a call of a mechanism the store lacks gets the store's
+(harness.gate.access_features): a call of a mechanism the store lacks gets the store's
 own error, a new bucket has only the settings the store has, and with bucket-level canned
 ACLs (B2) an object has its bucket's ACL. Pure."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.emulators.access_features import AccessFeatures
 from harness.emulators.s3_gate.access import (
     DEFAULT_BLOCK,
     ENFORCED,
@@ -15,6 +14,7 @@ from harness.emulators.s3_gate.access import (
     BucketAccess,
 )
 from harness.emulators.s3_gate.acl import GRANT_HEADERS, Acl
+from harness.gate.access_features import AccessFeatures
 from harness.gate.rules import Verdict
 
 OPERATIONS = {

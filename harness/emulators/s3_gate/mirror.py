@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from harness.emulators.access_features import S3_FEATURES, AccessFeatures
 from harness.emulators.s3_gate.access import (
     ENFORCED,
     BucketAccess,
@@ -20,6 +19,7 @@ from harness.emulators.s3_gate.access import (
 from harness.emulators.s3_gate.acl import GRANT_HEADERS, Acl, acl_to_xml, private_acl
 from harness.emulators.s3_gate.cors import CorsRule, cors_from_json, cors_to_xml
 from harness.emulators.s3_gate.features import new_bucket, object_acl_of
+from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Answer
 from harness.gate.rules import Bucket, Verdict
 from harness.gate.state import GateState

@@ -14,7 +14,6 @@ from html import unescape
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
-from harness.emulators.access_features import S3_FEATURES, AccessFeatures
 from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import BucketAccess, PublicAccessBlock, ownership_from_xml
 from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml, acl_to_xml
@@ -40,6 +39,7 @@ from harness.emulators.s3_gate.upstream import (
     quoted_key,
     upstream_size,
 )
+from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.corrupt import wrong_headers, wrong_xml_etags
 from harness.gate.protocol import Answer, Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header

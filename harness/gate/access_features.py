@@ -2,9 +2,10 @@
 
 A store's buckets are made public, and access is decided, only by the mechanisms it
 declares: the S3 gate answers a call of one the store lacks with the store's own error
-(e.g. 501 NotImplemented), and the harness makes a bucket public through the
-first mechanism the store has (harness.emulators.s3.S3Emulator.make_public). Pure data,
-loaded by the gates too (it is part of their protocol's configuration).
+(e.g. 501 NotImplemented), and the harness makes a bucket public through the first
+mechanism the store has (harness.emulators.s3.S3Emulator.make_public). Pure data, in the
+gate package because every gate loads it: its code is in every gate's version, and a
+store's declaration is part of its gate protocol's configuration.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class AccessFeatures:
         if unknown:
             raise ValueError(
                 f"Unknown access mechanism(s) {', '.join(unknown)}; known: "
-                f"{', '.join(MECHANISMS)} (harness.emulators.access_features)."
+                f"{', '.join(MECHANISMS)} (harness.gate.access_features)."
             )
         if {"acls", "canned_acls"} <= self.mechanisms:
             raise ValueError("Declare either 'acls' (S3's full ACLs) or 'canned_acls', not both.")
