@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
@@ -25,6 +25,7 @@ from harness.emulators.base import (
     installing_notice,
     no_other_account,
 )
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.targets import Target
@@ -102,6 +103,12 @@ def azurite_accounts() -> str:
     return ";".join(f"{a.name}:{a.key}" for a in ACCOUNTS.values())
 
 
+AZURE_FEATURES = AccessFeatures(
+    frozenset(("container_public_access",)), message="{what} is not implemented"
+)
+"""Azure's access mechanism: a container's public access level (off, blob, container)."""
+
+
 class AzureEmulator(RunningEmulator):
     """Azurite's blob service (data under ``$HARNESS_HOME/azurite``) behind the Azure gate.
 
@@ -115,6 +122,8 @@ class AzureEmulator(RunningEmulator):
     cli_alias = "azure"
     implementation = "Azurite"
     public_dataset = "opendatasets"
+    access_features: ClassVar[AccessFeatures] = AZURE_FEATURES
+    """A container's public access level (declared; the Azure gate models it)."""
     startup_timeout = 60.0
     persistent = True
     needs_node = True

@@ -23,6 +23,7 @@ from harness.cloud.procs import LOOPBACK, Proc, http_ok, stop_process
 from harness.emulators import launcher
 from harness.emulators.gate_client import GateClient
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent, state_file
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.gate.protocol import GateProtocol
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPABILITIES",
+    "AccessFeatures",
     "EmulatorError",
     "EmulatorRecord",
+    "PublicAccessUnavailable",
     "RunningEmulator",
     "WriteEvent",
     "installing_notice",
@@ -42,6 +45,12 @@ __all__ = [
 CAPABILITIES = ("records_events",)
 """What an emulator may lack; a test that needs one is skipped (with the reason) where it
 is missing."""
+
+
+class PublicAccessUnavailable(EmulatorError):
+    """The harness cannot make a bucket public here (the store does it only outside its
+    API, e.g. in a dashboard, and the run is against a target); the message names the fix.
+    Test helpers skip with it."""
 
 
 class RunningEmulator(GateClient, ABC):
@@ -74,6 +83,10 @@ class RunningEmulator(GateClient, ABC):
     public_read_ignores_bad_credentials: ClassVar[bool] = False
     """True if the emulator serves a public bucket to a caller with wrong credentials (as
     the real service does), instead of refusing the credentials."""
+    access_features: ClassVar[AccessFeatures] = AccessFeatures(frozenset())
+    """The access mechanisms the store has (harness.gate.access_features): its gate
+    enforces these only, and :meth:`make_public` uses them. Every store declares its own
+    (S3Emulator: S3's, which its subclasses inherit)."""
 
     @classmethod
     def marker(cls) -> str:
@@ -269,6 +282,20 @@ class RunningEmulator(GateClient, ABC):
         raise NotImplementedError(
             f"{type(self).__name__} overrides neither make_bucket nor create_bucket"
         )
+
+    def make_public(self, name: str, owner: str = USER) -> None:
+        """Make ``owner``'s bucket ``name`` readable and listable by everyone, the store's
+        way (S3: DeletePublicAccessBlock and a public-read bucket policy). Raises
+        PublicAccessUnavailable where the harness cannot (naming what the user must do)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} makes buckets public in create_bucket only; it does not "
+            "implement make_public"
+        )
+
+    def is_public(self, name: str, owner: str = USER) -> bool:
+        """True if everyone may read and list ``owner``'s bucket ``name``, asked the way
+        :meth:`make_public` made it so."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement is_public")
 
     @abstractmethod
     def delete_bucket(self, name: str) -> None:

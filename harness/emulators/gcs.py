@@ -8,13 +8,14 @@ import importlib.util
 import platform
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator, no_other_account
 from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
+from harness.gate.access_features import AccessFeatures
 
 if TYPE_CHECKING:
     from harness.targets import Target
@@ -53,6 +54,17 @@ def fake_gcs_binary() -> Path:
     return binary
 
 
+GCS_FEATURES = AccessFeatures(
+    frozenset(
+        ("iam_policies", "uniform_bucket_level_access", "public_access_prevention", "object_acls")
+    ),
+    code="notImplemented",
+    message="{what} is not implemented",
+)
+"""GCS's access mechanisms: IAM (allUsers bindings), uniform bucket-level access, public
+access prevention and object ACLs."""
+
+
 class GcsEmulator(RunningEmulator):
     """fake-gcs-server (memory backend) behind the GCS gate.
 
@@ -65,6 +77,9 @@ class GcsEmulator(RunningEmulator):
     implementation = "fake-gcs-server"
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
+    access_features: ClassVar[AccessFeatures] = GCS_FEATURES
+    """IAM (allUsers bindings), uniform bucket-level access, public access prevention and
+    object ACLs (declared; the GCS gate models them all)."""
     invalid_credentials_status = 401
     tokens: Mapping[str, str | None] = {
         USER: "ya29.skycore-user",

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
-from harness.emulators.base import EmulatorError, RunningEmulator
+from harness.emulators.base import EmulatorError, PublicAccessUnavailable, RunningEmulator
 from harness.emulators.launcher import harness_pythonpath
 from harness.emulators.s3_gate.protocol import S3GateProtocol
 from harness.emulators.s3_gate.signatures import AccessKey
 from harness.emulators.s3_gate.upstream import GATE_KEY
+from harness.gate.access_features import S3_FEATURES, AccessFeatures
 
 if TYPE_CHECKING:
     from harness.targets import Target
@@ -86,6 +87,12 @@ class S3Emulator(RunningEmulator):
         UNKNOWN: AccessKey("AKIAUNKNOWNKEY000000", "not-a-known-secret"),
     }
     """owner -> access key; ``unknown`` is a key the gate does not know."""
+    access_features: ClassVar[AccessFeatures] = S3_FEATURES
+    """S3's mechanisms; a store with fewer declares its own (R2, B2): its gate answers the
+    others' calls with the store's error, and make_public uses what it has."""
+    public_setting_fix: ClassVar[str] = "in the store's console"
+    """What the user does to make a bucket public, for a store whose buckets are public by a
+    setting outside its API (``public_bucket_setting``), named when the harness cannot."""
 
     @classmethod
     def prepare(cls, home: Path) -> None:
@@ -103,7 +110,7 @@ class S3Emulator(RunningEmulator):
     @classmethod
     def gate_protocol(cls) -> S3GateProtocol:
         known = {owner: key for owner, key in cls.keys.items() if owner != UNKNOWN}
-        return S3GateProtocol(known, cls.region)
+        return S3GateProtocol(known, cls.region, cls.access_features)
 
     @classmethod
     def sdk_errors(cls) -> tuple[type[BaseException], ...]:
@@ -205,22 +212,88 @@ class S3Emulator(RunningEmulator):
         return f"{self.scheme}://{name}"
 
     def create_bucket(self, name: str, owner: str, public: bool) -> Callable[[str, bytes], None]:
-        """Create the bucket as a user does on AWS: a private bucket is just created (with
-        the region as LocationConstraint where the store sends one); a public one also has
-        its Block Public Access removed and a bucket policy that lets everyone read and list
-        it."""
+        """Create the bucket as a user does (with the region as LocationConstraint where the
+        store sends one), public by :meth:`make_public`. With S3's ACLs and no bucket
+        policies, each object is written public-read too (a bucket ACL covers listing only)."""
         from skycore.storage.registry import get_store_class
 
         client = self.client(owner)
+        if public and self.target is not None:
+            self._check_public_possible()  # before anything is created
         kwargs: dict[str, Any] = {"Bucket": name}
         constrained = getattr(get_store_class(self.store), "location_constraint", False)
         if constrained and self.region != "us-east-1":
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
         client.create_bucket(**kwargs)
+        extra: dict[str, str] = {}
         if public:
-            client.delete_public_access_block(Bucket=name)
+            self.make_public(name, owner)
+            features = self.access_features
+            if features.has("acls") and not features.has("bucket_policies"):
+                extra["ACL"] = "public-read"
+        return lambda key, data: client.put_object(Bucket=name, Key=key, Body=data, **extra)
+
+    def make_public(self, name: str, owner: str = USER) -> None:
+        """The first mechanism the store has (``access_features``): a bucket policy letting
+        everyone read and list it, after DeletePublicAccessBlock (S3); else the canned ACL
+        ``public-read`` (B2); else the store's public setting, which here is the gate's admin
+        API (the dashboard's switch) and against a target PublicAccessUnavailable."""
+        features = self.access_features
+        client = self.client(owner)
+        if features.has("bucket_policies"):
+            if features.has("block_public_access"):
+                client.delete_public_access_block(Bucket=name)
             client.put_bucket_policy(Bucket=name, Policy=json.dumps(public_read_policy(name)))
-        return lambda key, data: client.put_object(Bucket=name, Key=key, Body=data)
+        elif features.any_acls:
+            client.put_bucket_acl(Bucket=name, ACL="public-read")
+        else:
+            self._check_public_possible()
+            self.set_bucket_access(name, owner, public=True)
+
+    def is_public(self, name: str, owner: str = USER) -> bool:
+        """Asked the store's way: its policy status (S3), its bucket ACL's AllUsers READ
+        grant (ACLs), or the gate's public flag (a public setting; PublicAccessUnavailable
+        against a target)."""
+        features = self.access_features
+        client = self.client(owner)
+        if features.has("bucket_policies"):
+            status = client.get_bucket_policy_status(Bucket=name)["PolicyStatus"]
+            if status.get("IsPublic"):
+                return True
+        if features.any_acls:
+            grants = client.get_bucket_acl(Bucket=name).get("Grants", [])
+            return any(
+                g.get("Grantee", {}).get("URI", "").endswith("/global/AllUsers")
+                and g.get("Permission") in ("READ", "FULL_CONTROL")
+                for g in grants
+            )
+        if features.has("public_bucket_setting"):
+            self._check_public_possible()
+            info = self._admin("GET", "buckets").get(name)
+            return bool(info and info.get("public"))
+        return False
+
+    def _check_public_possible(self) -> None:
+        """Raise PublicAccessUnavailable when the store has no API to make a bucket public
+        and this instance talks to a target (the local gate's admin API stands in for the
+        store's console)."""
+        features = self.access_features
+        if features.has("bucket_policies") or features.any_acls:
+            return
+        if not features.has("public_bucket_setting"):
+            raise EmulatorError(
+                f"The {self.store} emulator declares no way to make a bucket public "
+                f"(access_features: {sorted(features.mechanisms)}); declare "
+                "'bucket_policies', 'acls', 'canned_acls' or 'public_bucket_setting'."
+            )
+        if self.target is not None:
+            raise PublicAccessUnavailable(
+                f"The {self.store} store has no API call that makes a bucket public (no bucket "
+                "policies, no ACLs): its buckets are public by a setting outside the S3 API, so "
+                f"the harness cannot make its test buckets public at {self.endpoint} and the "
+                "public bucket kinds are skipped against a target. A bucket is made public "
+                f"outside the API: {self.public_setting_fix}."
+            )
 
     def delete_bucket(self, name: str) -> None:
         """Delete ``name``, its objects and unfinished multipart uploads; nothing if it does

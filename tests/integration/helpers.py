@@ -28,6 +28,19 @@ def stores_of_kind(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
     ]
 
 
+def stores_with_s3_access(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
+    """:func:`stores_of_kind`, only the stores that declare every S3 access mechanism
+    (bucket policies, ACLs, Block Public Access, Object Ownership): for tests of S3's model."""
+    from harness.gate.access_features import S3_FEATURES
+
+    wanted = S3_FEATURES.mechanisms
+    return [
+        param
+        for param in stores_of_kind(kind)
+        if wanted <= registry.get_emulator_class(param.values[0]).access_features.mechanisms
+    ]
+
+
 def quiet() -> Console:
     """A console that prints nowhere (its text: ``console.file.getvalue()``)."""
     return Console(file=io.StringIO(), width=200)

@@ -1,4 +1,5 @@
-"""S3's access model through the real gate and moto, on S3 and R2 (issue 22): bucket and
+"""S3's access model through the real gate and moto, on every store that declares S3's
+access mechanisms (R2 does not: tests/integration/test_r2_access.py) (issue 22): bucket and
 object ACLs, Object Ownership and Block Public Access with AWS's defaults, bucket policies,
 ListBuckets pagination, NoSuchBucket before AccessDenied, CORS preflights; each through
 boto3 (or raw requests where a browser would send it), as the service answers it."""
@@ -17,14 +18,14 @@ from harness.accounts import OTHER, USER
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.s3 import S3Emulator
 from harness.emulators.s3_gate.acl import S3_ACCOUNTS
-from tests.integration.helpers import stores_of_kind
+from tests.integration.helpers import stores_with_s3_access
 
 Emulators = dict[str, RunningEmulator]
 Maker = Callable[..., str]
 ORIGIN = "https://app.example.com"
 
 
-pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
+pytestmark = pytest.mark.parametrize("store_name", stores_with_s3_access(S3Emulator))
 
 
 @pytest.fixture

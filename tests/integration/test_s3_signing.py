@@ -235,7 +235,8 @@ def test_sigv2_header_bucket_level(s3: S3Emulator, bucket: str) -> None:
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["seed"]
     assert [o["Key"] for o in client.list_objects(Bucket=bucket)["Contents"]] == ["seed"]
     client.head_bucket(Bucket=bucket)
-    assert client.get_bucket_acl(Bucket=bucket)["Grants"]
+    if s3.access_features.any_acls:  # a store without ACLs answers ?acl NotImplemented
+        assert client.get_bucket_acl(Bucket=bucket)["Grants"]
     assert "Uploads" not in client.list_multipart_uploads(Bucket=bucket)
     assert client.list_object_versions(Bucket=bucket)["Name"] == bucket
     assert bucket in {b["Name"] for b in client.list_buckets()["Buckets"]}

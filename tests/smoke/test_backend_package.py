@@ -120,6 +120,7 @@ def _params() -> list[object]:
     rclone = FIXTURES / "rclone_s3_pkg"
     return [
         pytest.param(Package("backend_pkg", "wasabi", strict=True), id="wasabi"),
+        pytest.param(Package("b2_pkg", "b2like", strict=True), id="b2like"),
         pytest.param(
             Package("linode_pkg", "linode", strict=True, deprecated=LINODE_OLD), id="linode"
         ),

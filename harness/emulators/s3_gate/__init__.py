@@ -9,4 +9,6 @@ S3-compatible store (R2, backend packages):
 - ``acl``, ``policy`` (with ``conditions``: IAM wildcards, condition operators and keys),
   ``access``, ``cors``: the access model itself, pure (ACLs, bucket policies, Object
   Ownership and Block Public Access, CORS rules).
+- ``features``: only the mechanisms the store declares (harness.gate.access_features):
+  the others' calls get the store's error, new buckets have only what the store has.
 """

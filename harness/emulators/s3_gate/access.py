@@ -163,24 +163,27 @@ class BucketAccess:
     then answers 404 and objects belong to their writer, as with ObjectWriter)."""
 
     @staticmethod
-    def new(owner: str, headers: Mapping[str, str]) -> BucketAccess:
+    def new(
+        owner: str, headers: Mapping[str, str], block: PublicAccessBlock = DEFAULT_BLOCK
+    ) -> BucketAccess:
         """A new bucket's settings from its CreateBucket headers (lower-case names):
-        ``x-amz-object-ownership`` and the ACL headers. Raises AclError as S3 answers."""
+        ``x-amz-object-ownership`` and the ACL headers; ``block``: its Block Public Access
+        (AWS's default: all on). Raises AclError as S3 answers."""
         mode = headers.get("x-amz-object-ownership", DEFAULT_OWNERSHIP).strip()
         if mode not in OWNERSHIP_MODES:
             raise AclError(400, "InvalidArgument", f"Invalid x-amz-object-ownership header: {mode}")
         acl = acl_from_headers(headers, owner, owner)
         if acl is None:
-            return BucketAccess(owner, mode, DEFAULT_BLOCK, private_acl(owner))
+            return BucketAccess(owner, mode, block, private_acl(owner))
         if mode == ENFORCED and not only_owner_grants(acl, owner):
             raise AclError(400, *ACL_WITH_ENFORCED)
-        if DEFAULT_BLOCK.block_public_acls and is_public_acl(acl):
+        if block.block_public_acls and is_public_acl(acl):
             raise AclError(
                 400,
                 "InvalidBucketAclWithBlockPublicAccessError",
                 "Bucket cannot have public ACLs set with BlockPublicAccess enabled",
             )
-        return BucketAccess(owner, mode, DEFAULT_BLOCK, acl)
+        return BucketAccess(owner, mode, block, acl)
 
     def acls_enabled(self) -> bool:
         """Whether ACLs take part in access decisions (not BucketOwnerEnforced)."""

@@ -15,6 +15,7 @@ from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import NO_BLOCK, BucketAccess
 from harness.emulators.s3_gate.acl import AclError, acl_to_xml
 from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, operation
+from harness.emulators.s3_gate.features import new_bucket
 from harness.emulators.s3_gate.listing import list_buckets_xml
 from harness.emulators.s3_gate.mirror import (
     ACCESS,
@@ -27,6 +28,7 @@ from harness.emulators.s3_gate.mirror import (
 )
 from harness.emulators.s3_gate.post import PostUpload
 from harness.emulators.s3_gate.upstream import quoted_key, upstream_size
+from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Access, Kind
 
@@ -51,6 +53,7 @@ class S3Bookkeeping:
     S3GateProtocol)."""
 
     settings: SettingsCache
+    features: AccessFeatures
 
     def __init__(self) -> None:
         self._pending: dict[str, dict[str, Any]] = {}
@@ -66,7 +69,7 @@ class S3Bookkeeping:
             if state.bucket(name) is None:
                 detail = access.detail
                 new = detail.config if isinstance(detail, S3Detail) else None
-                settings = (new or BucketAccess.new(identity, {})).to_json()
+                settings = (new or new_bucket(self.features, identity)).to_json()
                 state.set_bucket(name, identity, public=False, settings={ACCESS: settings})
             return data
         if access.kind is Kind.LIST_BUCKETS and identity:
@@ -92,7 +95,8 @@ class S3Bookkeeping:
         detail = access.detail
         config = detail.config if isinstance(detail, S3Detail) else None
         if op == "GetObjectAcl":
-            return acl_to_xml(effective_object_acl(bucket, ex.state.object_meta(name, key)))
+            meta = ex.state.object_meta(name, key)
+            return acl_to_xml(effective_object_acl(bucket, meta, self.features))
         if op == "CreateMultipartUpload" and isinstance(detail, S3Detail) and detail.meta:
             found = _UPLOAD_ID.search(data)
             if found is not None:
@@ -127,7 +131,7 @@ class S3Bookkeeping:
         elif op == "DeleteBucketCors":
             ex.state.update_settings(name, **{CORS: None})
         if changed is not None:
-            change_access(ex.state, name, bucket.owner, changed)
+            change_access(ex.state, name, bucket.owner, changed, self.features)
 
     def _record(self, done: Success) -> bytes:
         """Object metadata and write events of a completed write."""

@@ -17,10 +17,12 @@ from harness.emulators.s3_gate.access import (
 )
 from harness.emulators.s3_gate.acl import AclError
 from harness.emulators.s3_gate.actions import S3Detail, operation, refusal
+from harness.emulators.s3_gate.features import object_acl_of, unsupported
 from harness.emulators.s3_gate.listing import ListingError, listing_params
 from harness.emulators.s3_gate.mirror import SettingsCache, object_acl, write_meta
 from harness.emulators.s3_gate.post import PostUpload
 from harness.emulators.s3_gate.upstream import policy_context
+from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange
 from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
 
@@ -35,6 +37,7 @@ class S3Decisions:
 
     settings: SettingsCache
     region: str
+    features: AccessFeatures
 
     def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
         """S3's decision: credentials, then the bucket's existence for anonymous callers,
@@ -57,6 +60,9 @@ class S3Decisions:
         op = operation(access)
         if op == "Preflight":
             return ALLOW  # answered from the bucket's CORS rules
+        lacking = unsupported(self.features, op, ex.headers)
+        if lacking is not None:  # a mechanism the store does not have
+            return lacking
         if access.kind is Kind.LIST_BUCKETS:
             if identity is ANONYMOUS:
                 return ACCESS_DENIED
@@ -128,7 +134,8 @@ class S3Decisions:
         acl = None
         if key is not None and action.lower() not in BUCKET_CONTEXT:
             # an object-level action: decided by the object's owner and ACL
-            acl = object_acl(ex.state.object_meta(access.bucket or "", key))
+            stored = object_acl(ex.state.object_meta(access.bucket or "", key))
+            acl = object_acl_of(self.features, bucket, stored)
         context = policy_context(ex, identity) if bucket.policy is not None else None
         detail = access.detail
         if isinstance(detail, S3Detail) and detail.op == "DeleteObjects" and detail.keys:
@@ -149,7 +156,7 @@ class S3Decisions:
         if known is None:
             return NO_SUCH_BUCKET if identity is ANONYMOUS else ALLOW
         bucket = self.settings.access(name, known)
-        acl = object_acl(ex.state.object_meta(name, key))
+        acl = object_acl_of(self.features, bucket, object_acl(ex.state.object_meta(name, key)))
         context = policy_context(ex, identity) if bucket.policy is not None else None
         return authorize(bucket, identity, "s3:GetObject", key, acl, context, known.public)
 

@@ -18,6 +18,8 @@ from harness.emulators.s3_gate.access import (
 )
 from harness.emulators.s3_gate.acl import GRANT_HEADERS, Acl, acl_to_xml, private_acl
 from harness.emulators.s3_gate.cors import CorsRule, cors_from_json, cors_to_xml
+from harness.emulators.s3_gate.features import new_bucket, object_acl_of
+from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Answer
 from harness.gate.rules import Bucket, Verdict
 from harness.gate.state import GateState
@@ -32,9 +34,11 @@ CORS = "cors"
 class SettingsCache:
     """BucketAccess and CORS rules per bucket, parsed again only when the gate state's
     Bucket changes (GateState makes a new one on every change: of settings, owner or
-    public flag). Thread-safe."""
+    public flag). Thread-safe. ``features``: the store's access mechanisms (the defaults
+    of a bucket without stored settings)."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: AccessFeatures = S3_FEATURES) -> None:
+        self.features = features
         self._lock = threading.Lock()
         self._access: dict[str, tuple[Bucket, BucketAccess]] = {}
         self._cors: dict[str, tuple[Bucket, tuple[CorsRule, ...] | None]] = {}
@@ -42,11 +46,11 @@ class SettingsCache:
     def access(self, name: str, bucket: Bucket) -> BucketAccess:
         """The bucket's access settings: its owner is ``bucket.owner`` always; without
         stored settings (a bucket the admin API made or gave to another account), AWS's
-        defaults for a new bucket of that owner."""
+        defaults for a new bucket of that owner (the store's: :attr:`features`)."""
         hit = self._access.get(name)
         if hit is not None and hit[0] is bucket:
             return hit[1]
-        parsed = access_of(bucket)
+        parsed = access_of(bucket, self.features)
         with self._lock:
             self._access[name] = (bucket, parsed)
         return parsed
@@ -69,23 +73,30 @@ class SettingsCache:
             self._cors.pop(name, None)
 
 
-def access_of(bucket: Bucket) -> BucketAccess:
+def access_of(bucket: Bucket, features: AccessFeatures = S3_FEATURES) -> BucketAccess:
     """The BucketAccess of a gate-state bucket (not cached: see SettingsCache)."""
-    return access_from_settings(bucket.owner, bucket.settings)
+    return access_from_settings(bucket.owner, bucket.settings, features)
 
 
-def access_from_settings(owner: str, settings: Mapping[str, Any]) -> BucketAccess:
+def access_from_settings(
+    owner: str, settings: Mapping[str, Any], features: AccessFeatures = S3_FEATURES
+) -> BucketAccess:
     """The BucketAccess stored in a bucket's settings, owned by ``owner`` (the gate
-    state's owner wins over the one stored); the defaults of a new bucket without any."""
+    state's owner wins over the one stored); the defaults of a new bucket of the store
+    (``features``) without any."""
     raw = settings.get(ACCESS)
     if not raw:
-        return BucketAccess.new(owner, {})
+        return new_bucket(features, owner)
     parsed = BucketAccess.from_json(raw)
     return parsed if parsed.owner == owner else replace(parsed, owner=owner)
 
 
 def change_access(
-    state: GateState, name: str, owner: str, change: Callable[[BucketAccess], BucketAccess]
+    state: GateState,
+    name: str,
+    owner: str,
+    change: Callable[[BucketAccess], BucketAccess],
+    features: AccessFeatures = S3_FEATURES,
 ) -> None:
     """Apply ``change`` to bucket ``name``'s access settings atomically (read, changed and
     written under the state's lock: two configuration calls cannot lose each other's
@@ -93,7 +104,7 @@ def change_access(
     hands since, nothing is written."""
 
     def apply(settings: dict[str, Any]) -> dict[str, Any]:
-        settings[ACCESS] = change(access_from_settings(owner, settings)).to_json()
+        settings[ACCESS] = change(access_from_settings(owner, settings, features)).to_json()
         return settings
 
     state.modify_settings(name, apply, owner=owner)
@@ -132,9 +143,12 @@ def object_acl(meta: Mapping[str, Any] | None) -> Acl | None:
     return Acl.from_json(meta["acl"])
 
 
-def effective_object_acl(bucket: BucketAccess, meta: Mapping[str, Any] | None) -> Acl:
-    """The ACL GetObjectAcl shows: the stored one, or the bucket owner's private ACL."""
-    stored = object_acl(meta)
+def effective_object_acl(
+    bucket: BucketAccess, meta: Mapping[str, Any] | None, features: AccessFeatures = S3_FEATURES
+) -> Acl:
+    """The ACL GetObjectAcl shows: the stored one, or the bucket owner's private ACL (with
+    canned ACLs: the bucket's)."""
+    stored = object_acl_of(features, bucket, object_acl(meta))
     if stored is None or bucket.ownership == ENFORCED:
         return private_acl(bucket.owner)
     return stored

@@ -20,6 +20,7 @@ from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_x
 from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, classify_s3, operation, refusal
 from harness.emulators.s3_gate.bookkeeping import S3Bookkeeping
 from harness.emulators.s3_gate.decide import NO_SUCH_BUCKET, S3Decisions
+from harness.emulators.s3_gate.features import new_bucket
 from harness.emulators.s3_gate.mirror import (
     CONFIG_ANSWERS,
     SettingsCache,
@@ -38,6 +39,7 @@ from harness.emulators.s3_gate.upstream import (
     quoted_key,
     upstream_size,
 )
+from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.corrupt import wrong_headers, wrong_xml_etags
 from harness.gate.protocol import Answer, Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
@@ -67,16 +69,25 @@ PRESIGNED_KEYS = frozenset(("x-amz-credential", "awsaccesskeyid"))
 
 
 class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
-    """The S3 API as moto serves it, with the access keys of one S3-compatible service."""
+    """The S3 API as moto serves it, with the access keys of one S3-compatible service and
+    the access mechanisms it has (``features``: S3's, or fewer)."""
 
     upstream_region = UPSTREAM_REGION
 
-    def __init__(self, keys: Mapping[str, AccessKey], region: str) -> None:
+    def __init__(
+        self,
+        keys: Mapping[str, AccessKey],
+        region: str,
+        features: AccessFeatures = S3_FEATURES,
+    ) -> None:
         self.keys = dict(keys)
         """owner -> access key"""
         self.region = region
         """The region clients sign for."""
-        self.settings = SettingsCache()
+        self.features = features
+        """The store's access mechanisms: the gate enforces these and answers the others'
+        calls with the store's error."""
+        self.settings = SettingsCache(features)
         S3Bookkeeping.__init__(self)
 
     # --- who and what --------------------------------------------------------------------
@@ -139,7 +150,7 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         op = detail.op
         if op == "CreateBucket":
             if identity is not None:
-                detail.config = BucketAccess.new(identity, ex.headers)
+                detail.config = new_bucket(self.features, identity, ex.headers)
             return
         if op == "DeleteObjects":
             detail.keys = tuple(unescape(m.decode()) for m in _KEY.findall(ex.read_body()))
@@ -154,7 +165,7 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
             detail.config = acl or acl_from_xml(ex.read_body(), bucket.owner)
         elif op == "PutObjectAcl":
             meta = ex.state.object_meta(access.bucket or "", access.key or "")
-            owner = effective_object_acl(bucket, meta).owner
+            owner = effective_object_acl(bucket, meta, self.features).owner
             acl = acl_from_headers(ex.headers, owner, bucket.owner)
             detail.config = acl or acl_from_xml(ex.read_body(), owner)
         elif op == "PutBucketPolicy":
@@ -200,7 +211,11 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         if op in ("PutBucketPolicy", "DeleteBucketPolicy"):
             policy = access.detail.config if op == "PutBucketPolicy" else None
             change_access(
-                ex.state, name, bucket.owner, partial(BucketAccess.with_policy, policy=policy)
+                ex.state,
+                name,
+                bucket.owner,
+                partial(BucketAccess.with_policy, policy=policy),
+                self.features,
             )
             return Answer(204, {}, b"")
         # no CORS headers here: response_headers() reaches forwarded responses only
@@ -216,7 +231,7 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         if key and upstream_size(ex, f"/{name}/{quoted_key(ex.path)}") < 0:
             return self._error_answer(ex, access, NO_SUCH_KEY)
         if op == "GetObjectAcl":
-            acl = effective_object_acl(bucket, ex.state.object_meta(name, key))
+            acl = effective_object_acl(bucket, ex.state.object_meta(name, key), self.features)
             return Answer(200, {"Content-Type": "application/xml"}, acl_to_xml(acl))
         config = access.detail.config if isinstance(access.detail, S3Detail) else None
         self.apply_config(ex, op, name, key, bucket, config)
