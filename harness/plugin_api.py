@@ -14,6 +14,12 @@ The emulator contract (docs/backends.md):
 - ``USER``: the account of the person running the tests.
 - ``OTHER``: another account (owner of someone else's buckets).
 - ``UNKNOWN``: credentials no account has (the gate calls them invalid).
+- ``AccessFeatures``: the access mechanisms a store has, and its answer to a call of one it
+  lacks (an emulator's ``access_features``).
+- ``MECHANISMS``: the mechanism names an AccessFeatures may declare, with what each means.
+- ``S3_FEATURES``: S3's own mechanisms (policies, ACLs, Block Public Access, Object Ownership).
+- ``PublicAccessUnavailable``: the store cannot make a bucket public here (e.g. only a
+  dashboard can); the public bucket kinds are skipped with its message.
 
 The gate protocol (runs inside the gate):
 
@@ -41,11 +47,12 @@ from typing import Any
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.nodes import rclone_binary
 from harness.cloud.procs import LOOPBACK, free_port, log_tail
-from harness.emulators.base import RunningEmulator, installing_notice
+from harness.emulators.base import PublicAccessUnavailable, RunningEmulator, installing_notice
 from harness.emulators.records import EmulatorError
 from harness.emulators.s3 import AccessKey, S3Emulator
 from harness.emulators.s3_gate.protocol import S3GateProtocol
 from harness.errors import CloudError
+from harness.gate.access_features import MECHANISMS, S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Exchange, GateProtocol, Success, UpstreamResponse
 from harness.gate.rules import Access, Kind, Verdict, decide
 from harness.paths import harness_home
@@ -53,16 +60,20 @@ from skycore.deprecation import moved
 
 __all__ = [
     "LOOPBACK",
+    "MECHANISMS",
     "OTHER",
+    "S3_FEATURES",
     "UNKNOWN",
     "USER",
     "Access",
+    "AccessFeatures",
     "AccessKey",
     "CloudError",
     "EmulatorError",
     "Exchange",
     "GateProtocol",
     "Kind",
+    "PublicAccessUnavailable",
     "RunningEmulator",
     "S3Emulator",
     "S3GateProtocol",

@@ -28,7 +28,8 @@ PUBLISHED: dict[str, tuple[str, ...]] = {
         "LOOPBACK", "OTHER", "UNKNOWN", "USER", "Access", "AccessKey", "CloudError",
         "EmulatorError", "Exchange", "GateProtocol", "Kind", "RunningEmulator", "S3Emulator",
         "S3GateProtocol", "Success", "UpstreamResponse", "Verdict", "decide", "free_port",
-        "harness_home", "installing_notice", "log_tail", "rclone_binary",
+        "harness_home", "installing_notice", "log_tail", "rclone_binary", "AccessFeatures",
+        "MECHANISMS", "S3_FEATURES", "PublicAccessUnavailable",
     ),
     "harness.procs": (
         "LOOPBACK", "HarnessProcessError", "Proc", "free_port", "http_ok", "is_port_conflict",
