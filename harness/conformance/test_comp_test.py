@@ -15,7 +15,7 @@ import yaml
 from harness.accounts import OTHER, USER
 from harness.emulators import registry
 from harness.testing import access
-from harness.testing.buckets import list_keys, read_object
+from harness.testing.buckets import list_keys, public_unavailable, read_object
 from skycore.storage.common import parse_url
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -110,6 +110,9 @@ def run_id(store: str) -> Iterator[str]:
 
 def run_buckets(store: str) -> Iterator[str]:
     """Make the external buckets of a fresh RUN_ID, yield it, then remove every bucket."""
+    reason = public_unavailable(store)
+    if reason:  # the comp test's external public bucket cannot be made in this run
+        pytest.skip(reason)
     rid = new_run_id()
     emu = access.store_access(store)
     external = [f"{store}-external-private-by-user-{rid}", f"{store}-external-public-by-user-{rid}"]

@@ -21,6 +21,8 @@ from harness.testing.buckets import (
     SEED_KEY,
     TestBucket,
     make_test_bucket,
+    needs_public,
+    public_unavailable,
 )
 from harness.testing.clusters import Outcome, SmokeCluster
 from skycore.storage import mounting
@@ -69,13 +71,19 @@ def cases() -> list:
     return out
 
 
-def matrix_kinds() -> tuple[str, ...]:
-    """The bucket kinds this run can make: a target file without an ``other`` account cannot
-    make a public bucket of another account."""
+def matrix_skips(store: str) -> dict[str, str]:
+    """The bucket kinds this run cannot make for ``store``, each with the reason: a target
+    file without an ``other`` account cannot make a public bucket of another account, and a
+    store whose buckets are public only by a setting outside its API (R2) cannot make any
+    public bucket against a target."""
+    skips: dict[str, str] = {}
     target = access.target()
     if target is not None and not target.has_other:
-        return tuple(k for k in KINDS if k != PUBLIC_NOT_BY_USER)
-    return KINDS
+        skips[PUBLIC_NOT_BY_USER] = access.NO_OTHER_ACCOUNT
+    reason = public_unavailable(store)
+    if reason:
+        skips.update({kind: reason for kind in KINDS if needs_public(kind)})
+    return skips
 
 
 class MatrixCluster:
@@ -87,7 +95,8 @@ class MatrixCluster:
         marker = registry.get_emulator_class(store).marker()
         self.cluster = SmokeCluster.new(f"matrix-{marker}", workdir)
         self.buckets: dict[tuple[str, str], TestBucket] = {}
-        self.kinds = matrix_kinds()
+        self.skips = matrix_skips(store)
+        self.kinds = tuple(kind for kind in KINDS if kind not in self.skips)
         mounts = {}
         for mode in MODES:
             for kind in self.kinds:
@@ -143,8 +152,8 @@ def matrices(local_cloud, tmp_path_factory) -> Iterator[Matrices]:
 @pytest.mark.parametrize(("store", "mode", "kind"), cases())
 def test_mount(matrices: Matrices, store: str, mode: str, kind: str) -> None:
     matrix = matrices.get(store)
-    if kind not in matrix.kinds:
-        pytest.skip(access.NO_OTHER_ACCOUNT)
+    if kind in matrix.skips:
+        pytest.skip(matrix.skips[kind])
     assert matrix.error is None, f"the {store} matrix cluster failed to launch: {matrix.error}"
     assert matrix.launch is not None and matrix.launch.exit_code == 0, matrix.launch
     bucket = matrix.buckets[(mode, kind)]

@@ -219,7 +219,7 @@ class S3Emulator(RunningEmulator):
 
         client = self.client(owner)
         if public and self.target is not None:
-            self._check_public_possible()  # before anything is created
+            self.check_public_possible()  # before anything is created
         kwargs: dict[str, Any] = {"Bucket": name}
         constrained = getattr(get_store_class(self.store), "location_constraint", False)
         if constrained and self.region != "us-east-1":
@@ -247,7 +247,7 @@ class S3Emulator(RunningEmulator):
         elif features.any_acls:
             client.put_bucket_acl(Bucket=name, ACL="public-read")
         else:
-            self._check_public_possible()
+            self.check_public_possible()
             self.set_bucket_access(name, owner, public=True)
 
     def is_public(self, name: str, owner: str = USER) -> bool:
@@ -268,12 +268,12 @@ class S3Emulator(RunningEmulator):
                 for g in grants
             )
         if features.has("public_bucket_setting"):
-            self._check_public_possible()
+            self.check_public_possible()
             info = self._admin("GET", "buckets").get(name)
             return bool(info and info.get("public"))
         return False
 
-    def _check_public_possible(self) -> None:
+    def check_public_possible(self) -> None:
         """Raise PublicAccessUnavailable when the store has no API to make a bucket public
         and this instance talks to a target (the local gate's admin API stands in for the
         store's console)."""

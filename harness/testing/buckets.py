@@ -102,6 +102,21 @@ def write_object(store: str, bucket: str, key: str, data: bytes, owner: str | No
     access.store_access(store).write_object(bucket, key, data, owner)
 
 
+def public_unavailable(store: str) -> str | None:
+    """Why this run cannot make a bucket of ``store`` public through its API (the store's
+    PublicAccessUnavailable message, naming the fix), or None if it can."""
+    try:
+        access.store_access(store).check_public_possible()
+    except PublicAccessUnavailable as e:
+        return str(e)
+    return None
+
+
+def needs_public(kind: str) -> bool:
+    """True for the bucket kinds the harness makes public before a task runs."""
+    return kind not in (SKY_MANAGED, PRIVATE_BY_USER)
+
+
 def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") -> TestBucket:
     """Create a bucket of ``kind`` in ``store`` seeded with one object.
 
@@ -124,11 +139,11 @@ def make_test_bucket(store: str, kind: str, workdir: Path, prefix: str = "t") ->
         import pytest
 
         pytest.skip(access.NO_OTHER_ACCOUNT)
-    public = kind != PRIVATE_BY_USER
-    try:
-        url = access.store_access(store).make_bucket(name, owner=owner, public=public, objects=seed)
-    except PublicAccessUnavailable as e:  # the store makes buckets public only outside its API
+    public = needs_public(kind)
+    reason = public_unavailable(store) if public else None
+    if reason:  # the store makes buckets public only outside its API
         import pytest
 
-        pytest.skip(str(e))
+        pytest.skip(reason)
+    url = access.store_access(store).make_bucket(name, owner=owner, public=public, objects=seed)
     return TestBucket(store, kind, name, seed, owner=owner, url=url)
