@@ -22,6 +22,7 @@ class ModuleCost:
 # Upload order: 50 files of 1 KiB to 16 MiB (test_upload_order.sizes(): 106.6 MiB), once
 # ordered and once with 4 transfers; a target run lists the bucket while they upload.
 COSTS = (
+    ModuleCost("test_emulator_contract", 0, 0, 0, 0, "the stand-in checks itself (local cloud)"),
     ModuleCost("test_mount_matrix", 12, 30, 1, 1, "3 modes x 4 bucket kinds, one cluster"),
     ModuleCost("test_comp_test", 5, 20, 1, 1, "the seed's comp_test.yaml"),
     ModuleCost("test_stop_start", 2, 6, 9, 9, "8 MiB written before stop, read back"),

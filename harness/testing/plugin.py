@@ -318,10 +318,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for name in getattr(item, "fixturenames", ()):
             if name in LOCAL_CLOUD_FIXTURES:
                 pytest.skip(f"{LOCAL_CLOUD_FIXTURES[name]} (this run's target is a target file)")
+    params = getattr(getattr(item, "callspec", None), "params", {})
     marks = list(item.iter_markers(CAPABILITY_MARKER))
     if not marks:
         return
-    params = getattr(getattr(item, "callspec", None), "params", {})
     store = params.get("store", params.get("store_name"))
     if store is None:
         raise pytest.UsageError(
@@ -330,6 +330,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in marks:
         for capability in mark.args:
             require_capability(store, capability)
+
+
+@pytest.fixture(autouse=True)
+def _emulator_contract_kept(request: pytest.FixtureRequest) -> None:
+    """A conformance test of a store whose emulator failed the emulator contract is
+    skipped with the contract's reason (local cloud only; the contract test itself runs).
+    The local cloud is brought up first: the verdict is about the running emulator."""
+    from harness.testing import access
+
+    module = getattr(request.module, "__name__", "")
+    if not module.startswith("harness.conformance.") or module.endswith(".test_emulator_contract"):
+        return
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    store = params.get("store")
+    if store is None or access.target() is not None:
+        return
+    request.getfixturevalue("local_cloud")
+    from harness.conformance.contract.verdict import skip_reason
+    from harness.emulators import fleet
+
+    reason = skip_reason(fleet.get(store))
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,165 @@
+"""The emulator contract: probes, through the gate and with the store's own SDK, of what a
+stand-in server must do for the conformance suite to mean anything (docs/backends.md, "What
+a stand-in must do"). One module per API family (s3, gcs, azure); :func:`run` picks it by
+the emulator's class and returns every failure, each worded "the emulator (not your store)
+does X", naming the request and the answer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.emulators.base import RunningEmulator
+
+PREFIX = "the emulator (not your store)"
+
+
+class ContractFailure(Exception):
+    """One check the emulator failed: what it does, the request and its answer."""
+
+    def __init__(self, does: str, request: str, answer: str) -> None:
+        self.does, self.request, self.answer = does, request, answer
+        super().__init__(f"{PREFIX} {does}: {request} was answered {answer}")
+
+
+Check = Callable[[], None]
+"""One probe: returns if the emulator behaves, raises ContractFailure if not."""
+
+
+def family(cls: type[RunningEmulator]) -> str | None:
+    """The API family of an emulator class (s3, gcs, azure), None if it has no probes."""
+    from harness.emulators.azure import AzureEmulator
+    from harness.emulators.gcs import GcsEmulator
+    from harness.emulators.s3 import S3Emulator
+
+    for base, name in ((S3Emulator, "s3"), (GcsEmulator, "gcs"), (AzureEmulator, "azure")):
+        if issubclass(cls, base):
+            return name
+    return None
+
+
+def bucket_name(store: str, what: str) -> str:
+    """A fresh bucket name for the contract (lower case, valid on every API)."""
+    return f"contract-{what}-{store}-{uuid.uuid4().hex[:10]}"[:63]
+
+
+@contextmanager
+def bucket(emulator: RunningEmulator, what: str, owner: str) -> Iterator[str]:
+    """A new private bucket of ``owner``, deleted (with its objects) afterwards."""
+    name = bucket_name(emulator.store, what)
+    emulator.make_bucket(name, owner)
+    try:
+        yield name
+    finally:
+        emulator.delete_bucket(name)
+
+
+KNOWN_DEVIATIONS: dict[tuple[str, str], str] = {
+    ("fake-gcs-server", "conditional GET"): (
+        "fake-gcs-server ignores ifGenerationMatch and ifGenerationNotMatch on reads (it "
+        "serves the object where GCS answers 412 or 304) and the gate passes them through; "
+        "skycore's mounts (rclone) never send them"
+    ),
+}
+"""(implementation, check) -> why a built-in stand-in may fail that check: reported as a
+deviation, not a failure. A listed check that passes is a failure (drop the entry)."""
+
+
+@dataclass
+class Outcome:
+    """What the contract found: failures (the emulator is not trusted) and known
+    deviations (reported, trusted)."""
+
+    failures: list[str] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)
+    checks: int = 0
+
+
+def run(emulator: RunningEmulator) -> Outcome:
+    """Every check of ``emulator``'s family, in order. A check that raises anything but
+    ContractFailure is reported as a failure of its own."""
+    outcome = Outcome()
+    name = family(type(emulator))
+    if name is None:
+        return outcome
+    from importlib import import_module
+
+    module = import_module(f"harness.conformance.contract.{name}")
+    with module.Probes(emulator) as probes:
+        for check_name, check in probes.checks():
+            outcome.checks += 1
+            known = KNOWN_DEVIATIONS.get((emulator.implementation, check_name))
+            try:
+                check()
+            except ContractFailure as e:
+                if known is None:
+                    outcome.failures.append(str(e))
+                else:
+                    outcome.deviations.append(f"{check_name}: {known} ({e.request}: {e.answer})")
+                continue
+            except Exception as e:  # an SDK error the probe did not expect
+                outcome.failures.append(
+                    str(ContractFailure(f"fails the {check_name} check", check_name, repr(e)))
+                )
+                continue
+            if known is not None:
+                outcome.failures.append(
+                    f"the {check_name} check now passes on {emulator.implementation}: drop its "
+                    "entry from harness.conformance.contract.KNOWN_DEVIATIONS"
+                )
+    return outcome
+
+
+def expected_listing(keys: list[str], prefix: str, delimiter: str = "/") -> tuple[list, list]:
+    """(common prefixes, keys) that a listing of ``keys`` under ``prefix`` with
+    ``delimiter`` returns, both in key order."""
+    prefixes: set[str] = set()
+    direct: list[str] = []
+    for key in keys:
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix) :]
+        if delimiter in rest:
+            prefixes.add(prefix + rest.split(delimiter, 1)[0] + delimiter)
+        else:
+            direct.append(key)
+    return sorted(prefixes), sorted(direct)
+
+
+def folders(keys: list[str], root: str) -> list[str]:
+    """Every folder prefix (ending in '/') of ``keys`` at or under ``root``."""
+    found = {root}
+    for key in keys:
+        parts = key[len(root) :].split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            found.add(root + "/".join(parts[:depth]) + "/")
+    return sorted(found)
+
+
+TREE = [
+    "tree/top.txt",
+    "tree/a/x.txt",
+    "tree/a/b/y.txt",
+    "tree/a/b/c/z.txt",
+    "tree/d/e/f/g.txt",
+    "tree/h/i/j/k/l.txt",
+]
+"""Keys whose folders hold objects at every depth, and folders with only deeper objects."""
+
+ORDER = [
+    "order/a-b",
+    "order/a/b",
+    "order/a/c/d",
+    "order/a0",
+    "order/A",
+    "order/a b",
+    "order/a.b",
+    "order/b",
+    "order/z",
+    "order/\u00e9",
+]
+"""Keys whose key (UTF-8 byte) order differs from a folder walk's file-name order."""

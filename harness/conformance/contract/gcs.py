@@ -1,0 +1,286 @@
+"""The contract of a GCS stand-in (fake-gcs-server, any GcsEmulator subclass), probed with
+google-cloud-storage through the gate. GCS has no multipart upload: its equivalents are
+compose and resumable uploads (an unfinished resumable upload leaves no object); rclone
+deletes a folder object by object, in parallel, so that is the batch delete probed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from typing import Any
+
+from harness.accounts import OTHER, UNKNOWN, USER
+from harness.conformance.contract import (
+    ORDER,
+    TREE,
+    Check,
+    ContractFailure,
+    bucket,
+    expected_listing,
+    folders,
+)
+
+CHUNK = 256 * 1024
+"""The resumable upload chunk GCS requires (a multiple of 256 KiB)."""
+
+
+def md5_b64(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+def answer(e: Exception) -> str:
+    """A google.api_core error as status and message."""
+    code = getattr(e, "code", None)
+    return f"HTTP {code}: {getattr(e, 'message', e)}" if code else f"{type(e).__name__}: {e}"
+
+
+class Probes:
+    """The GCS checks of one emulator, in a bucket of the user's and one of the other's."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self._stack = ExitStack()
+
+    def __enter__(self) -> Probes:
+        self.name = self._stack.enter_context(bucket(self.emulator, "gcs", USER))
+        self.gcs = self.emulator.client(USER)
+        self.bucket = self.gcs.bucket(self.name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def checks(self) -> list[tuple[str, Check]]:
+        return [
+            ("md5", self.md5),
+            ("delimiter", self.delimiter),
+            ("order", self.order),
+            ("compose and resumable upload", self.compose),
+            ("unfinished resumable upload", self.unfinished),
+            ("parallel delete", self.batch_delete),
+            ("conditional GET", self.conditional_get),
+            ("ranged GET", self.ranged_get),
+            ("tokens", self.tokens),
+        ]
+
+    def put(self, key: str, data: bytes) -> None:
+        self.bucket.blob(key).upload_from_string(data)
+
+    def listing(self, prefix: str) -> dict[str, str]:
+        """name -> md5Hash of every object under ``prefix``."""
+        return {b.name: b.md5_hash for b in self.gcs.list_blobs(self.name, prefix=prefix)}
+
+    def md5(self) -> None:
+        """Upload, metadata and listing MD5s are the body's, with listings running."""
+        bodies = {f"md5/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(12)}
+        seen: list[tuple[str, str]] = []
+        done = threading.Event()
+
+        def lister() -> None:
+            while not done.is_set():
+                seen.extend(self.listing("md5/").items())
+
+        with ThreadPoolExecutor(5) as pool:
+            watcher = pool.submit(lister)
+            try:  # a failed PUT must stop the lister, or the pool never ends
+                for f in [pool.submit(self.put, k, d) for k, d in bodies.items()]:
+                    f.result()
+            finally:
+                done.set()
+            watcher.result()
+        for key, data in bodies.items():
+            got = self.bucket.get_blob(key).md5_hash
+            if got != md5_b64(data):
+                raise ContractFailure(
+                    "keeps an md5Hash that is not the body's MD5",
+                    f"objects.get {key} ({len(data)} bytes, MD5 {md5_b64(data)})",
+                    f"md5Hash {got}",
+                )
+        for key, got in [*seen, *self.listing("md5/").items()]:
+            if got != md5_b64(bodies[key]):
+                raise ContractFailure(
+                    "lists an md5Hash that is not the body's MD5 (listing during uploads)",
+                    f"objects.list prefix=md5/ (for {key}, MD5 {md5_b64(bodies[key])})",
+                    f"md5Hash {got}",
+                )
+
+    def list_folder(self, prefix: str, page: int = 1000) -> tuple[list, list]:
+        """(prefixes, names) of one folder with delimiter '/', every page, in page order."""
+        prefixes: list[str] = []
+        names: list[str] = []
+        pages = self.gcs.list_blobs(self.name, prefix=prefix, delimiter="/", page_size=page)
+        for p in pages.pages:
+            names += [b.name for b in p]
+            prefixes += list(p.prefixes)
+        return prefixes, names
+
+    def delimiter(self) -> None:
+        """Every folder's listing with delimiter '/' has every prefix and object."""
+        for key in TREE:
+            self.put(key, key.encode())
+        for folder in folders(TREE, "tree/"):
+            got = self.list_folder(folder)
+            want = expected_listing(TREE, folder)
+            if sorted(got[0]) != want[0] or sorted(got[1]) != want[1]:
+                raise ContractFailure(
+                    "drops or invents entries of a listing with a delimiter",
+                    f"objects.list prefix={folder} delimiter=/ (objects: {', '.join(TREE)})",
+                    f"prefixes {got[0]} and items {got[1]}, not {want[0]} and {want[1]}",
+                )
+
+    def order(self) -> None:
+        """Listings are in name order, and every page size gives the same listing."""
+        for key in ORDER:
+            self.put(key, b"o")
+        want = sorted(ORDER)
+        for page in (1000, 2):
+            pages = self.gcs.list_blobs(self.name, prefix="order/", page_size=page)
+            got = [b.name for b in pages]
+            if got != want:
+                raise ContractFailure(
+                    "lists objects out of name order, or loses objects across pages",
+                    f"objects.list prefix=order/ maxResults={page}, every page",
+                    f"{got}, not {want}",
+                )
+        whole = self.list_folder("tree/")
+        for page in (1, 2):
+            paged = self.list_folder("tree/", page)
+            if (sorted(paged[0]), paged[1]) != (sorted(whole[0]), whole[1]):
+                raise ContractFailure(
+                    "pages a delimiter listing differently from the whole listing",
+                    f"objects.list prefix=tree/ delimiter=/ maxResults={page}, every page",
+                    f"{paged}, not {whole}",
+                )
+
+    def compose(self) -> None:
+        """Compose joins its sources; a chunked resumable upload is its chunks joined."""
+        parts = [os.urandom(CHUNK), os.urandom(1000)]
+        for i, data in enumerate(parts):
+            self.put(f"compose/part-{i}", data)
+        whole = b"".join(parts)
+        target = self.bucket.blob("compose/whole")
+        target.compose([self.bucket.blob(f"compose/part-{i}") for i in range(len(parts))])
+        got = target.download_as_bytes()
+        if got != whole:
+            raise ContractFailure(
+                "composes objects wrongly",
+                "objects.compose compose/whole from 2 parts",
+                f"{len(got)} bytes, not {len(whole)}",
+            )
+        data = os.urandom(2 * CHUNK + 500)
+        blob = self.bucket.blob("resumable/object", chunk_size=CHUNK)
+        blob.upload_from_string(data)
+        got_md5 = self.bucket.get_blob("resumable/object").md5_hash
+        back = self.bucket.blob("resumable/object").download_as_bytes()
+        if back != data or got_md5 != md5_b64(data):
+            raise ContractFailure(
+                "assembles a resumable upload wrongly",
+                f"resumable upload of {len(data)} bytes in chunks of {CHUNK}",
+                f"{len(back)} bytes, md5Hash {got_md5} (want {md5_b64(data)})",
+            )
+
+    def unfinished(self) -> None:
+        """A resumable upload given one chunk and never finished leaves no object."""
+        blob = self.bucket.blob("resumable/unfinished")
+        url = blob.create_resumable_upload_session()
+        chunk = os.urandom(CHUNK)
+        headers = {"Content-Range": f"bytes 0-{CHUNK - 1}/*"}
+        sent = self.gcs._http.put(url, data=chunk, headers=headers)
+        if sent.status_code != 308:
+            raise ContractFailure(
+                "does not take a resumable upload's first chunk",
+                f"PUT {url} Content-Range: bytes 0-{CHUNK - 1}/*",
+                f"HTTP {sent.status_code}: {sent.text[:200]}",
+            )
+        if "resumable/unfinished" in self.listing("resumable/"):
+            raise ContractFailure(
+                "shows an object of an unfinished resumable upload",
+                "objects.list prefix=resumable/ after one chunk of an unfinished upload",
+                "resumable/unfinished listed",
+            )
+
+    def batch_delete(self) -> None:
+        """Deleting a folder's objects in parallel (as rclone does) leaves none."""
+        keys = [f"batch/{i:02d}" for i in range(12)]
+        for key in keys:
+            self.put(key, b"d")
+        with ThreadPoolExecutor(4) as pool:
+            futures = {k: pool.submit(self.bucket.blob(k).delete) for k in keys}
+            for key, future in futures.items():
+                try:
+                    future.result()
+                except Exception as e:
+                    raise ContractFailure(
+                        "fails a delete among parallel deletes",
+                        f"objects.delete {key} (12 under batch/, 4 at once)",
+                        answer(e),
+                    ) from e
+        left = sorted(self.listing("batch/"))
+        if left:
+            raise ContractFailure("keeps deleted objects", "objects.list prefix=batch/", f"{left}")
+
+    def conditional_get(self) -> None:
+        """ifGenerationMatch and ifGenerationNotMatch of a read are honoured."""
+        from google.api_core.exceptions import NotModified, PreconditionFailed
+
+        key, data = "get/object", os.urandom(1000)
+        self.put(key, data)
+        generation = self.bucket.get_blob(key).generation
+        cases: list[tuple[dict[str, int], type[Exception] | None]] = [
+            ({"if_generation_match": generation}, None),
+            ({"if_generation_match": generation + 1}, PreconditionFailed),
+            ({"if_generation_not_match": generation}, NotModified),
+            ({"if_generation_not_match": generation + 1}, None),
+        ]
+        for kwargs, refusal in cases:
+            request = f"objects.get {key} alt=media {kwargs} (generation {generation})"
+            want = refusal.__name__ if refusal else "the object"
+            try:
+                got = self.bucket.blob(key).download_as_bytes(**kwargs)
+            except Exception as e:
+                if refusal is not None and isinstance(e, refusal):
+                    continue
+                raise ContractFailure(
+                    f"ignores a conditional GET (want {want})", request, answer(e)
+                ) from e
+            if refusal is not None or got != data:
+                raise ContractFailure(
+                    f"ignores a conditional GET (want {want})", request, f"{len(got)} bytes"
+                )
+
+    def ranged_get(self) -> None:
+        """A ranged read gets those bytes."""
+        key, data = "get/ranged", os.urandom(1000)
+        self.put(key, data)
+        got = self.bucket.blob(key).download_as_bytes(start=10, end=19)
+        if got != data[10:20]:
+            raise ContractFailure(
+                "serves a ranged GET wrongly",
+                f"objects.get {key} alt=media Range: bytes=10-19 (of {len(data)} bytes)",
+                f"{len(got)} bytes",
+            )
+
+    def tokens(self) -> None:
+        """The user's and the other's tokens work; an unknown token is refused (401)."""
+        with bucket(self.emulator, "gcso", OTHER) as theirs:
+            other = self.emulator.client(OTHER).bucket(theirs)
+            request = f"upload and download {theirs}/k with the other account's token"
+            try:
+                other.blob("k").upload_from_string(b"theirs")
+                back = other.blob("k").download_as_bytes()
+            except Exception as e:
+                raise ContractFailure("refuses a declared token", request, answer(e)) from e
+            if back != b"theirs":
+                raise ContractFailure("serves other data", request, f"{back!r}")
+        request = f"objects.list {self.name} with a token the emulator does not declare"
+        try:
+            list(self.emulator.client(UNKNOWN).list_blobs(self.name))
+        except self.emulator.sdk_errors() as e:
+            if getattr(e, "code", 401) == self.emulator.invalid_credentials_status:
+                return
+            raise ContractFailure("answers an unknown token oddly", request, answer(e)) from e
+        raise ContractFailure("accepts an unknown token", request, "HTTP 200")

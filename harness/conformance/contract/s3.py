@@ -1,0 +1,366 @@
+"""The contract of an S3 stand-in (moto, ``rclone serve s3``, any S3Emulator subclass),
+probed with boto3 through the gate. Server errors (5xx) that botocore would retry away are
+recorded and reported too: a store sees the same race."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from typing import Any
+
+from harness.accounts import OTHER, UNKNOWN, USER
+from harness.conformance.contract import (
+    ORDER,
+    TREE,
+    Check,
+    ContractFailure,
+    bucket,
+    expected_listing,
+    folders,
+)
+
+PART = 5 * 1024 * 1024
+"""The smallest part S3 takes but for the last."""
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def answer(e: Exception) -> str:
+    """A botocore error as status, code and message."""
+    response = getattr(e, "response", None)
+    if not isinstance(response, dict):
+        return f"{type(e).__name__}: {e}"
+    error = response.get("Error", {})
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return f"HTTP {status} {error.get('Code', '')}: {error.get('Message', '')}".rstrip(": ")
+
+
+def status_of(e: Exception) -> int | None:
+    response = getattr(e, "response", None)
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") if response else None
+
+
+class Probes:
+    """The S3 checks of one emulator, in a bucket of the user's and one of the other's."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self.errors: list[str] = []
+        self._stack = ExitStack()
+
+    def __enter__(self) -> Probes:
+        self.bucket = self._stack.enter_context(bucket(self.emulator, "s3", USER))
+        self.s3 = self.client(USER)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def client(self, owner: str) -> Any:
+        """``owner``'s boto3 client (the emulator's helper), recording every 5xx answer."""
+        client = self.emulator.client(owner)
+
+        def record(response: Any = None, operation: Any = None, **_: Any) -> None:
+            if response is None:
+                return
+            http, parsed = response
+            if http.status_code >= 500:
+                code = parsed.get("Error", {}).get("Code", "")
+                self.errors.append(f"{operation.name} -> HTTP {http.status_code} {code}")
+
+        client.meta.events.register("needs-retry.s3", record)
+        return client
+
+    def checks(self) -> list[tuple[str, Check]]:
+        return [
+            ("etag", self.etag),
+            ("delimiter", self.delimiter),
+            ("order", self.order),
+            ("multipart", self.multipart),
+            ("abort", self.abort),
+            ("batch delete", self.batch_delete),
+            ("conditional GET", self.conditional_get),
+            ("ranged GET", self.ranged_get),
+            ("keys", self.keys),
+            ("server errors", self.server_errors),
+        ]
+
+    def put(self, key: str, data: bytes) -> str:
+        return str(self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)["ETag"]).strip('"')
+
+    def listing(self, prefix: str) -> dict[str, str]:
+        """key -> ETag of every key under ``prefix`` (ListObjectsV2, every page)."""
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return {o["Key"]: o["ETag"].strip('"') for p in pages for o in p.get("Contents", [])}
+
+    def etag(self) -> None:
+        """PUT, HEAD and listing ETags are the body's MD5, with listings running meanwhile."""
+        bodies = {f"etag/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(16)}
+        seen: list[tuple[str, str]] = []
+        done = threading.Event()
+
+        def lister() -> None:
+            while not done.is_set():
+                seen.extend(self.listing("etag/").items())
+
+        with ThreadPoolExecutor(5) as pool:
+            watcher = pool.submit(lister)
+            try:  # a failed PUT must stop the lister, or the pool never ends
+                puts = {k: pool.submit(self.put, k, data) for k, data in bodies.items()}
+                got = {k: f.result() for k, f in puts.items()}
+            finally:
+                done.set()
+            watcher.result()
+        for key, data in bodies.items():
+            size = f"PutObject {key} ({len(data)} bytes, MD5 {md5(data)})"
+            if got[key] != md5(data):
+                raise ContractFailure(
+                    "answers a PUT with an ETag that is not the body's MD5 (while the "
+                    "bucket was being listed)",
+                    size,
+                    f"HTTP 200 with ETag {got[key]}",
+                )
+            head = str(self.s3.head_object(Bucket=self.bucket, Key=key)["ETag"]).strip('"')
+            if head != md5(data):
+                raise ContractFailure(
+                    "keeps an ETag that is not the body's MD5", f"HeadObject {key}", head
+                )
+        for key, tag in [*seen, *self.listing("etag/").items()]:
+            if tag != md5(bodies[key]):
+                raise ContractFailure(
+                    "lists an ETag that is not the body's MD5 (listing during PUTs)",
+                    f"ListObjectsV2 prefix=etag/ (for {key}, MD5 {md5(bodies[key])})",
+                    f"ETag {tag}",
+                )
+
+    def list_folder(self, prefix: str, v1: bool = False, page: int = 1000) -> tuple[list, list]:
+        """(common prefixes, keys) of one folder with delimiter '/', every page, in the
+        order the pages give them."""
+        prefixes: list[str] = []
+        keys: list[str] = []
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+        op = "list_objects" if v1 else "list_objects_v2"
+        for p in self.s3.get_paginator(op).paginate(**args, PaginationConfig={"PageSize": page}):
+            prefixes += [c["Prefix"] for c in p.get("CommonPrefixes", [])]
+            keys += [o["Key"] for o in p.get("Contents", [])]
+        return prefixes, keys
+
+    def delimiter(self) -> None:
+        """Every folder's listing with delimiter '/' has every common prefix and key."""
+        for key in TREE:
+            self.put(key, key.encode())
+        for v1 in (False, True):
+            for folder in folders(TREE, "tree/"):
+                got = self.list_folder(folder, v1)
+                want = expected_listing(TREE, folder)
+                if sorted(got[0]) != want[0] or sorted(got[1]) != want[1]:
+                    raise ContractFailure(
+                        "drops or invents entries of a listing with a delimiter",
+                        f"{'ListObjects' if v1 else 'ListObjectsV2'} prefix={folder} "
+                        f"delimiter=/ (keys: {', '.join(TREE)})",
+                        f"CommonPrefixes {got[0]} and Contents {got[1]}, not {want[0]} "
+                        f"and {want[1]}",
+                    )
+
+    def order(self) -> None:
+        """Listings are in key order, and every page size gives the same listing."""
+        for key in ORDER:
+            self.put(key, b"o")
+        want = sorted(ORDER)
+        for op in ("ListObjectsV2", "ListObjects"):
+            name = "list_objects_v2" if op == "ListObjectsV2" else "list_objects"
+            for page in (1000, 2):
+                config = {"PageSize": page}
+                pages = self.s3.get_paginator(name).paginate(
+                    Bucket=self.bucket, Prefix="order/", PaginationConfig=config
+                )
+                got = [o["Key"] for p in pages for o in p.get("Contents", [])]
+                if got != want:
+                    raise ContractFailure(
+                        "lists keys out of key order, or loses keys across pages",
+                        f"{op} prefix=order/ max-keys={page}, every page",
+                        f"{got}, not {want}",
+                    )
+        for page in (1, 2):
+            paged = self.list_folder("tree/", page=page)
+            whole = self.list_folder("tree/")
+            if paged != whole:
+                raise ContractFailure(
+                    "pages a delimiter listing differently from the whole listing",
+                    f"ListObjectsV2 prefix=tree/ delimiter=/ max-keys={page}, every page",
+                    f"{paged}, not {whole}",
+                )
+
+    def multipart(self) -> None:
+        """Create, two parts, complete: the object is the parts, its ETag a valid one."""
+        key, parts = "multipart/object", [os.urandom(PART), os.urandom(1024)]
+        upload = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        done = []
+        for number, data in enumerate(parts, 1):
+            tag = self.s3.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number, Body=data
+            )["ETag"]
+            if tag.strip('"') != md5(data):
+                raise ContractFailure(
+                    "answers UploadPart with an ETag that is not the part's MD5",
+                    f"UploadPart {key} part {number} ({len(data)} bytes, MD5 {md5(data)})",
+                    f"ETag {tag}",
+                )
+            done.append({"PartNumber": number, "ETag": tag})
+        result = self.s3.complete_multipart_upload(
+            Bucket=self.bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done}
+        )
+        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        whole = b"".join(parts)
+        if body != whole:
+            raise ContractFailure(
+                "serves a completed multipart object that is not its parts joined",
+                f"GetObject {key} after CompleteMultipartUpload of 2 parts ({len(whole)} B)",
+                f"{len(body)} bytes, MD5 {md5(body)} (want {md5(whole)})",
+            )
+        joined = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest()
+        tag = str(result["ETag"]).strip('"')
+        if tag not in (f"{joined}-2", md5(whole)):
+            raise ContractFailure(
+                "answers CompleteMultipartUpload with an ETag that is neither S3's "
+                "MD5-of-part-MD5s-N nor the body's MD5",
+                f"CompleteMultipartUpload {key} (2 parts)",
+                f"ETag {tag}, not {joined}-2",
+            )
+
+    def abort(self) -> None:
+        """AbortMultipartUpload succeeds (204) and leaves no upload and no object."""
+        key = "multipart/aborted"
+        upload = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        self.s3.upload_part(
+            Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"part"
+        )
+        request = f"AbortMultipartUpload {key} uploadId={upload}"
+        try:
+            status = self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)[
+                "ResponseMetadata"
+            ]["HTTPStatusCode"]
+        except Exception as e:
+            raise ContractFailure("refuses to abort a multipart upload", request, answer(e)) from e
+        if status != 204:
+            raise ContractFailure("aborts a multipart upload oddly", request, f"HTTP {status}")
+        if key in self.listing("multipart/"):
+            raise ContractFailure(
+                "keeps an object of an aborted upload", "ListObjectsV2 prefix=multipart/", key
+            )
+        try:
+            self.s3.list_parts(Bucket=self.bucket, Key=key, UploadId=upload)
+        except Exception as e:
+            if status_of(e) == 404:
+                return
+            raise ContractFailure(
+                "answers ListParts of an aborted upload oddly", f"ListParts {key}", answer(e)
+            ) from e
+        raise ContractFailure(
+            "keeps an aborted multipart upload", f"ListParts {key} after abort", "HTTP 200"
+        )
+
+    def batch_delete(self) -> None:
+        """DeleteObjects of one folder's keys, twice at once: both succeed, nothing left."""
+        keys = [f"batch/{i:02d}" for i in range(12)]
+        for key in keys:
+            self.put(key, b"d")
+        objects = {"Objects": [{"Key": k} for k in keys], "Quiet": False}
+        request = f"DeleteObjects of {len(keys)} keys under batch/ (two at once)"
+        with ThreadPoolExecutor(2) as pool:
+            futures = [
+                pool.submit(self.s3.delete_objects, Bucket=self.bucket, Delete=objects)
+                for _ in range(2)
+            ]
+            try:
+                results = [f.result() for f in futures]
+            except Exception as e:
+                raise ContractFailure("fails a batch delete", request, answer(e)) from e
+        for result in results:
+            if result.get("Errors"):
+                raise ContractFailure(
+                    "reports errors deleting keys", request, f"Errors {result['Errors']}"
+                )
+        left = sorted(self.listing("batch/"))
+        if left:
+            raise ContractFailure(
+                "keeps keys a batch delete deleted", "ListObjectsV2 prefix=batch/", f"{left}"
+            )
+
+    def conditional_get(self) -> None:
+        """If-Match and If-None-Match are honoured."""
+        key, data = "get/object", os.urandom(1000)
+        tag = f'"{self.put(key, data)}"'
+        cases = [
+            ({"IfMatch": tag}, 200),
+            ({"IfMatch": '"0123456789abcdef0123456789abcdef"'}, 412),
+            ({"IfNoneMatch": tag}, 304),
+            ({"IfNoneMatch": '"0123456789abcdef0123456789abcdef"'}, 200),
+        ]
+        for headers, want in cases:
+            try:
+                got = self.s3.get_object(Bucket=self.bucket, Key=key, **headers)
+                status = got["ResponseMetadata"]["HTTPStatusCode"]
+                text = f"HTTP {status}"
+            except Exception as e:
+                status, text = status_of(e), answer(e)
+            if status != want:
+                raise ContractFailure(
+                    f"ignores a conditional GET (want HTTP {want})",
+                    f"GetObject {key} {headers} (ETag {tag})",
+                    text,
+                )
+
+    def ranged_get(self) -> None:
+        """Range (first-last and suffix) gets those bytes with 206."""
+        key, data = "get/ranged", os.urandom(1000)
+        self.put(key, data)
+        for rng, want_body in (("bytes=10-19", data[10:20]), ("bytes=-5", data[-5:])):
+            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
+            status = got["ResponseMetadata"]["HTTPStatusCode"]
+            body = got["Body"].read()
+            if status != 206 or body != want_body:
+                raise ContractFailure(
+                    "serves a ranged GET wrongly",
+                    f"GetObject {key} Range: {rng} (of {len(data)} bytes)",
+                    f"HTTP {status}, {len(body)} bytes, Content-Range {got.get('ContentRange')}",
+                )
+
+    def keys(self) -> None:
+        """The user's and the other's keys work (each in its own bucket); unknown and
+        wrong-secret keys are refused with 403."""
+        with bucket(self.emulator, "s3o", OTHER) as theirs:
+            other = self.client(OTHER)
+            data = b"other's object"
+            request = f"PutObject/GetObject {theirs}/k with the other account's key"
+            try:
+                other.put_object(Bucket=theirs, Key="k", Body=data)
+                back = other.get_object(Bucket=theirs, Key="k")["Body"].read()
+            except Exception as e:
+                raise ContractFailure("refuses a declared key", request, answer(e)) from e
+            if back != data:
+                raise ContractFailure("serves other data", request, f"{back!r}")
+            other.delete_object(Bucket=theirs, Key="k")
+        stranger = self.emulator.client(UNKNOWN)
+        request = f"ListObjectsV2 {self.bucket} with a key the emulator does not declare"
+        try:
+            stranger.list_objects_v2(Bucket=self.bucket)
+        except Exception as e:
+            if status_of(e) == 403:
+                return
+            raise ContractFailure("answers an unknown key oddly", request, answer(e)) from e
+        raise ContractFailure("accepts an unknown key", request, "HTTP 200")
+
+    def server_errors(self) -> None:
+        """No request of the checks above was answered with a 5xx (even if a retry won)."""
+        if self.errors:
+            raise ContractFailure(
+                "answers with server errors (botocore retried them)",
+                ", ".join(sorted(set(self.errors))),
+                f"{len(self.errors)} times",
+            )
