@@ -121,6 +121,7 @@ class AzureEmulator(RunningEmulator):
     store = "azure"
     cli_alias = "azure"
     implementation = "Azurite"
+    contract_probes = "harness.conformance.contract.azure"
     public_dataset = "opendatasets"
     access_features: ClassVar[AccessFeatures] = AZURE_FEATURES
     """A container's public access level (declared; the Azure gate models it)."""

@@ -67,6 +67,9 @@ class RunningEmulator(GateClient, ABC):
     """The seeded public bucket owned by the other account (public-not-by-user)."""
     implementation: ClassVar[str] = "emulator"
     """What serves the store behind the gate, named in harness status (e.g. moto)."""
+    contract_probes: ClassVar[str | None] = None
+    """The module of the emulator contract's probes for this API (a ``Probes`` class and
+    ``KNOWN_DEVIATIONS``); None: no probes, and test_emulator_contract is skipped saying so."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
     """True if the emulator keeps its data across restarts (then so does the gate state)."""

@@ -75,6 +75,7 @@ class GcsEmulator(RunningEmulator):
     store = "gcs"
     cli_alias = "gcp"
     implementation = "fake-gcs-server"
+    contract_probes = "harness.conformance.contract.gcs"
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
     access_features: ClassVar[AccessFeatures] = GCS_FEATURES

@@ -77,6 +77,7 @@ class S3Emulator(RunningEmulator):
     store = "s3"
     cli_alias = "aws"
     implementation = "moto"
+    contract_probes = "harness.conformance.contract.s3"
     scheme: ClassVar[str] = "s3"
     region: ClassVar[str] = "us-east-1"
     public_dataset = "digitalcorpora"

@@ -1,8 +1,8 @@
 """The emulator contract: probes, through the gate and with the store's own SDK, of what a
 stand-in server must do for the conformance suite to mean anything (docs/backends.md, "What
-a stand-in must do"). One module per API family (s3, gcs, azure); :func:`run` picks it by
-the emulator's class and returns every failure, each worded "the emulator (not your store)
-does X", naming the request and the answer."""
+a stand-in must do"). One module of probes per API, named by the emulator class's
+``contract_probes``; :func:`run` runs them and returns every failure, each worded "the
+emulator (not your store) does X", naming the request and the answer."""
 
 from __future__ import annotations
 
@@ -30,18 +30,6 @@ Check = Callable[[], None]
 """One probe: returns if the emulator behaves, raises ContractFailure if not."""
 
 
-def family(cls: type[RunningEmulator]) -> str | None:
-    """The API family of an emulator class (s3, gcs, azure), None if it has no probes."""
-    from harness.emulators.azure import AzureEmulator
-    from harness.emulators.gcs import GcsEmulator
-    from harness.emulators.s3 import S3Emulator
-
-    for base, name in ((S3Emulator, "s3"), (GcsEmulator, "gcs"), (AzureEmulator, "azure")):
-        if issubclass(cls, base):
-            return name
-    return None
-
-
 def bucket_name(store: str, what: str) -> str:
     """A fresh bucket name for the contract (lower case, valid on every API)."""
     return f"contract-{what}-{store}-{uuid.uuid4().hex[:10]}"[:63]
@@ -58,17 +46,6 @@ def bucket(emulator: RunningEmulator, what: str, owner: str) -> Iterator[str]:
         emulator.delete_bucket(name)
 
 
-KNOWN_DEVIATIONS: dict[tuple[str, str], str] = {
-    ("fake-gcs-server", "conditional GET"): (
-        "fake-gcs-server ignores ifGenerationMatch and ifGenerationNotMatch on reads (it "
-        "serves the object where GCS answers 412 or 304) and the gate passes them through; "
-        "skycore's mounts (rclone) never send them"
-    ),
-}
-"""(implementation, check) -> why a built-in stand-in may fail that check: reported as a
-deviation, not a failure. A listed check that passes is a failure (drop the entry)."""
-
-
 @dataclass
 class Outcome:
     """What the contract found: failures (the emulator is not trusted) and known
@@ -83,16 +60,16 @@ def run(emulator: RunningEmulator) -> Outcome:
     """Every check of ``emulator``'s family, in order. A check that raises anything but
     ContractFailure is reported as a failure of its own."""
     outcome = Outcome()
-    name = family(type(emulator))
-    if name is None:
+    if emulator.contract_probes is None:
         return outcome
     from importlib import import_module
 
-    module = import_module(f"harness.conformance.contract.{name}")
+    module = import_module(emulator.contract_probes)
+    deviations: dict[tuple[str, str], str] = getattr(module, "KNOWN_DEVIATIONS", {})
     with module.Probes(emulator) as probes:
         for check_name, check in probes.checks():
             outcome.checks += 1
-            known = KNOWN_DEVIATIONS.get((emulator.implementation, check_name))
+            known = deviations.get((emulator.implementation, check_name))
             try:
                 check()
             except ContractFailure as e:
@@ -109,7 +86,7 @@ def run(emulator: RunningEmulator) -> Outcome:
             if known is not None:
                 outcome.failures.append(
                     f"the {check_name} check now passes on {emulator.implementation}: drop its "
-                    "entry from harness.conformance.contract.KNOWN_DEVIATIONS"
+                    f"entry from {emulator.contract_probes}.KNOWN_DEVIATIONS"
                 )
     return outcome
 
