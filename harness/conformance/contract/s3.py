@@ -26,6 +26,20 @@ PART = 5 * 1024 * 1024
 """The smallest part S3 takes but for the last."""
 
 
+KNOWN_DEVIATIONS: dict[tuple[str, str], str] = {
+    ("rclone serve s3", "conditional GET"): (
+        "rclone serve s3 ignores If-Match and If-None-Match on GetObject (it serves the "
+        "object where S3 answers 412 or 304); no conformance test relies on them"
+    ),
+    ("rclone serve s3", "ranged GET"): (
+        "rclone serve s3 sends the whole object's checksum header with a ranged GET, which "
+        "boto3 then rejects; rclone's own ranged reads do not check it"
+    ),
+}
+"""(implementation, check) -> why a stand-in may fail that check: reported as a deviation,
+not a failure. A listed check that passes is a failure (drop the entry)."""
+
+
 def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
@@ -321,9 +335,20 @@ class Probes:
         key, data = "get/ranged", os.urandom(1000)
         self.put(key, data)
         for rng, want_body in (("bytes=10-19", data[10:20]), ("bytes=-5", data[-5:])):
-            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
-            status = got["ResponseMetadata"]["HTTPStatusCode"]
-            body = got["Body"].read()
+            request = f"GetObject {key} Range: {rng} (of {len(data)} bytes)"
+            try:
+                got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
+                status = got["ResponseMetadata"]["HTTPStatusCode"]
+                body = got["Body"].read()
+            except Exception as e:
+                if type(e).__name__ != "FlexibleChecksumError":
+                    raise
+                raise ContractFailure(
+                    "answers a ranged GET with a checksum header (x-amz-checksum-*) that is "
+                    "not the range's (S3 sends none for a range), so the SDK rejects the body",
+                    request,
+                    str(e),
+                ) from e
             if status != 206 or body != want_body:
                 raise ContractFailure(
                     "serves a ranged GET wrongly",
