@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
 
@@ -18,8 +16,9 @@ from harness.conformance.contract import (
     Check,
     ContractFailure,
     bucket,
-    expected_listing,
-    folders,
+    check_delimiter,
+    check_paging,
+    put_while_listing,
 )
 
 
@@ -84,21 +83,8 @@ class Probes:
         """Put Blob's, the properties' and the listing's Content-MD5 are the body's MD5,
         with listings running meanwhile."""
         bodies = {f"md5/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(12)}
-        seen: list[tuple[str, str]] = []
-        done = threading.Event()
-
-        def lister() -> None:
-            while not done.is_set():
-                seen.extend(self.listing("md5/").items())
-
-        with ThreadPoolExecutor(5) as pool:
-            watcher = pool.submit(lister)
-            try:  # a failed PUT must stop the lister, or the pool never ends
-                puts = {k: pool.submit(self.put, k, d) for k, d in bodies.items()}
-                got = {k: hex_of(f.result().get("content_md5")) for k, f in puts.items()}
-            finally:
-                done.set()
-            watcher.result()
+        answers, seen = put_while_listing(self.put, lambda: self.listing("md5/"), bodies)
+        got = {key: hex_of(answer.get("content_md5")) for key, answer in answers.items()}
         for key, data in bodies.items():
             request = f"Put Blob {key} ({len(data)} bytes, MD5 {md5(data)})"
             if got[key] != md5(data):
@@ -139,15 +125,9 @@ class Probes:
         """Every folder's listing with delimiter '/' has every prefix and blob."""
         for key in TREE:
             self.put(key, key.encode())
-        for folder in folders(TREE, "tree/"):
-            got = self.list_folder(folder)
-            want = expected_listing(TREE, folder)
-            if sorted(got[0]) != want[0] or sorted(got[1]) != want[1]:
-                raise ContractFailure(
-                    "drops or invents entries of a listing with a delimiter",
-                    f"List Blobs prefix={folder} delimiter=/ (blobs: {', '.join(TREE)})",
-                    f"BlobPrefix {got[0]} and Blob {got[1]}, not {want[0]} and {want[1]}",
-                )
+        check_delimiter(
+            self.list_folder, lambda folder: f"List Blobs prefix={folder}", ("BlobPrefix", "Blob")
+        )
 
     def order(self) -> None:
         """Listings are in name order, and every page size gives the same listing."""
@@ -163,15 +143,10 @@ class Probes:
                     f"List Blobs prefix=order/ maxresults={page}, every page",
                     f"{got}, not {want}",
                 )
-        whole = self.list_folder("tree/")
-        for page in (1, 2):
-            paged = self.list_folder("tree/", page)
-            if paged != whole:
-                raise ContractFailure(
-                    "pages a delimiter listing differently from the whole listing",
-                    f"List Blobs prefix=tree/ delimiter=/ maxresults={page}, every page",
-                    f"{paged}, not {whole}",
-                )
+        check_paging(
+            lambda page: self.list_folder("tree/", page),
+            lambda page: f"List Blobs prefix=tree/ maxresults={page}",
+        )
 
     def block_list(self) -> None:
         """Put Block x3, Put Block List of two: the blob is those two, the third dropped."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
@@ -18,8 +17,9 @@ from harness.conformance.contract import (
     Check,
     ContractFailure,
     bucket,
-    expected_listing,
-    folders,
+    check_delimiter,
+    check_paging,
+    put_while_listing,
 )
 
 PART = 5 * 1024 * 1024
@@ -115,21 +115,7 @@ class Probes:
     def etag(self) -> None:
         """PUT, HEAD and listing ETags are the body's MD5, with listings running meanwhile."""
         bodies = {f"etag/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(16)}
-        seen: list[tuple[str, str]] = []
-        done = threading.Event()
-
-        def lister() -> None:
-            while not done.is_set():
-                seen.extend(self.listing("etag/").items())
-
-        with ThreadPoolExecutor(5) as pool:
-            watcher = pool.submit(lister)
-            try:  # a failed PUT must stop the lister, or the pool never ends
-                puts = {k: pool.submit(self.put, k, data) for k, data in bodies.items()}
-                got = {k: f.result() for k, f in puts.items()}
-            finally:
-                done.set()
-            watcher.result()
+        got, seen = put_while_listing(self.put, lambda: self.listing("etag/"), bodies)
         for key, data in bodies.items():
             size = f"PutObject {key} ({len(data)} bytes, MD5 {md5(data)})"
             if got[key] != md5(data):
@@ -168,18 +154,12 @@ class Probes:
         """Every folder's listing with delimiter '/' has every common prefix and key."""
         for key in TREE:
             self.put(key, key.encode())
-        for v1 in (False, True):
-            for folder in folders(TREE, "tree/"):
-                got = self.list_folder(folder, v1)
-                want = expected_listing(TREE, folder)
-                if sorted(got[0]) != want[0] or sorted(got[1]) != want[1]:
-                    raise ContractFailure(
-                        "drops or invents entries of a listing with a delimiter",
-                        f"{'ListObjects' if v1 else 'ListObjectsV2'} prefix={folder} "
-                        f"delimiter=/ (keys: {', '.join(TREE)})",
-                        f"CommonPrefixes {got[0]} and Contents {got[1]}, not {want[0]} "
-                        f"and {want[1]}",
-                    )
+        for v1, op in ((False, "ListObjectsV2"), (True, "ListObjects")):
+            check_delimiter(
+                lambda folder: self.list_folder(folder, v1),  # noqa: B023 (called at once)
+                lambda folder: f"{op} prefix={folder}",  # noqa: B023
+                ("CommonPrefixes", "Contents"),
+            )
 
     def order(self) -> None:
         """Listings are in key order, and every page size gives the same listing."""
@@ -200,15 +180,10 @@ class Probes:
                         f"{op} prefix=order/ max-keys={page}, every page",
                         f"{got}, not {want}",
                     )
-        for page in (1, 2):
-            paged = self.list_folder("tree/", page=page)
-            whole = self.list_folder("tree/")
-            if paged != whole:
-                raise ContractFailure(
-                    "pages a delimiter listing differently from the whole listing",
-                    f"ListObjectsV2 prefix=tree/ delimiter=/ max-keys={page}, every page",
-                    f"{paged}, not {whole}",
-                )
+        check_paging(
+            lambda page: self.list_folder("tree/", page=page),
+            lambda page: f"ListObjectsV2 prefix=tree/ max-keys={page}",
+        )
 
     def multipart(self) -> None:
         """Create, two parts, complete: the object is the parts, its ETag a valid one."""
