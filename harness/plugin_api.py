@@ -42,8 +42,6 @@ Helpers:
 - ``harness_home``: the harness's home folder (``$HARNESS_HOME``).
 """
 
-from typing import Any
-
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.nodes import rclone_binary
 from harness.cloud.procs import LOOPBACK, free_port, log_tail
@@ -56,41 +54,17 @@ from harness.gate.access_features import MECHANISMS, S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Exchange, GateProtocol, Success, UpstreamResponse
 from harness.gate.rules import Access, Kind, Verdict, decide
 from harness.paths import harness_home
-from skycore.deprecation import moved
+from skycore.deprecation import forwarder
 
 __all__ = [
-    "LOOPBACK",
-    "MECHANISMS",
-    "OTHER",
-    "S3_FEATURES",
-    "UNKNOWN",
-    "USER",
-    "Access",
-    "AccessFeatures",
-    "AccessKey",
-    "CloudError",
-    "EmulatorError",
-    "Exchange",
-    "GateProtocol",
-    "Kind",
-    "PublicAccessUnavailable",
-    "RunningEmulator",
-    "S3Emulator",
-    "S3GateProtocol",
-    "Success",
-    "UpstreamResponse",
-    "Verdict",
-    "decide",
-    "free_port",
-    "harness_home",
-    "installing_notice",
-    "log_tail",
-    "rclone_binary",
-]
+    "LOOPBACK", "MECHANISMS", "OTHER", "S3_FEATURES", "UNKNOWN", "USER", "Access",
+    "AccessFeatures", "AccessKey", "CloudError", "EmulatorError", "Exchange", "GateProtocol",
+    "Kind", "PublicAccessUnavailable", "RunningEmulator", "S3Emulator", "S3GateProtocol",
+    "Success", "UpstreamResponse", "Verdict", "decide", "free_port", "harness_home",
+    "installing_notice", "log_tail", "rclone_binary",
+]  # fmt: skip
 
 DEPRECATED: dict[str, str] = {}
 """Names that left this module: name -> the module to import it from now."""
 
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, DEPRECATED, name)
+__getattr__ = forwarder(__name__, DEPRECATED)

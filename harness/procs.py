@@ -1,27 +1,15 @@
 """Deprecated path: the harness's process helpers are harness.cloud.procs (the public ones
 are in harness.plugin_api); each old name still resolves, with a warning."""
 
-from typing import Any
+from skycore.deprecation import forwarder, moved_names
 
-from skycore.deprecation import moved
-
-DEPRECATED = {
-    "LOOPBACK": "harness.plugin_api",
-    "free_port": "harness.plugin_api",
-    "log_tail": "harness.plugin_api",
-    "HarnessProcessError": "harness.cloud.procs",
-    "Proc": "harness.cloud.procs",
-    "process_start_time": "harness.cloud.procs",
-    "is_port_conflict": "harness.cloud.procs",
-    "port_is_free": "harness.cloud.procs",
-    "wait_port_free": "harness.cloud.procs",
-    "start_process": "harness.cloud.procs",
-    "http_ok": "harness.cloud.procs",
-    "wait_healthy": "harness.cloud.procs",
-    "stop_process": "harness.cloud.procs",
-}
+DEPRECATED = moved_names({
+    "harness.plugin_api": ("LOOPBACK", "free_port", "log_tail"),
+    "harness.cloud.procs": (
+        "HarnessProcessError", "Proc", "process_start_time", "is_port_conflict",
+        "port_is_free", "wait_port_free", "start_process", "http_ok", "wait_healthy",
+        "stop_process",
+    ),
+})  # fmt: skip
 """The names this old path still resolves: name -> the module to import it from now."""
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, DEPRECATED, name)
+__getattr__ = forwarder(__name__, DEPRECATED)

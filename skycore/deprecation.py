@@ -1,7 +1,8 @@
 """Old import paths that still resolve: each name warns once, naming its new home.
 
-A module whose names moved keeps a table ``DEPRECATED = {name: new module}`` and a
-module-level ``__getattr__`` that calls :func:`moved`. The warning is a
+A module whose names moved keeps a table ``DEPRECATED = {name: new module}`` (built by
+:func:`moved_names` from ``{new module: names}``) and a module-level ``__getattr__`` made by
+:func:`forwarder`, which calls :func:`moved`. The warning is a
 :class:`PluginAPIDeprecationWarning`, which the plug-in loader shows (Python hides a plain
 ``DeprecationWarning`` outside ``__main__``). Each old name warns once per process tree: the
 names already shown travel to child processes (``harness conform`` runs pytest and its
@@ -15,7 +16,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 SHOWN_ENV = "SKYCORE_SHOWN_DEPRECATIONS"
@@ -67,3 +68,18 @@ def moved(module: str, table: Mapping[str, str], name: str, stacklevel: int = 3)
             stacklevel=stacklevel,
         )
     return value
+
+
+def moved_names(homes: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """The ``DEPRECATED`` table ``{name: new module}`` of ``{new module: its names}``."""
+    return {name: new for new, names in homes.items() for name in names}
+
+
+def forwarder(module: str, table: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module-level ``__getattr__`` for ``module`` that resolves the names of ``table``
+    from their new homes (see :func:`moved`)."""
+
+    def __getattr__(name: str) -> Any:
+        return moved(module, table, name)
+
+    return __getattr__

@@ -25,9 +25,7 @@ Deprecation:
 - ``PluginAPIDeprecationWarning``: the warning an old import path gives (a DeprecationWarning).
 """
 
-from typing import Any
-
-from skycore.deprecation import PluginAPIDeprecationWarning, moved
+from skycore.deprecation import PluginAPIDeprecationWarning, forwarder
 from skycore.errors import (
     BucketNameError,
     StorageAccessError,
@@ -40,23 +38,12 @@ from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.s3 import AwsConfig, S3Store
 
 __all__ = [
-    "AbstractStore",
-    "AccessInfo",
-    "AwsConfig",
-    "BucketNameError",
-    "PluginAPIDeprecationWarning",
-    "S3Store",
-    "StorageAccessError",
-    "StorageError",
-    "StorageSpecError",
-    "StoreLoadError",
-    "UnknownStoreError",
-    "UploadResult",
-]
+    "AbstractStore", "AccessInfo", "AwsConfig", "BucketNameError", "PluginAPIDeprecationWarning",
+    "S3Store", "StorageAccessError", "StorageError", "StorageSpecError", "StoreLoadError",
+    "UnknownStoreError", "UploadResult",
+]  # fmt: skip
 
 DEPRECATED: dict[str, str] = {}
 """Names that left this module: name -> the module to import it from now."""
 
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, DEPRECATED, name)
+__getattr__ = forwarder(__name__, DEPRECATED)
