@@ -13,7 +13,7 @@ unmutated baseline must pass every run, or the figures prove nothing.
 copies the tracked and untracked-but-not-ignored files as they are on disk now. The copy is
 imported through ``PYTHONPATH=<copy>`` with ``cwd=<copy>`` (checked before any run: skycore
 and the tests must load from the copy, and each mutation must be visible in the imported
-code). /work/main is never written. Every pattern must match exactly as often as declared,
+code). The repository is never written. Every pattern must match exactly as often as declared,
 or the runner stops with exit 2 before running anything: a mutation that silently applies
 nowhere would "survive" or "die" for the wrong reason.
 

@@ -1,5 +1,5 @@
 """S3's access model through the real gate and moto, on every store that declares S3's
-access mechanisms (R2 does not: tests/integration/test_r2_access.py) (issue 22): bucket and
+access mechanisms (R2 does not: tests/integration/test_r2_access.py): bucket and
 object ACLs, Object Ownership and Block Public Access with AWS's defaults, bucket policies,
 ListBuckets pagination, NoSuchBucket before AccessDenied, CORS preflights; each through
 boto3 (or raw requests where a browser would send it), as the service answers it."""

@@ -1,4 +1,4 @@
-"""The GCS and Azure helpers attached to a target file (issue 20): a target built from the
+"""The GCS and Azure helpers attached to a target file: a target built from the
 running emulator (``harness target``'s way) and loaded back, so every helper reaches the gate
 as an outsider does, through the store's public API alone; any gate admin call would raise.
 """

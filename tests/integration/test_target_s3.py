@@ -1,4 +1,4 @@
-"""The S3-family emulators attached to a target file (issue 20), through the real gate and
+"""The S3-family emulators attached to a target file, through the real gate and
 boto3: a target written from the running emulator's own accounts, loaded and attached, then
 every helper a conformance test uses, with the gate's admin API out of reach. Also the
 contract fixes a server that checks signatures needs (the gate's signature on anonymous
