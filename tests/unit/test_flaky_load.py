@@ -26,27 +26,21 @@ def _gone(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "Z"
 
 
-@pytest.mark.parametrize("exit_code", [0, 3])
-def test_load_runs_beside_the_runs_and_is_gone_after(tmp_path: Path, exit_code: int) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "flaky.py"),
-            "--runs",
-            "2",
-            "--logs",
-            str(tmp_path),
-            "--load",
-            "--",
-            sys.executable,
-            "-c",
-            f"import sys; sys.exit({exit_code})",
-        ],
+def flaky(tmp_path: Path, *options: str, code: str) -> subprocess.CompletedProcess[str]:
+    """tools/flaky.py with ``options``, running ``python -c code`` as the suite."""
+    tool = [sys.executable, str(REPO / "tools" / "flaky.py"), "--logs", str(tmp_path)]
+    return subprocess.run(
+        [*tool, *options, "--", sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=HANG_GUARD,
         check=False,
     )
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_load_runs_beside_the_runs_and_is_gone_after(tmp_path: Path, exit_code: int) -> None:
+    done = flaky(tmp_path, "--runs", "2", "--load", code=f"import sys; sys.exit({exit_code})")
     assert done.returncode == (1 if exit_code else 0), done.stdout + done.stderr
     started = re.findall(
         r"^flaky: load: a CPU hog \(tools/cpu_hog.py, pid (\d+)\) busy", done.stdout, re.M
@@ -60,24 +54,7 @@ def test_load_runs_beside_the_runs_and_is_gone_after(tmp_path: Path, exit_code: 
 
 
 def test_without_load_no_hog_starts(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "flaky.py"),
-            "--runs",
-            "1",
-            "--logs",
-            str(tmp_path),
-            "--",
-            sys.executable,
-            "-c",
-            "pass",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-        check=False,
-    )
+    done = flaky(tmp_path, "--runs", "1", code="pass")
     assert done.returncode == 0 and "flaky: load" not in done.stdout, done.stdout
 
 
