@@ -14,8 +14,8 @@ from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, PublicAccessUnavailable, RunningEmulator
 from harness.emulators.launcher import harness_pythonpath
+from harness.emulators.s3_gate.keys import AccessKey
 from harness.emulators.s3_gate.protocol import S3GateProtocol
-from harness.emulators.s3_gate.signatures import AccessKey
 from harness.emulators.s3_gate.upstream import GATE_KEY
 from harness.gate.access_features import S3_FEATURES, AccessFeatures
 

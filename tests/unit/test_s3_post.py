@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from urllib3 import encode_multipart_formdata
 
 from harness.emulators.s3 import S3Emulator
+from harness.emulators.s3_gate.keys import AccessKey
 from harness.emulators.s3_gate.post import (
     ALWAYS_EXEMPT,
     V2_EXEMPT,
@@ -29,7 +30,6 @@ from harness.emulators.s3_gate.post import (
     parse_form,
     read_post_upload,
 )
-from harness.emulators.s3_gate.signatures import AccessKey
 from harness.gate.protocol import Exchange
 from harness.gate.rules import INVALID
 from harness.gate.state import GateState

@@ -39,6 +39,7 @@ MALFORMED_XML = (
     "The XML you provided was not well-formed or did not validate against our published schema"
 )
 ACCESS_DENIED = Verdict(False, 403, "AccessDenied", "Access Denied")
+NO_SUCH_BUCKET = Verdict(False, 404, "NoSuchBucket", "The specified bucket does not exist")
 ACLS_NOT_SUPPORTED = Verdict(
     False, 400, "AccessControlListNotSupported", "The bucket does not allow ACLs"
 )
@@ -376,6 +377,19 @@ def check_ownership_change(bucket: BucketAccess, mode: str) -> Verdict | None:
     grants anyone but the bucket owner. None when accepted."""
     if mode == ENFORCED and not only_owner_grants(bucket.acl, bucket.owner):
         return Verdict(False, 400, *ACL_WITH_ENFORCED)
+    return None
+
+
+def check_change(op: str, bucket: BucketAccess, config: Any) -> Verdict | None:
+    """The refusal of the configuration ``config`` that operation ``op`` sets, or None."""
+    if config is None:
+        return None
+    if op in ("PutBucketAcl", "PutObjectAcl"):
+        return check_acl_change(bucket, config)
+    if op == "PutBucketPolicy":
+        return check_policy_change(bucket, config)
+    if op == "PutBucketOwnershipControls":
+        return check_ownership_change(bucket, config)
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.accounts import OTHER, USER
+from harness.emulators.s3_gate.errors import S3Error
 
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 AUTHENTICATED_USERS = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
@@ -103,14 +104,8 @@ def account_by(value: str) -> str | None:
     return None
 
 
-class AclError(Exception):
-    """An S3 error answer: HTTP status, S3 error code, message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
+class AclError(S3Error):
+    """An ACL S3 refuses (malformed, unknown grantee, not allowed here)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from typing import Any
 from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import NO_BLOCK, BucketAccess
 from harness.emulators.s3_gate.acl import AclError, acl_to_xml
-from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, operation
 from harness.emulators.s3_gate.features import new_bucket
 from harness.emulators.s3_gate.listing import list_buckets_xml
 from harness.emulators.s3_gate.mirror import (
@@ -27,11 +26,26 @@ from harness.emulators.s3_gate.mirror import (
     write_meta,
 )
 from harness.emulators.s3_gate.post import PostUpload
+from harness.emulators.s3_gate.requests import S3Detail, operation
 from harness.emulators.s3_gate.upstream import quoted_key, upstream_size
 from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Access, Kind
 
+MIRRORED = frozenset(
+    (
+        "PutBucketAcl",
+        "PutObjectAcl",
+        "GetObjectAcl",
+        "PutBucketOwnershipControls",
+        "DeleteBucketOwnershipControls",
+        "PutPublicAccessBlock",
+        "DeletePublicAccessBlock",
+        "PutBucketCors",
+        "DeleteBucketCors",
+    )
+)
+"""Operations whose success the gate mirrors into its state (or whose answer it rewrites)."""
 _UPLOAD_ID = re.compile(rb"<UploadId>(.*?)</UploadId>", re.S)
 _DELETED = re.compile(rb"<Deleted>(.*?)</Deleted>", re.S)
 _DELETED_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)

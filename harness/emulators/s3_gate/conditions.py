@@ -10,16 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.emulators.s3_gate.errors import S3Error
 
-class PolicyError(Exception):
+
+class PolicyError(S3Error):
     """PutBucketPolicy's 400 MalformedPolicy, with a message naming what is wrong."""
 
-    status = 400
-    code = "MalformedPolicy"
-
     def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(400, "MalformedPolicy", message)
 
 
 def words(text: str, prefix: str = "") -> frozenset[str]:

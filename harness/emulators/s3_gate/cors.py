@@ -17,6 +17,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.emulators.s3_gate.acl import S3_NS, split_tag
+from harness.emulators.s3_gate.errors import S3Error
 
 CORS_METHODS = ("GET", "PUT", "HEAD", "POST", "DELETE")
 """The only methods an AllowedMethod (and a preflight's request method) may name."""
@@ -47,14 +48,8 @@ class CorsRule:
     id: str | None = None
 
 
-class CorsError(Exception):
-    """A CORS configuration S3 refuses: HTTP status, S3 error code and message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
+class CorsError(S3Error):
+    """A CORS configuration S3 refuses."""
 
     def xml(self) -> bytes:
         """The error as S3's XML error document."""

@@ -16,15 +16,18 @@ from dataclasses import dataclass
 from email.message import Message
 from email.parser import HeaderParser
 from email.utils import collapse_rfc2231_value
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from harness.emulators.s3_gate.keys import (
+    SIGNATURE_MISMATCH,
+    SIGV4,
+    UNKNOWN_KEY,
+    AccessKey,
+    key_owner,
+)
 from harness.gate.protocol import Exchange
 from harness.gate.rules import INVALID, Verdict
 
-if TYPE_CHECKING:
-    from harness.emulators.s3_gate.signatures import AccessKey
-
-SIGV4 = "AWS4-HMAC-SHA256"
 V4_FIELDS = ("x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature")
 V2_FIELDS = ("awsaccesskeyid", "signature")
 ALWAYS_EXEMPT = frozenset({"file", "policy", "x-amz-signature"})
@@ -176,14 +179,6 @@ def parse_form(content_type: str, body: bytes) -> Form:
 # --- the signature ---------------------------------------------------------------------------
 
 
-def _owner_of(access_key_id: str, keys: Mapping[str, AccessKey]) -> tuple[str, str] | None:
-    """(owner, secret) of an access key id, None if unknown."""
-    for owner, key in keys.items():
-        if key.access_key_id == access_key_id:
-            return owner, key.secret_access_key
-    return None
-
-
 def sigv4_policy_signature(secret: str, date: str, region: str, service: str, policy: str) -> str:
     """The SigV4 signature of a POST policy (hex): HMAC-SHA256 of the base64 policy with the
     signing key of the credential's scope."""
@@ -197,23 +192,6 @@ def sigv2_policy_signature(secret: str, policy: str) -> str:
     """The SigV2 signature of a POST policy: base64 of HMAC-SHA1 of the base64 policy."""
     digest = hmac.new(secret.encode(), policy.encode(), hashlib.sha1).digest()
     return base64.b64encode(digest).decode()
-
-
-def _mismatch() -> Denied:
-    return _deny(
-        403,
-        "SignatureDoesNotMatch",
-        "The request signature we calculated does not match the signature you provided. "
-        "Check your key and signing method.",
-    )
-
-
-def _unknown_key() -> Denied:
-    return _deny(
-        403,
-        "InvalidAccessKeyId",
-        "The AWS Access Key Id you provided does not exist in our records.",
-    )
 
 
 def check_signature(
@@ -246,20 +224,20 @@ def check_signature(
                 "Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; "
                 'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".',
             )
-        found = _owner_of(credential[0], keys)
+        found = key_owner(keys, credential[0])
         if found is None:
-            raise Denied(_unknown_key().verdict, INVALID)
+            raise Denied(UNKNOWN_KEY, INVALID)
         _, date, region, service, _ = credential
         expected = sigv4_policy_signature(found[1], date, region, service, policy)
         given = fields["x-amz-signature"]
     else:
-        found = _owner_of(fields["awsaccesskeyid"], keys)
+        found = key_owner(keys, fields["awsaccesskeyid"])
         if found is None:
-            raise Denied(_unknown_key().verdict, INVALID)
+            raise Denied(UNKNOWN_KEY, INVALID)
         expected = sigv2_policy_signature(found[1], policy)
         given = fields["signature"]
     if not hmac.compare_digest(expected.encode(), given.encode()):
-        raise Denied(_mismatch().verdict, found[0])
+        raise Denied(SIGNATURE_MISMATCH, found[0])
     return found[0], ALWAYS_EXEMPT if v4 else V2_EXEMPT
 
 

@@ -1,74 +1,65 @@
-"""The S3 gate protocol (runs inside the gate): requests classified into IAM actions
-(``actions``), callers identified by access key (``signatures``, ``post``), access decided
-with S3's model (``decide``) from the configuration the real API calls set, mirrored into
-the gate state (``bookkeeping``, ``mirror``); CORS preflights and the configuration's Get*
-calls answered by the gate; denials as S3's XML errors. (Module names: this package,
-harness.emulators.s3_gate.)"""
+"""The S3 gate protocol (runs inside the gate): the hooks the gate calls, wiring the
+package's roles: requests classified into IAM actions (``requests``), callers identified by
+access key (``signatures``, with ``post`` for form uploads), access decided with S3's model
+(``access``, pure) from the configuration the real API calls set, kept in the gate state
+(``bookkeeping``, ``mirror``); CORS preflights, the configuration's Get* calls and errors
+answered in S3's terms (``answers``)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import partial
 from html import unescape
-from urllib.parse import urlsplit
-from xml.sax.saxutils import escape
 
 from harness.emulators.s3_gate import cors as s3_cors
-from harness.emulators.s3_gate.access import BucketAccess, PublicAccessBlock, ownership_from_xml
-from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml, acl_to_xml
-from harness.emulators.s3_gate.actions import MIRRORED, S3Detail, classify_s3, operation, refusal
-from harness.emulators.s3_gate.bookkeeping import S3Bookkeeping
-from harness.emulators.s3_gate.decide import NO_SUCH_BUCKET, S3Decisions
-from harness.emulators.s3_gate.features import new_bucket
+from harness.emulators.s3_gate.access import (
+    ACCESS_DENIED,
+    BUCKET_CONTEXT,
+    NO_SUCH_BUCKET,
+    BucketAccess,
+    PublicAccessBlock,
+    authorize,
+    check_change,
+    ownership_from_xml,
+)
+from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml
+from harness.emulators.s3_gate.answers import S3Answers
+from harness.emulators.s3_gate.bookkeeping import MIRRORED
+from harness.emulators.s3_gate.errors import S3Error
+from harness.emulators.s3_gate.features import new_bucket, object_acl_of, unsupported
+from harness.emulators.s3_gate.keys import AccessKey
+from harness.emulators.s3_gate.listing import ListingError, listing_params
 from harness.emulators.s3_gate.mirror import (
-    CONFIG_ANSWERS,
     SettingsCache,
-    change_access,
-    config_answer,
     effective_object_acl,
+    object_acl,
     write_meta,
 )
-from harness.emulators.s3_gate.policy import BucketPolicy, PolicyError
-from harness.emulators.s3_gate.post import read_post_upload
-from harness.emulators.s3_gate.signatures import SIGV2_KEY, SIGV4_KEY, AccessKey, S3Signatures
+from harness.emulators.s3_gate.policy import BucketPolicy
+from harness.emulators.s3_gate.post import PostUpload, read_post_upload
+from harness.emulators.s3_gate.requests import S3Detail, classify_s3, operation
+from harness.emulators.s3_gate.signatures import S3Signatures
 from harness.emulators.s3_gate.upstream import (
     GATE_KEY,
     UPSTREAM_REGION,
     gate_signature,
-    quoted_key,
-    upstream_size,
+    policy_context,
 )
 from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.corrupt import wrong_headers, wrong_xml_etags
-from harness.gate.protocol import Answer, Corrupted, Exchange, GateProtocol, UpstreamResponse
-from harness.gate.rules import ANONYMOUS, INVALID, Access, Kind, Verdict, header
+from harness.gate.protocol import Corrupted, Exchange, GateProtocol, UpstreamResponse
+from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
 
 __all__ = ["GATE_KEY", "S3GateProtocol", "classify_s3"]
 
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
-
-
-GATE_CONFIG_WRITES = MIRRORED
-"""The access configuration's calls the gate answers from its state alone, never sending
-them to the server behind it: a server that does not know a sub-resource such as
-``?publicAccessBlock`` takes ``DELETE /bucket?publicAccessBlock`` for DeleteBucket (rclone
-serve s3 does), and ``PUT /bucket/key?acl`` for a PutObject. The object ACL calls ask the
-server only whether the object exists (a HEAD signed with the gate's key). They are the calls
-whose outcome the gate keeps (``actions.MIRRORED``): one list."""
-GATE_ANSWERS = (
-    frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy"))
-    | CONFIG_ANSWERS
-    | GATE_CONFIG_WRITES
-)
-"""Operations the gate answers itself (CORS preflights, the configuration it keeps):
-:meth:`S3GateProtocol.answer` answers these and only these."""
-NO_SUCH_KEY = Verdict(False, 404, "NoSuchKey", "The specified key does not exist.")
 PRESIGNED_KEYS = frozenset(("x-amz-credential", "awsaccesskeyid"))
 """Query keys (lower case) of a presigned URL: the caller's own signature goes upstream."""
+LEGACY_REGION = "us-east-1"
+"""The region where re-creating one's own bucket succeeds (elsewhere: 409)."""
 
 
-class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
+class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
     """The S3 API as moto serves it, with the access keys of one S3-compatible service and
     the access mechanisms it has (``features``: S3's, or fewer)."""
 
@@ -88,28 +79,9 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         """The store's access mechanisms: the gate enforces these and answers the others'
         calls with the store's error."""
         self.settings = SettingsCache(features)
-        S3Bookkeeping.__init__(self)
+        S3Answers.__init__(self)
 
-    # --- who and what --------------------------------------------------------------------
-
-    def identity(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> str | None:
-        """The account behind a request (header or presigned URL), ANONYMOUS or INVALID."""
-        auth = header(headers, "Authorization")
-        key: str | None = None
-        if auth:
-            match = SIGV4_KEY.search(auth) or SIGV2_KEY.match(auth)
-            if not match:
-                return INVALID
-            key = match.group(1)
-        else:
-            lowered = {k.lower(): v for k, v in query.items()}
-            if "x-amz-credential" in lowered:
-                key = lowered["x-amz-credential"][0].split("/", 1)[0]
-            elif "awsaccesskeyid" in lowered:
-                key = lowered["awsaccesskeyid"][0]
-        if key is None:
-            return ANONYMOUS
-        return next((o for o, k in self.keys.items() if k.access_key_id == key), INVALID)
+    # --- classification --------------------------------------------------------------------
 
     def classify(self, ex: Exchange) -> tuple[Access, str | None]:
         access = classify_s3(ex.method, ex.path, ex.headers)
@@ -134,8 +106,8 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         if identity != INVALID:
             try:
                 self._prepare(ex, access, identity, detail)
-            except (AclError, PolicyError, s3_cors.CorsError) as e:
-                detail.error = refusal(e)
+            except S3Error as e:
+                detail.error = e.verdict()
         return access, identity
 
     def _access_of(self, ex: Exchange, name: str | None) -> BucketAccess | None:
@@ -178,92 +150,136 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         elif op == "PutBucketCors":
             detail.config = s3_cors.parse_cors(ex.read_body())
 
-    # --- answering and forwarding --------------------------------------------------------
+    # --- decision ---------------------------------------------------------------------------
 
-    def answers(self, access: Access) -> bool:
-        """Whether :meth:`answer` may answer (its operation is one of GATE_ANSWERS)."""
-        return operation(access) in GATE_ANSWERS
-
-    def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
-        """CORS preflights, and the access configuration the gate keeps (ACLs, policy,
-        ownership, Block Public Access, CORS) read or set without moto."""
+    def decide(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        """S3's decision: credentials, then the bucket's existence for anonymous callers,
+        then authorization by the bucket's ACL, policy and ownership (the admin API's
+        public flag counts as a public-read policy statement), then the validity of what
+        the request sets."""
+        if access.kind is Kind.PASS:
+            return ALLOW
+        if access.kind is Kind.DENY:
+            return Verdict(
+                False, 403, "AccessDenied", "This endpoint is not available through the gate."
+            )
+        if identity == INVALID:
+            return Verdict(
+                False,
+                403,
+                "InvalidAccessKeyId",
+                "The AWS Access Key Id you provided does not exist in our records.",
+            )
         op = operation(access)
-        if op not in GATE_ANSWERS:  # keeps answers() and answer() in step
-            return None
-        known = ex.state.bucket(access.bucket) if access.bucket else None
         if op == "Preflight":
-            if known is None:
-                return self._error_answer(ex, access, NO_SUCH_BUCKET)
-            status, headers, body = s3_cors.preflight(
-                self.settings.cors(access.bucket or "", known),
-                ex.header("origin"),
-                ex.header("access-control-request-method"),
-                ex.header("access-control-request-headers"),
-                resource_type="OBJECT" if access.key else "BUCKET",
+            return ALLOW  # answered from the bucket's CORS rules
+        lacking = unsupported(self.features, op, ex.headers)
+        if lacking is not None:  # a mechanism the store does not have
+            return lacking
+        if access.kind is Kind.LIST_BUCKETS:
+            if identity is ANONYMOUS:
+                return ACCESS_DENIED
+            try:
+                listing_params(ex.query)
+            except ListingError as e:
+                return e.verdict
+            return ALLOW
+        if access.kind is Kind.CREATE_BUCKET:
+            return self._decide_create(ex, access, identity)
+        known = ex.state.bucket(access.bucket) if access.bucket else None
+        if known is None:
+            return NO_SUCH_BUCKET if identity is ANONYMOUS else ALLOW  # moto answers 404
+        bucket = self.settings.access(access.bucket or "", known)
+        verdict = self._authorize(ex, access, identity, bucket, known.public)
+        if not verdict.allowed:
+            return verdict
+        detail = access.detail
+        if isinstance(detail, S3Detail):
+            if detail.source is not None:
+                verdict = self._decide_source(ex, identity, detail.source)
+                if not verdict.allowed:
+                    return verdict
+            if detail.error is not None:
+                return detail.error
+            return check_change(op, bucket, detail.config) or ALLOW
+        if isinstance(detail, PostUpload) and detail.acl:
+            try:
+                write_meta(bucket, identity, {"x-amz-acl": detail.acl})
+            except AclError as e:
+                return e.verdict()
+        return ALLOW
+
+    def _decide_create(self, ex: Exchange, access: Access, identity: str | None) -> Verdict:
+        if identity is ANONYMOUS:
+            return ACCESS_DENIED
+        known = ex.state.bucket(access.bucket)
+        if known is not None and known.owner != identity:
+            return Verdict(
+                False,
+                409,
+                "BucketAlreadyExists",
+                "The requested bucket name is not available. The bucket namespace is shared "
+                "by all users of the system. Please select a different name and try again.",
             )
-            return Answer(status, headers, body)
-        if known is None or not isinstance(access.detail, S3Detail):
-            return None
-        name = access.bucket or ""
+        if known is not None and self.region != LEGACY_REGION:
+            return Verdict(
+                False,
+                409,
+                "BucketAlreadyOwnedByYou",
+                "Your previous request to create the named bucket succeeded and you already "
+                "own it.",
+            )
+        detail = access.detail
+        if isinstance(detail, S3Detail) and detail.error is not None:
+            return detail.error
+        return ALLOW
+
+    def _authorize(
+        self,
+        ex: Exchange,
+        access: Access,
+        identity: str | None,
+        bucket: BucketAccess,
+        public_flag: bool,
+    ) -> Verdict:
+        key = access.key
+        action = access.action or "s3:*"
+        acl = None
+        if key is not None and action.lower() not in BUCKET_CONTEXT:
+            # an object-level action: decided by the object's owner and ACL
+            stored = object_acl(ex.state.object_meta(access.bucket or "", key))
+            acl = object_acl_of(self.features, bucket, stored)
+        context = policy_context(ex, identity) if bucket.policy is not None else None
+        detail = access.detail
+        if isinstance(detail, S3Detail) and detail.op == "DeleteObjects" and detail.keys:
+            if identity == bucket.owner:
+                return ALLOW
+            for each in detail.keys:  # S3 authorizes DeleteObject key by key
+                verdict = authorize(bucket, identity, "s3:DeleteObject", each, None, context)
+                if not verdict.allowed:
+                    return verdict
+            return ALLOW
+        return authorize(bucket, identity, action, key, acl, context, public_flag)
+
+    def _decide_source(
+        self, ex: Exchange, identity: str | None, source: tuple[str, str]
+    ) -> Verdict:
+        name, key = source
+        known = ex.state.bucket(name)
+        if known is None:
+            return NO_SUCH_BUCKET if identity is ANONYMOUS else ALLOW
         bucket = self.settings.access(name, known)
-        if op in GATE_CONFIG_WRITES:
-            return self._config_write(ex, access, op, bucket)
-        if op in ("PutBucketPolicy", "DeleteBucketPolicy"):
-            policy = access.detail.config if op == "PutBucketPolicy" else None
-            change_access(
-                ex.state,
-                name,
-                bucket.owner,
-                partial(BucketAccess.with_policy, policy=policy),
-                self.features,
-            )
-            return Answer(204, {}, b"")
-        # no CORS headers here: response_headers() reaches forwarded responses only
-        got = config_answer(op, bucket, self.settings.cors(name, known))
-        if isinstance(got, Verdict):
-            return self._error_answer(ex, access, got)
-        return got
+        acl = object_acl_of(self.features, bucket, object_acl(ex.state.object_meta(name, key)))
+        context = policy_context(ex, identity) if bucket.policy is not None else None
+        return authorize(bucket, identity, "s3:GetObject", key, acl, context, known.public)
 
-    def _config_write(self, ex: Exchange, access: Access, op: str, bucket: BucketAccess) -> Answer:
-        """A configuration call of GATE_CONFIG_WRITES answered from the gate state (as S3
-        answers it: 200 for Put and Get, 204 for Delete)."""
-        name, key = access.bucket or "", access.key or ""
-        if key and upstream_size(ex, f"/{name}/{quoted_key(ex.path)}") < 0:
-            return self._error_answer(ex, access, NO_SUCH_KEY)
-        if op == "GetObjectAcl":
-            acl = effective_object_acl(bucket, ex.state.object_meta(name, key), self.features)
-            return Answer(200, {"Content-Type": "application/xml"}, acl_to_xml(acl))
-        config = access.detail.config if isinstance(access.detail, S3Detail) else None
-        self.apply_config(ex, op, name, key, bucket, config)
-        return Answer(204 if op.startswith("Delete") else 200, {}, b"")
-
-    def _error_answer(self, ex: Exchange, access: Access, verdict: Verdict) -> Answer:
-        ctype, body = self.error_body(ex, verdict, access)
-        return Answer(verdict.status, {"Content-Type": ctype}, body)
+    # --- forwarding -----------------------------------------------------------------------
 
     def upstream_target(self, ex: Exchange, access: Access, identity: str | None) -> str:
         """ListBuckets goes upstream whole (the gate filters, then paginates)."""
         if access.kind is Kind.LIST_BUCKETS:
             return "/"
         return ex.path
-
-    def response_headers(
-        self, ex: Exchange, access: Access, identity: str | None
-    ) -> dict[str, str]:
-        """S3's CORS headers on an actual request with an Origin.
-
-        The gate calls this for forwarded responses only: the answers the gate gives itself
-        (:meth:`answer`: the configuration's Get* calls; preflights carry their own) and its
-        denials go out without them, where S3 would add them when a rule matches. A browser
-        reading those answers cross-origin is not modelled."""
-        origin = ex.headers.get("origin")
-        if not origin or not access.bucket:
-            return {}
-        known = ex.state.bucket(access.bucket)
-        if known is None:
-            return {}
-        rules = self.settings.cors(access.bucket, known)
-        return s3_cors.response_headers(rules, origin, ex.method) if rules else {}
 
     def upstream_headers(
         self, ex: Exchange, access: Access, identity: str | None
@@ -304,31 +320,3 @@ class S3GateProtocol(S3Signatures, S3Decisions, S3Bookkeeping, GateProtocol):
         )
         xml = wrong_xml_etags(body) if body else None
         return Corrupted(headers, xml) if headers or xml is not None else None
-
-    # --- errors --------------------------------------------------------------------------
-
-    def fault_verdict(self, status: int) -> Verdict:
-        codes = {
-            503: ("SlowDown", "Please reduce your request rate."),
-            500: ("InternalError", "We encountered an internal error. Please try again."),
-            403: ("AccessDenied", "Access Denied"),
-        }
-        code, message = codes.get(
-            status, ("ServiceUnavailable", "Service is unable to handle request.")
-        )
-        return Verdict(False, status, code, message)
-
-    def malformed_verdict(self, message: str) -> Verdict:
-        return Verdict(False, 400, "BadRequest", "An error occurred when parsing the HTTP request.")
-
-    def error_body(self, ex: Exchange, verdict: Verdict, access: Access) -> tuple[str, bytes]:
-        resource = urlsplit(ex.path).path
-        named = f"<BucketName>{escape(access.bucket)}</BucketName>" if access.bucket else ""
-        xml = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
-            f"<Code>{verdict.code}</Code><Message>{escape(verdict.message)}</Message>"
-            + named
-            + f"<Resource>{escape(resource)}</Resource>"
-            "<RequestId>skycore-gate</RequestId></Error>"
-        )
-        return "application/xml", xml.encode()

@@ -10,29 +10,25 @@ import hmac
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from harness.emulators.s3_gate.keys import (
+    SIGNATURE_MISMATCH,
+    SIGV2_KEY,
+    SIGV4,
+    SIGV4_KEY,
+    UNKNOWN_KEY,
+    AccessKey,
+    key_owner,
+)
 from harness.emulators.s3_gate.post import PostUpload
 from harness.gate.protocol import Exchange
-from harness.gate.rules import Access, Verdict
+from harness.gate.rules import ANONYMOUS, INVALID, Access, Verdict, header
 
-
-@dataclass(frozen=True)
-class AccessKey:
-    """An S3-style access key pair."""
-
-    access_key_id: str
-    secret_access_key: str
-
-
-SIGV4_KEY = re.compile(r"Credential=([^/,\s]+)/")
-SIGV2_KEY = re.compile(r"^AWS ([^:\s]+):")
 _SIGV4_FIELDS = re.compile(r"(Credential|SignedHeaders|Signature)=([^,\s]*)")
-SIGV4 = "AWS4-HMAC-SHA256"
 MAX_SKEW = 15 * 60  # seconds a signed request's date may differ from now (as in AWS)
 MAX_PRESIGN_EXPIRES = 7 * 24 * 3600
 
@@ -204,6 +200,25 @@ class S3Signatures:
     keys: dict[str, AccessKey]
     """owner -> access key"""
 
+    def identity(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> str | None:
+        """The account behind a request (header or presigned URL), ANONYMOUS or INVALID."""
+        auth = header(headers, "Authorization")
+        key: str | None = None
+        if auth:
+            match = SIGV4_KEY.search(auth) or SIGV2_KEY.match(auth)
+            if not match:
+                return INVALID
+            key = match.group(1)
+        else:
+            lowered = {k.lower(): v for k, v in query.items()}
+            if "x-amz-credential" in lowered:
+                key = lowered["x-amz-credential"][0].split("/", 1)[0]
+            elif "awsaccesskeyid" in lowered:
+                key = lowered["awsaccesskeyid"][0]
+        if key is None:
+            return ANONYMOUS
+        return next((o for o, k in self.keys.items() if k.access_key_id == key), INVALID)
+
     def authenticate(self, ex: Exchange, access: Access, identity: str | None) -> Verdict | None:
         """Verify the request's signature as S3 does (SigV4 header or presigned URL, SigV2),
         with botocore's signers: a wrong secret, a tampered or expired URL, a malformed
@@ -236,25 +251,8 @@ class S3Signatures:
         return None
 
     def _secret(self, access_key: str) -> str | None:
-        return next(
-            (k.secret_access_key for k in self.keys.values() if k.access_key_id == access_key),
-            None,
-        )
-
-    def _mismatch(self) -> Verdict:
-        return _deny(
-            403,
-            "SignatureDoesNotMatch",
-            "The request signature we calculated does not match the signature you provided. "
-            "Check your key and signing method.",
-        )
-
-    def _unknown_key(self) -> Verdict:
-        return _deny(
-            403,
-            "InvalidAccessKeyId",
-            "The AWS Access Key Id you provided does not exist in our records.",
-        )
+        found = key_owner(self.keys, access_key)
+        return None if found is None else found[1]
 
     def _check_sigv4_header(self, ex: Exchange, auth: str) -> Verdict | None:
         fields = dict(_SIGV4_FIELDS.findall(auth[len(SIGV4) :]))
@@ -271,7 +269,7 @@ class S3Signatures:
             )
         secret = self._secret(credential[0])
         if secret is None:
-            return self._unknown_key()
+            return UNKNOWN_KEY
         timed = request_time(ex)
         if timed is None:
             return _no_date()
@@ -279,11 +277,11 @@ class S3Signatures:
         if abs(time.time() - when) > MAX_SKEW:
             return _skewed()
         if credential[1] != amz_date[:8]:
-            return self._mismatch()
+            return SIGNATURE_MISMATCH
         expected = sigv4_signature(
             ex, secret, credential[0], credential[1:], amz_date, signed, query_auth=False
         )
-        return None if hmac.compare_digest(expected, signature) else self._mismatch()
+        return None if hmac.compare_digest(expected, signature) else SIGNATURE_MISMATCH
 
     def _check_presigned_v4(self, ex: Exchange, query: Mapping[str, str]) -> Verdict | None:
         credential = query.get("x-amz-credential", "").split("/")
@@ -315,15 +313,15 @@ class S3Signatures:
             )
         secret = self._secret(credential[0])
         if secret is None:
-            return self._unknown_key()
+            return UNKNOWN_KEY
         if time.time() > when + int(expires):
             return _deny(403, "AccessDenied", "Request has expired")
         if credential[1] != amz_date[:8]:
-            return self._mismatch()
+            return SIGNATURE_MISMATCH
         expected = sigv4_signature(
             ex, secret, credential[0], credential[1:], amz_date, signed, query_auth=True
         )
-        return None if hmac.compare_digest(expected, signature) else self._mismatch()
+        return None if hmac.compare_digest(expected, signature) else SIGNATURE_MISMATCH
 
     def _check_sigv2(self, ex: Exchange, signature: str, expires: str | None) -> Verdict | None:
         auth = ex.header("authorization") or ""
@@ -335,7 +333,7 @@ class S3Signatures:
         )
         secret = self._secret(key)
         if secret is None:
-            return self._unknown_key()
+            return UNKNOWN_KEY
         if expires is None:  # header-signed: the request's own date must be now
             timed = request_time(ex, sigv2=True)
             if timed is None:
@@ -343,4 +341,4 @@ class S3Signatures:
             if abs(time.time() - timed[1]) > MAX_SKEW:
                 return _skewed()
         expected = sigv2_signature(ex, secret, key, expires)
-        return None if hmac.compare_digest(expected, signature) else self._mismatch()
+        return None if hmac.compare_digest(expected, signature) else SIGNATURE_MISMATCH

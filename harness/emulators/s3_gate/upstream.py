@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from harness.emulators.s3_gate.signatures import AccessKey
+from harness.emulators.s3_gate.keys import AccessKey
 from harness.gate.protocol import Exchange
 
 GATE_KEY = AccessKey("AKIASKYCOREGATE00000", "skycore-gate-service-key-not-an-account0")
