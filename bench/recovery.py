@@ -44,9 +44,9 @@ from harness.cloud import chaos
 from harness.emulators import fleet as emulators
 from harness.emulators import registry
 from skycore.config import load_config, save_config, skycore_home
-from skycore.jobs import core
-from skycore.jobs import state as jstate
-from skycore.jobs.state import JobStatus
+from skycore.managed import core
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus
 
 TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
 DETECT_TARGET_S = 5.0

@@ -7,22 +7,12 @@ stage failures print the log tail and path (exit 1); failed jobs exit 100.
 
 from __future__ import annotations
 
-from skycore.cli import clusters, jobs, launch, storage
+from skycore.cli import clusters, jobs, launch, managed_jobs, storage
 from skycore.cli.app import cli
 
-__all__ = ["cli", "clusters", "jobs", "launch", "main", "storage"]
+__all__ = ["cli", "clusters", "jobs", "launch", "main", "managed_jobs", "storage"]
 
-
-def _add_managed_jobs() -> None:
-    """``skycore jobs ...``: the managed-jobs group (skycore.jobs.cli), if present."""
-    try:
-        from skycore.jobs.cli import jobs
-    except ImportError:
-        return
-    cli.add_command(jobs)
-
-
-_add_managed_jobs()
+cli.add_command(managed_jobs.jobs)
 
 
 def main() -> None:

@@ -2,14 +2,18 @@
 
 Tables: storage (buckets skycore knows about), clusters (one row per cluster, with its
 provider handle), cluster_events (every status change with its reason), jobs (the job queue of
-each cluster) and mounts (the storage mounted on each cluster, replayed by ``start``).
+each cluster), mounts (the storage mounted on each cluster, replayed by ``start``) and
+managed_jobs with managed_job_events (the managed jobs and their status changes).
 Every function opens its own short connection, so separate processes (CLI, managed-job
 controllers, pytest-xdist workers) can share the file safely.
 
 Modules: db (schema, connections, migrations), storages, clusters (and their events),
-jobs, mounts. Callers use ``state.<name>``: every public name is re-exported here.
+jobs, mounts, managed_jobs. Callers use ``state.<name>``: every public name is re-exported
+here, except managed_jobs's, which callers reach as ``state.managed_jobs.<name>`` (its names,
+``add_job``, ``list_jobs``, ``get``, would clash with a cluster's job queue).
 """
 
+from skycore.state import managed_jobs
 from skycore.state.clusters import (
     CLUSTER_INIT,
     CLUSTER_STOPPED,
@@ -108,6 +112,7 @@ __all__ = [
     "list_clusters",
     "list_jobs",
     "list_storage",
+    "managed_jobs",
     "new_task_id",
     "next_job_id",
     "query_all",

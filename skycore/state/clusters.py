@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skycore.errors import ClusterTransitionError as ClusterTransitionError
-from skycore.state.db import add_event, connect, query_all, query_one
+from skycore.state.db import add_event, connect, from_row, query_all, query_one
 
 
 class ClusterStatus(enum.StrEnum):
@@ -74,16 +74,11 @@ class ClusterEvent:
 
 
 def _cluster(row: sqlite3.Row) -> ClusterRecord:
-    return ClusterRecord(
-        name=row["name"],
-        status=row["status"],
-        provider=row["provider"],
-        num_nodes=row["num_nodes"],
-        resources=json.loads(row["resources"]),
-        handle=json.loads(row["handle"]) if row["handle"] else None,
-        status_reason=row["status_reason"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+    return from_row(
+        ClusterRecord,
+        row,
+        resources=json.loads,
+        handle=lambda v: json.loads(v) if v else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""The state database: its schema, a short connection per call (WAL mode), migrations of
-older files, and the reader of mount commands recorded by older versions."""
+"""The state database: its schema (every table, the managed jobs' too), a short connection per
+call (WAL mode), migrations of older files, and the reader of mount commands recorded by
+older versions."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
+from dataclasses import fields
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from skycore.config import skycore_home
 
@@ -69,6 +72,38 @@ CREATE TABLE IF NOT EXISTS mounts (
     spec TEXT,
     PRIMARY KEY (cluster, dst)
 );
+CREATE TABLE IF NOT EXISTS managed_jobs (
+    job_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT,
+    status TEXT NOT NULL,
+    status_reason TEXT NOT NULL DEFAULT '',
+    cluster TEXT NOT NULL DEFAULT '',
+    task_id TEXT NOT NULL DEFAULT '',
+    task_yaml TEXT NOT NULL DEFAULT '',
+    log_path TEXT NOT NULL DEFAULT '',
+    use_spot INTEGER NOT NULL DEFAULT 0,
+    strategy TEXT NOT NULL DEFAULT 'FAILOVER',
+    max_restarts_on_errors INTEGER NOT NULL DEFAULT 0,
+    recovery_count INTEGER NOT NULL DEFAULT 0,
+    restarts_on_errors INTEGER NOT NULL DEFAULT 0,
+    controller_pid INTEGER,
+    heartbeat REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    last_recovered_at REAL,
+    extra TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS managed_job_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS managed_job_events_by_job ON managed_job_events (job_id, id);
 """
 
 
@@ -94,11 +129,40 @@ def connect() -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+@cache
+def _schema_columns() -> dict[str, list[sqlite3.Row]]:
+    """Each table of the schema with its columns (``PRAGMA table_info`` rows)."""
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.executescript(_SCHEMA)
+        tables = [
+            r["name"] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        return {t: conn.execute(f"PRAGMA table_info({t})").fetchall() for t in tables}
+    finally:
+        conn.close()
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Add to each table of an older file the columns the schema has gained since (each with
+    the schema's type and default)."""
+    for table, wanted in _schema_columns().items():
+        have = {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
+        for col in wanted:
+            if col["name"] in have or col["name"].startswith("sqlite_"):
+                continue
+            default = f" DEFAULT {col['dflt_value']}" if col["dflt_value"] is not None else ""
+            not_null = " NOT NULL" if col["notnull"] and default else ""
+            conn.execute(
+                f"ALTER TABLE {table} ADD COLUMN {col['name']} {col['type']}{not_null}{default}"
+            )
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a database written by an older skycore up to date (idempotent, cheap)."""
-    columns = {r["name"] for r in conn.execute("PRAGMA table_info(mounts)")}
-    if "spec" not in columns:
-        conn.execute("ALTER TABLE mounts ADD COLUMN spec TEXT")
+    """Bring a database written by an older skycore up to date (idempotent, cheap): the
+    columns added since, and mounts recorded as bash turned into specs."""
+    _add_missing_columns(conn)
     legacy = conn.execute(
         "SELECT rowid, cluster, dst, mode, mount_command FROM mounts "
         "WHERE spec IS NULL AND mount_command IS NOT NULL"
@@ -121,28 +185,31 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 _LEGACY_REMOTE = re.compile(r" mount '?([^'\s]+)'? \"\$DST\"")
-_LEGACY_ON_THE_FLY = re.compile(r'^:[^,]+,account=([^,]+),.*":(.*)$')
+_LEGACY_ON_THE_FLY = re.compile(r'^:([^,]+),account=([^,]+),.*":(.*)$')
+# Older versions named a store's rclone remote ``skycore-<store>[-anon]``, and wrote an
+# anonymous access to another account as an on-the-fly remote of the store's rclone type.
+_LEGACY_NAMED = re.compile(r"^skycore-([a-z0-9_]+?)(-anon)?$")
+_LEGACY_ON_THE_FLY_STORES = {"azureblob": "azure"}
 
 
 def legacy_mount_spec(command: str, mode: str) -> dict[str, Any] | None:
     """The mount spec of a mount recorded as bash by skycore before specs (its remote path,
-    mode, --transfers and --read-only), or None when the command is not recognised."""
-    from skycore.storage.registry import store_classes
+    mode, --transfers and --read-only), or None when the command is not recognised.
 
+    The bash is history: it is read by the remote names older versions wrote, not by asking
+    today's stores (a store that is gone fails later, when the spec is rendered)."""
     match = _LEGACY_REMOTE.search(command)
     if match is None:
         return None
     remote, _, path = match.group(1).partition(":")
     found: tuple[str, bool, str | None] | None = None
-    for name, cls in store_classes().items():
-        if remote in (cls.remote_name(), cls.remote_name(anonymous=True)):
-            found = (name, remote == cls.remote_name(anonymous=True), None)
+    named = _LEGACY_NAMED.match(remote)
+    if named is not None:
+        found = (named.group(1), named.group(2) is not None, None)
     fly = _LEGACY_ON_THE_FLY.match(match.group(1))
-    if found is None and fly is not None:
-        account_stores = [n for n, c in store_classes().items() if c.url_has_account]
-        if account_stores:
-            found = (account_stores[0], True, fly.group(1))
-            path = fly.group(2)
+    if found is None and fly is not None and fly.group(1) in _LEGACY_ON_THE_FLY_STORES:
+        found = (_LEGACY_ON_THE_FLY_STORES[fly.group(1)], True, fly.group(2))
+        path = fly.group(3)
     if found is None or not path:
         return None
     store, anonymous, account = found
@@ -175,21 +242,27 @@ def add_event(
     )
 
 
-Connect = Callable[[], AbstractContextManager[sqlite3.Connection]]
-
-
-def query_one(
-    sql: str, params: tuple[Any, ...] = (), connection: Connect | None = None
-) -> sqlite3.Row | None:
-    """The first row ``sql`` selects, or None (``connection``: another way to ``connect``)."""
-    with (connection or connect)() as conn:
+def query_one(sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+    """The first row ``sql`` selects, or None."""
+    with connect() as conn:
         row: sqlite3.Row | None = conn.execute(sql, params).fetchone()
     return row
 
 
-def query_all(
-    sql: str, params: tuple[Any, ...] = (), connection: Connect | None = None
-) -> list[sqlite3.Row]:
-    """Every row ``sql`` selects (``connection``: another way to ``connect``)."""
-    with (connection or connect)() as conn:
+def query_all(sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    """Every row ``sql`` selects."""
+    with connect() as conn:
         return list(conn.execute(sql, params).fetchall())
+
+
+R = TypeVar("R")
+
+
+def from_row(record: type[R], row: sqlite3.Row, **convert: Callable[[Any], Any]) -> R:
+    """The dataclass ``record`` made of ``row``'s columns of the same names, each column in
+    ``convert`` passed through its function first (e.g. ``persistent=bool``)."""
+    values = {}
+    for field in fields(record):  # type: ignore[arg-type]
+        value = row[field.name]
+        values[field.name] = convert[field.name](value) if field.name in convert else value
+    return record(**values)

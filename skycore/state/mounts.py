@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from skycore.state.db import connect
+from skycore.state.db import connect, from_row, query_all
 
 
 @dataclass(frozen=True)
@@ -66,18 +66,6 @@ def clusters_using_storage(storage_name: str, exclude: str | None = None) -> lis
 
 def get_cluster_mounts(cluster: str) -> list[MountRecord]:
     """The storage recorded for a cluster, in the order it was mounted."""
-    with connect() as conn:
-        rows = conn.execute(
-            "SELECT * FROM mounts WHERE cluster = ? ORDER BY rowid", (cluster,)
-        ).fetchall()
-    return [
-        MountRecord(
-            cluster=r["cluster"],
-            dst=r["dst"],
-            storage_name=r["storage_name"],
-            mode=r["mode"],
-            persistent=bool(r["persistent"]),
-            spec=json.loads(r["spec"]) if r["spec"] else None,
-        )
-        for r in rows
-    ]
+    rows = query_all("SELECT * FROM mounts WHERE cluster = ? ORDER BY rowid", (cluster,))
+    spec = {"spec": lambda v: json.loads(v) if v else None, "persistent": bool}
+    return [from_row(MountRecord, r, **spec) for r in rows]

@@ -6,7 +6,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from skycore.state.db import connect, query_all, query_one
+from skycore.state.db import connect, from_row, query_all, query_one
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,7 @@ class StorageRecord:
 
 
 def _storage(row: sqlite3.Row) -> StorageRecord:
-    return StorageRecord(
-        name=row["name"],
-        store=row["store"],
-        source=row["source"],
-        sky_managed=bool(row["sky_managed"]),
-        persistent=bool(row["persistent"]),
-        status=row["status"],
-        created_at=row["created_at"],
-    )
+    return from_row(StorageRecord, row, sky_managed=bool, persistent=bool)
 
 
 def add_storage(

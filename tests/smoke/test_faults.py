@@ -695,7 +695,7 @@ def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
     done = managed.wait_done(job, timeout=240)
     resumes = managed.resumes(job)
     report(kit, "spot preempted during an outage", bucket, "ckpt", [], started, time.time())
-    from skycore.jobs.state import JobStatus
+    from skycore.state.managed_jobs import JobStatus
 
     assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
     assert len(resumes) == 2, resumes

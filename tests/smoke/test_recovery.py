@@ -34,15 +34,15 @@ from harness.testing.plugin import selected_stores
 from skycore import provision
 from skycore import state as core_state
 from skycore.config import load_config
-from skycore.jobs import controller, core
-from skycore.jobs import state as jstate
-from skycore.jobs.state import JobStatus
+from skycore.managed import controller, core
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("local_cloud")
 
 TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
-JOBS_CLI = [sys.executable, "-m", "skycore.jobs.cli"]
+JOBS_CLI = [sys.executable, "-m", "skycore.cli.managed_jobs"]
 
 STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
 # A hang guard: the controller sees a preemption within about a second (its poll, 0.5 s, and
@@ -215,7 +215,7 @@ class ManagedJobs:
 
 def _is_controller(pid: int) -> bool:
     try:
-        return b"skycore.jobs.controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"skycore.managed.controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

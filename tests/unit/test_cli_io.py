@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from skycore import state
 from skycore.cli import cli
+from skycore.cli.managed_jobs import jobs as jobs_cli
 from skycore.config import DockerConfig, SkycoreConfig, save_config
-from skycore.jobs.cli import jobs as jobs_cli
 from skycore.storage import StorageSpecError
 from skycore.storage.upload import list_upload_files
 from skycore.task import Task, TaskError
@@ -179,7 +179,7 @@ def test_cluster_status_changes_follow_the_transition_table(home: Path) -> None:
 
 
 def test_jobs_queue_piped_prints_every_column_whole(home: Path) -> None:
-    from skycore.jobs import state as jstate
+    from skycore.state import managed_jobs as jstate
 
     code, out = (lambda r: (r.exit_code, r.output))(
         CliRunner().invoke(jobs_cli, ["queue", "--json"], catch_exceptions=False)

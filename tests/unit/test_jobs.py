@@ -17,12 +17,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from skycore.cli.managed_jobs import jobs
 from skycore.config import SkycoreConfig, save_config
-from skycore.jobs import core, paths, recovery
-from skycore.jobs import state as jstate
-from skycore.jobs.cli import jobs
-from skycore.jobs.state import JobStatus, TransitionError
+from skycore.managed import core, paths, recovery
 from skycore.provision import check_cluster_name
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus, TransitionError
 
 TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "train" / "train.py"
 
@@ -291,7 +291,7 @@ def test_a_second_controller_for_the_same_job_exits(home: Path, tmp_path: Path) 
     job = orphan(home, tmp_path, heartbeat_age=0)
     with filelock.FileLock(str(paths.lock_path(job.job_id)), timeout=0):
         proc = subprocess.run(
-            [sys.executable, "-m", "skycore.jobs.controller", str(job.job_id)],
+            [sys.executable, "-m", "skycore.managed.controller", str(job.job_id)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -340,7 +340,7 @@ def test_teardown_that_cannot_see_the_nodes_keeps_the_cluster(home: Path) -> Non
 
     from skycore import state as core_state
     from skycore.config import load_config
-    from skycore.jobs import controller
+    from skycore.managed import controller
 
     resources = {"cloud": None, "image_id": None, "use_spot": True, "num_nodes": 1}
     core_state.upsert_cluster(

@@ -1,8 +1,8 @@
 """Managed jobs in the state database: one row per job plus every status change.
 
-The tables live in the same SQLite file as the clusters (``skycore.state.connect()``), created
-here with CREATE TABLE IF NOT EXISTS. Every function opens its own short connection, so the
-CLI, the detached controllers and tests share the file safely.
+The tables (managed_jobs, managed_job_events) are part of the state database's schema
+(``skycore.state.db``). Every function opens its own short connection, so the CLI, the
+detached controllers and tests share the file safely.
 
 A job moves PENDING -> STARTING -> RUNNING -> SUCCEEDED; a preemption (or a restart allowed by
 ``max_restarts_on_errors``) goes through RECOVERING back to RUNNING. Terminal states are
@@ -16,48 +16,11 @@ import enum
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from skycore import state as core_state
 from skycore.errors import TransitionError as TransitionError
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS managed_jobs (
-    job_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT,
-    status TEXT NOT NULL,
-    status_reason TEXT NOT NULL DEFAULT '',
-    cluster TEXT NOT NULL DEFAULT '',
-    task_id TEXT NOT NULL DEFAULT '',
-    task_yaml TEXT NOT NULL DEFAULT '',
-    log_path TEXT NOT NULL DEFAULT '',
-    use_spot INTEGER NOT NULL DEFAULT 0,
-    strategy TEXT NOT NULL DEFAULT 'FAILOVER',
-    max_restarts_on_errors INTEGER NOT NULL DEFAULT 0,
-    recovery_count INTEGER NOT NULL DEFAULT 0,
-    restarts_on_errors INTEGER NOT NULL DEFAULT 0,
-    controller_pid INTEGER,
-    heartbeat REAL,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    submitted_at REAL NOT NULL,
-    started_at REAL,
-    ended_at REAL,
-    last_recovered_at REAL,
-    extra TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS managed_job_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    from_status TEXT,
-    to_status TEXT,
-    reason TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS managed_job_events_by_job ON managed_job_events (job_id, id);
-"""
+from skycore.state.db import connect, from_row, query_all, query_one
 
 
 class JobStatus(enum.StrEnum):
@@ -136,21 +99,15 @@ class JobEvent:
     reason: str
 
 
-@contextmanager
-def connect() -> Iterator[sqlite3.Connection]:
-    """A connection to the state database with the managed-job tables in place."""
-    with core_state.connect() as conn:
-        conn.executescript(_SCHEMA)
-        yield conn
-
-
 def _row(row: sqlite3.Row) -> ManagedJob:
-    d = {k: row[k] for k in row.keys()}  # noqa: SIM118
-    d["status"] = JobStatus(d["status"])
-    d["use_spot"] = bool(d["use_spot"])
-    d["cancel_requested"] = bool(d["cancel_requested"])
-    d["extra"] = json.loads(d["extra"] or "{}")
-    return ManagedJob(**d)
+    return from_row(
+        ManagedJob,
+        row,
+        status=JobStatus,
+        use_spot=bool,
+        cancel_requested=bool,
+        extra=lambda v: json.loads(v or "{}"),
+    )
 
 
 def _event(
@@ -292,22 +249,19 @@ def request_cancel(job_id: int) -> bool:
 
 def get(job_id: int) -> ManagedJob | None:
     """One job, or None."""
-    row = core_state.query_one("SELECT * FROM managed_jobs WHERE job_id = ?", (job_id,), connect)
+    row = query_one("SELECT * FROM managed_jobs WHERE job_id = ?", (job_id,))
     return _row(row) if row else None
 
 
 def list_jobs() -> list[ManagedJob]:
     """Every managed job, newest first."""
-    rows = core_state.query_all("SELECT * FROM managed_jobs ORDER BY job_id DESC", (), connect)
+    rows = query_all("SELECT * FROM managed_jobs ORDER BY job_id DESC")
     return [_row(r) for r in rows]
 
 
 def events(job_id: int) -> list[JobEvent]:
     """The recorded events of a job, oldest first."""
-    with connect() as conn:
-        rows = conn.execute(
-            "SELECT * FROM managed_job_events WHERE job_id = ? ORDER BY id", (job_id,)
-        ).fetchall()
+    rows = query_all("SELECT * FROM managed_job_events WHERE job_id = ? ORDER BY id", (job_id,))
     return [
         JobEvent(r["job_id"], r["ts"], r["from_status"], r["to_status"], r["reason"]) for r in rows
     ]

@@ -1,7 +1,7 @@
 """The managed-jobs API behind ``skycore jobs``: launch, queue, cancel, logs.
 
 ``launch`` validates the task, records the job (PENDING), saves the task under the job's
-folder and starts a detached controller (``python -m skycore.jobs.controller ID``, its own
+folder and starts a detached controller (``python -m skycore.managed.controller ID``, its own
 session, stdout to the job log, inheriting SKYCORE_HOME).
 
 Orphans: every call here first adopts orphaned jobs. The rule: a job that is not in a terminal
@@ -28,9 +28,9 @@ import yaml
 from skycore.config import load_config
 from skycore.errors import JobNotFound as JobNotFound
 from skycore.errors import UserError
-from skycore.jobs import paths
-from skycore.jobs import state as jstate
-from skycore.jobs.recovery import FAILOVER
+from skycore.managed import paths
+from skycore.managed.recovery import FAILOVER
+from skycore.state import managed_jobs as jstate
 from skycore.task import Task
 
 ADOPT_AFTER_S = 5.0
@@ -102,7 +102,7 @@ def spawn_controller(job_id: int) -> int:
     env["PYTHONUNBUFFERED"] = "1"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "skycore.jobs.controller", str(job_id)],
+            [sys.executable, "-m", "skycore.managed.controller", str(job_id)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

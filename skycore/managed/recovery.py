@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skycore.jobs.state import JobStatus, ManagedJob
+from skycore.state.managed_jobs import JobStatus, ManagedJob
 
 FAILOVER = "FAILOVER"
 EAGER_NEXT_REGION = "EAGER_NEXT_REGION"

@@ -1,6 +1,6 @@
 """``skycore jobs``: launch, queue, logs, cancel managed jobs (a click group).
 
-The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.jobs.cli`` runs it
+The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.cli.managed_jobs`` runs it
 on its own. Errors a user can cause print as one paragraph (exit 2), never a traceback.
 """
 
@@ -20,9 +20,9 @@ from skycore.cli.output import is_terminal, make_console, print_json
 from skycore.cli.output import table as new_table
 from skycore.errors import UserError
 from skycore.humanize import ago
-from skycore.jobs import core
-from skycore.jobs import state as jstate
-from skycore.jobs.state import JobStatus
+from skycore.managed import core
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -234,7 +234,7 @@ def cancel_cmd(job_ids: tuple[int, ...], all_jobs: bool, yes: bool, wait_s: floa
 
 
 def main() -> None:
-    """``python -m skycore.jobs.cli``: the jobs group on its own."""
+    """``python -m skycore.cli.managed_jobs``: the jobs group on its own."""
     jobs(prog_name="skycore jobs")
 
 

@@ -1,7 +1,7 @@
 """A managed job and its own cluster: the job's log lines and statuses, its nodes as the
 provider sees them, and every way its cluster ends (drain the survivors of a preemption,
 tear down, adopt the orphaned run of a dead controller). ``Controller`` builds the attempt
-loop on top (skycore/jobs/controller.py)."""
+loop on top (skycore/managed/controller.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from rich.console import Console
 from skycore import core, execution, provision
 from skycore import state as core_state
 from skycore.config import SkycoreConfig
-from skycore.jobs import paths
-from skycore.jobs import state as jstate
-from skycore.jobs.state import JobStatus
+from skycore.managed import paths
 from skycore.provision import NodeStatus
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
 
 # After the nodes are removed the worker's streams end at once; a worker still inside the

@@ -1,4 +1,4 @@
-"""The controller of one managed job: ``python -m skycore.jobs.controller JOB_ID``.
+"""The controller of one managed job: ``python -m skycore.managed.controller JOB_ID``.
 
 It runs detached on this machine (its own session, output to the job's controller.log),
 holds the job's controller lock for its whole life and writes a heartbeat every second.
@@ -19,7 +19,7 @@ thread, while the controller polls the provider every POLL_S seconds:
 
 A job ends (any terminal state) only after its cluster is torn down with ``down`` semantics:
 cached mounts drained and unmounted, nodes removed, persistent: false storage deleted. A
-controller started for a job whose previous controller died (see ``skycore.jobs.core``)
+controller started for a job whose previous controller died (see ``skycore.managed.core``)
 stops the orphaned run, drains what it wrote and relaunches it instead of leaking a cluster.
 
 Nodes are removed without a drain only when none of them is UP (nothing is left to drain).
@@ -47,11 +47,11 @@ from skycore import core, execution, provision
 from skycore import state as core_state
 from skycore.config import ConfigError, load_config
 from skycore.errors import StageError, UserError
-from skycore.jobs import paths, recovery
-from skycore.jobs import state as jstate
-from skycore.jobs.job_cluster import JOIN_AFTER_KILL_S, JobCluster
-from skycore.jobs.state import JobStatus
+from skycore.managed import paths, recovery
+from skycore.managed.job_cluster import JOIN_AFTER_KILL_S, JobCluster
 from skycore.provision import NodeStatus, ProvisionError
+from skycore.state import managed_jobs as jstate
+from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
 
 POLL_S = 0.5
@@ -342,7 +342,7 @@ class Controller(JobCluster):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the detached controller process."""
-    parser = argparse.ArgumentParser(prog="python -m skycore.jobs.controller")
+    parser = argparse.ArgumentParser(prog="python -m skycore.managed.controller")
     parser.add_argument("job_id", type=int)
     args = parser.parse_args(argv)
     if isinstance(sys.stdout, io.TextIOWrapper):
