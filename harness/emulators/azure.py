@@ -12,13 +12,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
-from harness.emulators.azure_gate.protocol import (
-    ACCOUNTS,
-    AzureGateProtocol,
-    StorageAccount,
-    account_key,
-    classify_azure,
-)
+from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, StorageAccount, account_key
+from harness.emulators.azure_gate.protocol import AzureGateProtocol
+from harness.emulators.azure_gate.requests import classify_azure
 from harness.emulators.base import (
     EmulatorError,
     RunningEmulator,

@@ -24,17 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.azure_gate.protocol import (
-    ACCOUNTS,
+from harness.emulators.azure_gate.access import (
     ANONYMOUS_OPERATIONS,
     LEVELS,
-    account_owner,
     anonymous_allowed,
-    classify_azure,
-    operation,
-    path_account,
     public_level,
 )
+from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, account_owner, path_account
+from harness.emulators.azure_gate.requests import classify_azure, operation
 from harness.emulators.azure_gate.signatures import check_sas, check_shared_key
 from harness.gate.rules import query_pairs
 

@@ -5,6 +5,8 @@ a blob). Every check returns None when the request is authentic, else the reason
 gate sends as Azure's ``AuthenticationErrorDetail`` of a 403 AuthenticationFailed.
 
 Path-style (emulator) URLs are assumed: ``/<account>/<container>/<blob>``.
+:func:`authentication_verdict` checks a request against the key of the storage account it
+addresses (``bookkeeping.ACCOUNTS``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import hmac
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from urllib.parse import unquote
 
-from harness.gate.rules import query_pairs
+from harness.emulators.azure_gate.bookkeeping import path_account
+from harness.gate.protocol import Exchange
+from harness.gate.rules import Verdict, query_pairs
 
 SHARED_KEY_HEADERS = (
     "content-encoding",
@@ -241,3 +246,43 @@ def _time_window(params: Mapping[str, str], now: datetime) -> str | None:
 
 def _http_date(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+AUTHENTICATION_FAILED = (
+    "Server failed to authenticate the request. Make sure the value of Authorization header "
+    "is formed correctly including the signature."
+)
+
+
+def authentication_verdict(ex: Exchange, now: datetime) -> Verdict | None:
+    """None if the request is anonymous or its credentials are authentic for the storage
+    account it addresses (or that account is not one of the local cloud's: the emulator
+    answers), else Azure's 403 AuthenticationFailed with the reason."""
+    raw_path, _, raw_query = ex.path.partition("?")
+    segs = raw_path.lstrip("/").split("/", 2)
+    account = path_account(raw_path)[1]
+    if account is None or is_anonymous(ex):
+        return None
+    if ex.header("authorization"):
+        reason = check_shared_key(
+            ex.method, raw_path, raw_query, ex.headers, account.name, account.key, now
+        )
+    else:
+        params = {name: value for name, value in query_pairs(raw_query)}
+        container = unquote(segs[1]) if len(segs) > 1 and segs[1] else None
+        blob = unquote(segs[2]) if len(segs) > 2 and segs[2] else None
+        if is_user_delegation_sas(params):
+            reason = (
+                "User delegation SAS: the local cloud has no Microsoft Entra ID, so it issues "
+                "no user delegation keys and no such SAS can be valid."
+            )
+        else:
+            reason = check_sas(params, account.name, account.key, container, blob, now)
+    if reason is None:
+        return None
+    return Verdict(False, 403, "AuthenticationFailed", f"{AUTHENTICATION_FAILED}\n{reason}")
+
+
+def is_anonymous(ex: Exchange) -> bool:
+    """True if a request carries no credentials (no Authorization header, no SAS)."""
+    return not ex.header("authorization") and "sig" not in ex.query
