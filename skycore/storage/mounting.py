@@ -1,8 +1,9 @@
 """rclone on the nodes: credential files, mount options and daemon folders, and the node
 steps that mount, copy, drain and unmount (``MountStep`` for mounts and copies, as objects
-until a node runs them; bash for the rest). Secrets live only in the rclone config file,
-never on a command line. The paths of rclone, its config and the daemons' folders are
-parameters (``RcloneEnv``) so the same steps run on a node and, in tests, on the host.
+until a node runs them; each renders as the node program skycore/node/mountd.sh with its
+request as data). Secrets live only in the rclone config file, never on a command line. The
+paths of rclone, its config and the daemons' folders are parameters (``RcloneEnv``) so the
+same steps run on a node and, in tests, on the host.
 
 One ``rclone rcd`` per node serves every mount of that node (``mount/mount`` over a unix rc
 socket; nodes share the host network, so never a TCP rc port). ``--transfers`` (and any
@@ -18,10 +19,10 @@ order keeper), which gets one JSON request per step.
 from __future__ import annotations
 
 import hashlib
-import shlex
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec
 
 from skycore import node
 from skycore.config import SkycoreConfig
@@ -34,6 +35,7 @@ NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
 NODE_HELPER = "/var/lib/skycore/bin/skycore-mounts.py"
 
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
+P = ParamSpec("P")
 
 KEEP_LISTING = "876000h"
 """DirCacheTime of a writable MOUNT_CACHED mount: 100 years, i.e. the mount's life. Its
@@ -138,13 +140,6 @@ def mount_dirs(
     return daemon_dirs(transfers, extra, base)
 
 
-def sh_path(path: str) -> str:
-    """Quote a path for bash, keeping a leading ``~/`` expandable."""
-    if path == "~" or path.startswith("~/"):
-        return '"$HOME"' + (shlex.quote(path[1:]) if len(path) > 1 else "")
-    return shlex.quote(path)
-
-
 # --- Credentials ----------------------------------------------------------------------------
 
 
@@ -183,35 +178,21 @@ def node_files(config: SkycoreConfig, env: RcloneEnv = NODE_ENV) -> dict[str, st
 
 # --- Node steps: what a node runs to mount, copy, drain and unmount -------------------------
 
-_PRELUDE = "set -euo pipefail\nunset AWS_CA_BUNDLE\n"
 
-# The node program skycore/node/mountd as a bash function: inlined (copy, drain, unmount, live
-# probe) or run from the file node_files wrote (mount steps, many per batch); its one argument
-# is a JSON request in the environment (node.request_env).
-_NEED_PY = (
-    "command -v python3 >/dev/null 2>&1 || { echo 'skycore: python3 is missing on this node "
-    "(skycore runs its mount helper with it); install python3 in the node image.' >&2; "
-    "exit 127; }\n"
-)
-_NODE_FN = _NEED_PY + node.python_function("skycore_mounts")
-
-
-def _node_fn_file(env: RcloneEnv) -> str:
-    h = shlex.quote(env.helper)
-    return (
-        _NEED_PY
-        + "skycore_mounts() {\n"
-        + f"  if [ ! -f {h} ]; then echo 'skycore: the mount helper '{h}' is missing on this "
-        + "node; it is written with the credentials (skycore launch or start does that).' >&2; "
-        + "return 1; fi\n"
-        + f'  python3 {h} "$@"\n'
-        + "}\n"
+def _mountd(command: str, request: dict[str, Any], helper: str | None = None) -> str:
+    """Bash running mountd ``command`` with ``request`` (the node program mountd.sh): the
+    program's text inlined, or run from the file ``helper`` that node_files wrote (mount
+    steps, many per batch)."""
+    program = (
+        {"SKYCORE_MOUNTD_FILE": helper}
+        if helper
+        else {"SKYCORE_MOUNTD_PROGRAM": node.program("mounts.py")}
     )
-
-
-def _inline(command: str, request: dict[str, Any]) -> str:
-    """Bash running mountd ``command`` with ``request``, the program streamed inline."""
-    return _PRELUDE + _NODE_FN + f"{node.request_env(request)} skycore_mounts {command}\n"
+    arguments = {
+        "SKYCORE_MOUNTD_COMMAND": command,
+        node.REQUEST_ENV: json.dumps(request, sort_keys=True),
+    }
+    return node.script("mountd.sh", arguments | program)
 
 
 @dataclass(frozen=True)
@@ -381,9 +362,8 @@ class MountStep:
         the copies meanwhile; copies alone run through the copy daemon, which quits after
         them, the program inlined. Exit 1 if a mount or copy failed."""
         if not self.mounts:
-            return _inline("copy-many", self.request())
-        call = f"{node.request_env(self.request())} skycore_mounts up-many\n"
-        return _PRELUDE + _node_fn_file(self.env) + call
+            return _mountd("copy-many", self.request())
+        return _mountd("up-many", self.request(), self.env.helper)
 
 
 def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
@@ -391,11 +371,6 @@ def copy_command(remote_path: str, dst: str, env: RcloneEnv = NODE_ENV) -> str:
     through the node's copy daemon (``copy_daemon_dirs``; it quits after the copies): a
     bucket or prefix into the folder ``dst``, an object to the file ``dst``."""
     return copy_with_fallback_command([remote_path], dst, env)
-
-
-def copy_with_fallback_command(remote_paths: list[str], dst: str, env: RcloneEnv = NODE_ENV) -> str:
-    """Like copy_command, trying each remote path in turn (user credentials, then anonymous)."""
-    return copy_step(remote_paths, dst, env).script()
 
 
 def copy_step(remote_paths: Sequence[str], dst: str, env: RcloneEnv = NODE_ENV) -> MountStep:
@@ -414,16 +389,26 @@ def mount_step(
     return MountStep((MountRequest(remote_path, dst, mode, options or MountOptions()),), env=env)
 
 
-def mount_command(
-    remote_path: str,
-    dst: str,
-    mode: StorageMode,
-    options: MountOptions | None = None,
-    env: RcloneEnv = NODE_ENV,
-) -> str:
+def _bash_of(make: Callable[P, MountStep], doc: str) -> Callable[P, str]:
+    """A function taking ``make``'s arguments and returning the bash of the step it makes
+    (``MountStep.script``), documented by ``doc``."""
+
+    def bash(*args: P.args, **kwargs: P.kwargs) -> str:
+        return make(*args, **kwargs).script()
+
+    bash.__doc__ = doc
+    return bash
+
+
+copy_with_fallback_command = _bash_of(
+    copy_step,
+    """Like copy_command, trying each remote path in turn (user credentials, then anonymous).""",
+)
+mount_command = _bash_of(
+    mount_step,
     """Idempotent bash that mounts ``remote_path`` at ``dst`` through the node's daemon
-    (started if none answers). See ``MountStep.script``."""
-    return mount_step(remote_path, dst, mode, options, env).script()
+    (started if none answers). See ``MountStep.script``.""",
+)
 
 
 def _drain_request(dst: str | Sequence[str], timeout_s: float, env: RcloneEnv) -> dict[str, Any]:
@@ -439,7 +424,7 @@ def drain_command(
     """Bash that waits until every mount in ``dst`` (one or several mount points) is durable:
     the drain rule of skycore/node/mountd, printing progress. Exits 0 when drained (or not a
     skycore mount), 1 on timeout with uploads pending, 2 when rclone does not answer."""
-    return _inline("drain", _drain_request(dst, timeout_s, env))
+    return _mountd("drain", _drain_request(dst, timeout_s, env))
 
 
 def unmount_command(
@@ -451,10 +436,10 @@ def unmount_command(
     after ``timeout_s`` it refuses (exit 1) and leaves the mount in place. A stale mount whose
     rclone is gone is unmounted lazily (its cache stays on disk for the next mount). A daemon
     left without mounts quits."""
-    return _inline("unmount", _drain_request(dst, timeout_s, env))
+    return _mountd("unmount", _drain_request(dst, timeout_s, env))
 
 
 def live_command(dsts: Sequence[str], env: RcloneEnv = NODE_ENV) -> str:
     """Bash printing ``SKYCORE_LIVE <dst>`` for each of ``dsts`` that is mounted and served by
     an answering daemon (the live-mount probe)."""
-    return _inline("live", {"base": env.mounts_base, "dsts": list(dsts)})
+    return _mountd("live", {"base": env.mounts_base, "dsts": list(dsts)})

@@ -722,18 +722,20 @@ def test_unmount_refuses_with_uploads_pending(
 
 @settings(max_examples=40, deadline=None)
 @given(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20))
-def test_sh_path_quotes_any_destination(name: str) -> None:
-    for path, expected in ((f"/mnt/{name}", f"/mnt/{name}"), (f"~/{name}", f"/root/{name}")):
-        out = subprocess.run(
-            ["bash", "-c", f"printf %s {mounting.sh_path(path)}"],
-            capture_output=True,
-            text=True,
-            env={"HOME": "/root", "PATH": os.environ["PATH"]},
-            check=True,
-        ).stdout
-        assert out == expected
-        script = mounting.mount_command("skycore-s3:b", path, StorageMode.MOUNT_CACHED)
-        assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+def test_any_destination_reaches_the_node_as_data(name: str) -> None:
+    """A mount point or copy destination of any text stays data: the script parses, and
+    its request holds the path exactly as written (the node program expands a leading ~)."""
+    for path in (f"/mnt/{name}", f"~/{name}"):
+        for step in (
+            mounting.mount_step("skycore-s3:b", path, StorageMode.MOUNT_CACHED),
+            mounting.copy_step(["skycore-s3:b"], path),
+        ):
+            script = step.script()
+            assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+            assert [
+                r["dst"] for r in [*step.request().get("mounts", []), *step.request()["copies"]]
+            ] == [path]
+            assert node.request_env(step.request()) in script.splitlines()
 
 
 def test_remote_path_is_never_shell_code(tmp_path) -> None:

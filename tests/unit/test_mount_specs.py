@@ -127,8 +127,9 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
     def node_specs(step: mounting.MountStep) -> list[dict]:
         merged = mounting.MountStep(env=step.env).merged(step)
         assert merged is not None
-        line = next(ln for ln in merged.script().splitlines() if "skycore_mounts up-many" in ln)
-        assert node.request_env(merged.request()) in line
+        lines = merged.script().splitlines()
+        assert node.assignment("SKYCORE_MOUNTD_COMMAND", "up-many") in lines
+        assert node.request_env(merged.request()) in lines
         return json.loads(json.dumps(merged.request()["mounts"]))
 
     azure_cached = node_specs(script("azure://skyuser/box", "MOUNT_CACHED"))
@@ -160,8 +161,9 @@ def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
         step = st.mount_step("/m", CONFIG)
         merged = mounting.MountStep(env=step.env).merged(step)
         assert merged is not None
-        line = next(ln for ln in merged.script().splitlines() if "skycore_mounts up-many" in ln)
-        assert node.request_env(merged.request()) in line
+        lines = merged.script().splitlines()
+        assert node.assignment("SKYCORE_MOUNTD_COMMAND", "up-many") in lines
+        assert node.request_env(merged.request()) in lines
         return dict(json.loads(json.dumps(merged.request()["mounts"]))[0])
 
     cached = spec("MOUNT_CACHED")

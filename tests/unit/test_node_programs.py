@@ -90,3 +90,39 @@ def test_the_mount_program_compiles_each_module_once(tmp_path: Path) -> None:
     damaged.write_bytes(b"\x00not marshal")
     usage()
     assert damaged.read_bytes() != b"\x00not marshal"  # compiled again
+
+
+def test_mountd_sh_runs_the_inline_program_or_names_a_missing_file(tmp_path: Path) -> None:
+    """mountd.sh runs the program's text it is given, or its file; a missing file and a node
+    without python3 are named (exit 1, 127)."""
+    from skycore.storage import mounting
+    from skycore.storage.common import StorageMode
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    mounts = mounting.RcloneEnv(mounts_base=str(tmp_path / "m"), helper=str(tmp_path / "no.py"))
+    drain = mounting.drain_command(str(tmp_path / "x"), 1, mounts)
+    done = subprocess.run(["bash", "-c", drain], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "nothing to drain" in done.stdout, done.stderr
+    step = mounting.mount_step("r:b", str(tmp_path / "x"), StorageMode.MOUNT, env=mounts)
+    done = subprocess.run(["bash", "-c", step.script()], capture_output=True, text=True, env=env)
+    assert done.returncode == 1
+    assert f"the mount helper {tmp_path}/no.py is missing on this node" in done.stderr
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
+    done = subprocess.run(
+        [str(bare / "bash"), "-c", drain], capture_output=True, text=True, env={"PATH": str(bare)}
+    )
+    assert done.returncode == 127 and "python3 is missing on this node" in done.stderr
+
+
+def test_the_bootstrap_is_a_checked_file_and_arguments_stay_data() -> None:
+    """The mount program is its modules' sources as data, then bootstrap.py verbatim; a
+    node program's arguments are quoted assignments."""
+    text = node.mountd_program()
+    first, rest = text.split("\n", 1)
+    assert first.startswith("MODULES = {") and rest == node.program("bootstrap.py")
+    script = node.script("mountd.sh", {"SKYCORE_MOUNTD_COMMAND": "live'$(x)"})
+    assert script == "SKYCORE_MOUNTD_COMMAND='live'\"'\"'$(x)'\n" + node.program("mountd.sh")
+    with pytest.raises(ValueError):
+        node.assignment("A;B", "x")
