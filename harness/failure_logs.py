@@ -20,6 +20,7 @@ import pytest
 
 from harness.emulators import registry
 from harness.paths import harness_home
+from harness.testing import redaction
 
 TAIL_LINES = 25
 MAX_LOGS = 12
@@ -55,14 +56,6 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _masked(text: str) -> str:
-    """``text`` with a target run's credentials masked (harness.testing.redaction)."""
-    from harness.testing.plugin import _REDACTOR
-
-    redactor = _REDACTOR.get("target")
-    return redactor.text(text) if redactor is not None else text
-
-
 def logs_for(reports: Iterable[pytest.TestReport]) -> dict[Path, list[str]]:
     """log file -> the failed tests that point to it, in the order first met."""
     found: dict[Path, list[str]] = {}
@@ -93,7 +86,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("logs the failures point to")
     for path, tests in list(found.items())[:MAX_LOGS]:
         terminalreporter.line(f"--- {path} (last {TAIL_LINES} lines; for {', '.join(tests)})")
-        terminalreporter.line(_masked(_tail(path)))
+        terminalreporter.line(redaction.active().text(_tail(path)))
     if len(found) > MAX_LOGS:
         terminalreporter.line(
             f"... and {len(found) - MAX_LOGS} more: "

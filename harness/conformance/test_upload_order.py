@@ -23,8 +23,8 @@ from harness.emulators import registry
 from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED
 from harness.testing.order_check import DELETE_OPS, assert_all_visible, assert_visible_prefix
-from harness.testing.plugin import ORDER_POLL_PROPERTY
 from harness.testing.report_collector import TIMELINE_PROPERTY
+from harness.testing.report_hooks import ORDER_POLL_PROPERTY
 
 KIB, MIB = 1024, 1024 * 1024
 

@@ -1,6 +1,7 @@
 """Credentials out of reports: every test report's text (failure, captured output, skip
 reason, properties) has the target file's secrets replaced before any reporter (terminal,
-JUnit XML, the HTML matrix report) sees it."""
+JUnit XML, the HTML matrix report) sees it. The run's one redactor is :func:`active` (it
+masks nothing until :func:`activate` gives it a target's secrets)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,16 @@ class Redactor:
 
     def _value(self, value: Any) -> Any:
         return self.text(value) if isinstance(value, str) else value
+
+
+_ACTIVE: dict[str, Redactor] = {}
+
+
+def activate(secrets: list[str]) -> None:
+    """Mask ``secrets`` (a target's credentials) in everything this process reports."""
+    _ACTIVE["run"] = Redactor(secrets)
+
+
+def active() -> Redactor:
+    """This process's redactor (one with no secrets when no target is active)."""
+    return _ACTIVE.get("run") or Redactor([])
