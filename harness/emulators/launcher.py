@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import harness
 from harness.cloud.procs import (
@@ -37,19 +37,44 @@ from harness.cloud.procs import (
 from harness.emulators.gate_client import gate_token
 from harness.emulators.records import EmulatorError, EmulatorRecord, save_record
 
-if TYPE_CHECKING:
-    from harness.emulators.base import RunningEmulator
+
+class Launchable(Protocol):
+    """What starting an emulator and its gate needs of an emulator (its class is a
+    harness.emulators.base.RunningEmulator, which uses this module)."""
+
+    store: ClassVar[str]
+    persistent: ClassVar[bool]
+    startup_timeout: ClassVar[float]
+    home: Path
+    record: EmulatorRecord
+
+    def __init__(self, home: Path, record: EmulatorRecord) -> None: ...
+
+    @classmethod
+    def prepare(cls, home: Path) -> None: ...
+
+    @classmethod
+    def command(cls, home: Path, port: int, gate_port: int) -> tuple[list[str], dict[str, str]]: ...
+
+    @classmethod
+    def gate_protocol(cls) -> object: ...
+
+    @property
+    def procs(self) -> tuple[Proc, Proc]: ...
+
+
+E = TypeVar("E", bound=Launchable)
 
 GATE_MODULE = "harness.gate"
 """Run with ``python -m``: one gate."""
 
 
 def launch(
-    cls: type[RunningEmulator],
+    cls: type[E],
     home: Path,
     ports: tuple[int, int] | None = None,
     prefer: tuple[int, int] | None = None,
-) -> RunningEmulator:
+) -> E:
     """Start the emulator and its gate, wait until both are healthy, record them.
 
     ``ports`` forces (emulator port, gate port); ``prefer`` is tried if both are free;
@@ -75,7 +100,7 @@ def launch(
     raise AssertionError("unreachable")
 
 
-def _launch_on(cls: type[RunningEmulator], home: Path, ports: tuple[int, int]) -> RunningEmulator:
+def _launch_on(cls: type[E], home: Path, ports: tuple[int, int]) -> E:
     port, gate_port = ports
     for p in ports:
         if not port_is_free(p):
@@ -139,7 +164,7 @@ def _launch_on(cls: type[RunningEmulator], home: Path, ports: tuple[int, int]) -
     return cls(home, record)
 
 
-def restart_gate(emulator: RunningEmulator) -> None:
+def restart_gate(emulator: Launchable) -> None:
     """Restart only the gate of ``emulator`` on its port (after its code changed); the
     emulator and the bucket ownership stay, the event log starts empty."""
     r = emulator.record
@@ -188,7 +213,7 @@ def _class_files(classes: tuple[type, ...]) -> list[Path]:
     return files
 
 
-def _gate_files(emulator: type[RunningEmulator]) -> list[Path]:
+def _gate_files(emulator: type[Launchable]) -> list[Path]:
     """The code that runs inside ``emulator``'s gate: the gate package, the account names,
     the modules of its gate protocol's classes and, for a protocol in a package of its own
     (``harness/emulators/s3_gate/``), every module of that package; never the emulator's
@@ -218,7 +243,7 @@ def _settings(value: Any) -> Any:
     return type(value).__qualname__
 
 
-def gate_code_mtime(emulator: type[RunningEmulator]) -> float:
+def gate_code_mtime(emulator: type[Launchable]) -> float:
     """The newest modification time of the gate's code for ``emulator`` (and of the
     emulator's own modules, which configure its protocol): a caller whose code is older than
     the running gate's (a long-running process that loaded the harness before an edit)
@@ -227,7 +252,7 @@ def gate_code_mtime(emulator: type[RunningEmulator]) -> float:
     return max((p.stat().st_mtime for p in files if p.exists()), default=0.0)
 
 
-def gate_version(emulator: type[RunningEmulator]) -> str:
+def gate_version(emulator: type[Launchable]) -> str:
     """A hash of what runs inside ``emulator``'s gate: its code (see _gate_files) and its
     protocol's configuration (the keys or tokens the emulator gives it). A running gate with
     another version is restarted; an edit of the emulator's test helpers changes nothing."""
