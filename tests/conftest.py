@@ -64,7 +64,8 @@ def unique_name() -> Callable[..., str]:
 
 
 def rclone_env() -> dict[str, str]:
-    """The environment for rclone: AWS_CA_BUNDLE breaks its S3 backend (DESIGN.md)."""
+    """The environment for rclone, without AWS_CA_BUNDLE: that variable breaks rclone's S3
+    backend (seen with Debian's rclone 1.60)."""
     return {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
 
 

