@@ -33,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import CloudError
+from skycore.yaml_errors import yaml_problem
 
 PREFIX_PATTERN = r"[a-z][a-z0-9]{1,11}"
 RUN_ID_LENGTH = 8
@@ -135,13 +136,10 @@ def load_target(path: Path | str) -> Target:
     check_permissions(path)
     try:
         raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        # Never str(e): PyYAML quotes the offending line, which may hold a secret.
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or "a syntax error"
+    except yaml.YAMLError as e:  # yaml_problem: never str(e), which quotes the line
+        problem = yaml_problem(e, unnamed="a syntax error")
         raise TargetError(
-            f"Target file {path} is not valid YAML{where}: {problem}. Fix that line."
+            f"Target file {path} is not valid YAML{problem}. Fix that line."
         ) from None
     if not isinstance(raw, dict):
         raise TargetError(f"Target file {path} must be a mapping with 'store' and 'user'.")
