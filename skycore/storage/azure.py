@@ -45,12 +45,8 @@ class AzureConfig(BaseModel):
 
 def azure_name_problem(name: str) -> str | None:
     """Azure Blob container naming rules."""
-    problem = basic_name_problem(name, "[a-z0-9-]", "lowercase letters, digits and hyphens")
-    if problem:
-        return problem
-    if "--" in name:
-        return "must not contain two consecutive hyphens"
-    return None
+    basic = basic_name_problem(name, "[a-z0-9-]", "lowercase letters, digits and hyphens")
+    return basic or ("must not contain two consecutive hyphens" if "--" in name else None)
 
 
 def _error_code(e: HttpResponseError) -> str:
