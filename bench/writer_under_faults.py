@@ -41,6 +41,7 @@ from bench_checks import Target, add_check_option, verdict
 from common import add_stores_option, arg_parser, cell, names, print_table, save_results
 from recovery import fresh_home
 
+from harness.testing import timed_writes
 from harness.testing.buckets import SKY_MANAGED, TestBucket
 from harness.testing.side_by_side import ScenarioKit
 
@@ -52,20 +53,6 @@ BATCH = 10
 FAULTS = ("deny", "outage", "errors")
 EXTRA_WRITE_TARGET_S = 0.25  # the slow side's median write over the fault-free one's
 CREATE_RATIO_TARGET, CREATE_SLACK_S = 2.0, 0.002  # a create under a fault / fault-free
-
-# Each path in turn: (create seconds, write-and-close seconds), monotonic, on the node.
-WRITES = """python3 - '{paths}' <<'PY'
-import json, os, sys, time
-for path in json.loads(sys.argv[1]):
-    data = os.urandom({size})
-    started = time.monotonic()
-    f = open(path, "wb")
-    opened = time.monotonic()
-    for i in range(0, len(data), 1 << 20):
-        f.write(data[i:i + (1 << 20)])
-    f.close()
-    print("WROTE", path, opened - started, time.monotonic() - opened)
-PY"""
 
 # Per fault, batches of BATCH small files alternating between the fault-free mount and the
 # faulty one; each file's create-write-close time.
@@ -125,11 +112,11 @@ def checkpoints(
     ):
         for i in range(writes):
             paths = [f"/clean/ckpt/c-{i}.bin", f"/slow/ckpt/c-{i}.bin"]
-            out = shell(cluster, WRITES.format(paths=json.dumps(paths), size=CHECKPOINT_MIB * MIB))
-            for path, create, write in re.findall(r"^WROTE (\S+) (\S+) (\S+)$", out, re.M):
+            out = shell(cluster, timed_writes.command(paths, CHECKPOINT_MIB * MIB))
+            for path, create, write, _ in timed_writes.parse(out):
                 side = path.split("/")[1]
-                taken[side]["create"].append(float(create))
-                taken[side]["write"].append(float(write))
+                taken[side]["create"].append(create)
+                taken[side]["write"].append(write)
     return {side: {k: summary(v) for k, v in t.items()} for side, t in taken.items()}
 
 

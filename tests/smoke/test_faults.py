@@ -31,6 +31,7 @@ from rich.console import Console
 
 from harness.cloud import chaos
 from harness.emulators import fleet as emulators
+from harness.testing import timed_writes as writes_program
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
 from harness.testing.order_check import assert_all_visible, assert_visible_prefix
 from harness.testing.plugin import all_store_params
@@ -63,27 +64,11 @@ for i in range({n}):
 print("wrote", {n})
 PY"""
 
-# Each path in turn: the create, then the data written and the file closed, each timed on
-# the node (monotonic); the data's sha256.
-TIMED_WRITES = """python3 - '{paths}' <<'PY'
-import hashlib, json, os, sys, time
-for path in json.loads(sys.argv[1]):
-    data = os.urandom({size})
-    started = time.monotonic()
-    f = open(path, "wb")
-    opened = time.monotonic()
-    for i in range(0, len(data), 1 << 20):
-        f.write(data[i:i + (1 << 20)])
-    f.close()
-    closed = time.monotonic()
-    print("WROTE", path, opened - started, closed - opened, hashlib.sha256(data).hexdigest())
-PY"""
-
 
 @dataclass(frozen=True)
 class Written:
-    """One file written by TIMED_WRITES: seconds its create took, seconds writing its data
-    and closing it took, and the data's sha256."""
+    """One file written by harness.testing.timed_writes: seconds its create took, seconds
+    writing its data and closing it took, and the data's sha256."""
 
     path: str
     create_s: float
@@ -198,11 +183,11 @@ def write_files(cluster: Any, prefix: str, mkdir: bool = False) -> None:
 
 def timed_writes(cluster: Any, paths: list[str], size: int) -> list[Written]:
     """Write ``size`` random bytes to each of ``paths``, one right after the other in one
-    command on the node (TIMED_WRITES)."""
-    out = shell(cluster, TIMED_WRITES.format(paths=json.dumps(paths), size=size))
-    found = re.findall(r"^WROTE (\S+) (\S+) (\S+) (\w+)$", out, re.M)
+    command on the node (harness.testing.timed_writes)."""
+    out = shell(cluster, writes_program.command(paths, size))
+    found = writes_program.parse(out)
     assert [p for p, *_ in found] == paths, out
-    return [Written(p, float(c), float(w), digest) for p, c, w, digest in found]
+    return [Written(*row) for row in found]
 
 
 def make_dir(cluster: Any, path: str) -> None:
