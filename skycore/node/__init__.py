@@ -5,7 +5,7 @@ before a program's text (``script``), never code spliced into it.
 
 - ``health.sh``: the health check (FUSE, fusermount, CAP_SYS_ADMIN).
 - ``batch.sh``: one exec per node for many steps and files (a tar on stdin).
-- ``job_start.sh``, ``job_wrap.sh``, ``job_follow.sh``, ``job_exit.sh``, ``job_cancel.sh``,
+- ``job_start.sh``, ``job_follow.sh``, ``job_exit.sh``, ``job_cancel.sh``,
   ``job_reserve.sh``: a job part in the node's job table (arguments in the environment).
 - ``probe.sh``: the listing probe of re-mounted mount points (arguments in the environment).
 - ``mountd.sh``: starts one command of the mount program (python3 check, the program's file
