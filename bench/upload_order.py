@@ -64,7 +64,7 @@ SETS = {"big": (8, 32 << 20), "small": (200, 64 << 10)}
 PARALLEL = 4
 MODES = {1: "ordered", PARALLEL: "parallel"}
 TARGET_TIME_RATIO = 1.25  # at 0 ms: ordered time / parallel time; ordered speed >= 0.8x
-LATENCY_TARGET_MS = 30.0  # the latency the issue-21 targets are stated at
+LATENCY_TARGET_MS = 30.0  # the latency the upload-order targets are stated at
 TARGET_BIG_RATIO = 1 / 0.9  # at 30 ms, big: ordered time / parallel time; speed >= 0.9x
 BIG_TARGET_STORES = ("s3", "r2", "azure")  # GCS big is reported, without a target
 TARGET_FLOOR_RATIO = 1.1  # at 30 ms, small: ordered time / strict-order floor
@@ -221,27 +221,24 @@ def add_floor(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         row["ordered_over_floor"] = round(row["ordered_s"] / floor, 3)
 
 
+def ordered_over(name: str, row: dict[str, Any], base: str, limit: float) -> list[Target]:
+    """The row's target of ordered time over ``base`` ('parallel' or 'floor') time."""
+    key = "ordered_over_parallel_time" if base == "parallel" else "ordered_over_floor"
+    return [Target(f"{name}: ordered/{base} time", row[key], limit, "x")]
+
+
 def targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
-    """The issue-21 targets a row has (none for other latencies, or GCS big at 30 ms, or
+    """The upload-order targets a row has (none for other latencies, or GCS big at 30 ms, or
     the floor's without a 0 ms run: ``has_zero``)."""
     name = f"{row['store']} {row['set']} {row['latency_ms']:g}ms"
     if row["latency_ms"] == 0:
-        return [
-            Target(f"{name}: ordered/parallel time", row["ordered_over_parallel_time"],
-                   TARGET_TIME_RATIO, "x")
-        ]  # fmt: skip
+        return ordered_over(name, row, "parallel", TARGET_TIME_RATIO)
     if row["latency_ms"] != LATENCY_TARGET_MS:
         return []
     if row["set"] == "big" and row["store"] in BIG_TARGET_STORES:
-        return [
-            Target(f"{name}: ordered/parallel time", row["ordered_over_parallel_time"],
-                   round(TARGET_BIG_RATIO, 3), "x")
-        ]  # fmt: skip
+        return ordered_over(name, row, "parallel", round(TARGET_BIG_RATIO, 3))
     if row["set"] == "small" and has_zero:
-        return [
-            Target(f"{name}: ordered/floor time", row["ordered_over_floor"],
-                   TARGET_FLOOR_RATIO, "x")
-        ]  # fmt: skip
+        return ordered_over(name, row, "floor", TARGET_FLOOR_RATIO)
     return []
 
 
@@ -250,15 +247,9 @@ def strict_targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
     (with a 0 ms run: ``has_zero``), at 0 ms every set's ordered / parallel time."""
     name = f"strict-order {row['store']} {row['set']} {row['latency_ms']:g}ms"
     if row["latency_ms"] == 0:
-        return [
-            Target(f"{name}: ordered/parallel time", row["ordered_over_parallel_time"],
-                   STRICT_PARALLEL_RATIO, "x")
-        ]  # fmt: skip
+        return ordered_over(name, row, "parallel", STRICT_PARALLEL_RATIO)
     if row["latency_ms"] == LATENCY_TARGET_MS and row["set"] == "small" and has_zero:
-        return [
-            Target(f"{name}: ordered/floor time", row["ordered_over_floor"],
-                   STRICT_FLOOR_RATIO, "x")
-        ]  # fmt: skip
+        return ordered_over(name, row, "floor", STRICT_FLOOR_RATIO)
     return []
 
 
