@@ -28,7 +28,7 @@ ended.
 Prints one row per store x set x latency (ordered s, parallel s, ordered speed as a
 fraction of parallel speed, floor and ordered / floor, requests per file) and a table of
 the requests by kind; writes JSON to bench/results/upload_order-<timestamp>.json.
-Targets (issue 21):
+Targets:
 - at 0 ms, every store and set: ordered >= 0.8x parallel speed (time ratio < 1.25);
 - at 30 ms, big files on s3, r2 and azure: ordered >= 0.9x parallel speed (GCS is
   reported, without a target);
