@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.accounts import OTHER, USER
+from harness.gate.errors import StoreError
 
 PROJECT_NUMBER = "123456789012"
 """The number of the project every bucket of the local cloud belongs to."""
@@ -111,12 +112,8 @@ Acl = list[list[str]]
 """An object ACL: [[entity, role], ...]."""
 
 
-class AccessError(ValueError):
+class AccessError(StoreError, ValueError):
     """A request the access model refuses outright: HTTP status, GCS reason, message."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.reason, self.message = status, reason, message
 
 
 PREVENTION_MESSAGE = (

@@ -1,6 +1,8 @@
 """GCS requests as the gate reads them: JSON API (and XML-style) paths classified into the
 GCS permission each needs (``Access.action``), the buckets and objects it touches and what
-it does to ACLs (``Access.detail``, a :class:`GcsDetail`). Pure: no networking."""
+it does to ACLs (``Access.detail``, a :class:`GcsDetail`). Two tables: :data:`SHAPES` names
+the resource a path addresses, :data:`ROUTES` gives each resource's route by method and
+query; :func:`classify_gcs` looks both up. Pure: no networking."""
 
 from __future__ import annotations
 
@@ -47,147 +49,232 @@ def detail_of(access: Access) -> GcsDetail:
     return access.detail
 
 
+_B = ("storage", "v1", "b", "{bucket}")
+_O = (*_B, "o", "{key}")
+_COPY = ("{_}", "{bucket}", "{_}", "{key+}")
+
+SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("batch", "storage", "{_*}"), "batch"),
+    (("download", "storage", "v1", "b", "{bucket}", "{_}", "{key+}"), "download object"),
+    (("download", "storage", "v1", "b", "{bucket}", "{_*}"), "download bucket"),
+    (("download", "{_*}"), "denied"),
+    (("upload", "storage", "v1", "b", "{bucket}", "{_*}"), "upload"),
+    (("upload", "{_*}"), "denied"),
+    (("_internal", "{_*}"), "denied"),
+    (("storage", "v1", "b"), "buckets"),
+    (_B, "bucket"),
+    ((*_B, "iam", "testPermissions"), "iam test"),
+    ((*_B, "iam", "{_*}"), "iam"),
+    ((*_B, "acl", "{_*}"), "bucket acl"),
+    ((*_B, "defaultObjectAcl", "{_*}"), "bucket acl"),
+    ((*_B, "o"), "objects"),
+    (("storage", "v1", "b", "{source}", "o", "{source_key}", "rewriteTo", *_COPY), "rewrite"),
+    (("storage", "v1", "b", "{source}", "o", "{source_key}", "copyTo", *_COPY), "copy"),
+    ((*_O, "compose"), "compose"),
+    ((*_O, "acl", "{entity*}"), "object acl"),
+    (_O, "object"),
+    ((*_O, "{_+}"), "object call"),
+    ((*_B, "{_+}"), "bucket call"),
+    (("storage", "{_*}"), "denied"),
+    ((), "xml buckets"),
+    (("{bucket}", "{key+}"), "xml object"),
+    (("{bucket}",), "xml bucket"),
+)
+"""(path pattern, resource), first match wins. A pattern's segments are literal, ``{name}``
+(one segment), ``{name*}`` (the rest, maybe none) or ``{name+}`` (the rest, one or more);
+``_`` names a segment that is not kept."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a request on one resource is, for one method."""
+
+    kind: Kind
+    action: str | None = None
+    """The GCS permission the request needs."""
+    event: str | None = None
+    needs_body: bool = False
+    deletes_bucket: bool = False
+    copies: str | None = None
+    """``object`` (a copy or rewrite reads the source object) or ``bucket`` (a compose
+    reads objects of its own bucket)."""
+    predefined: str | None = None
+    """The query parameter that names the object's predefined ACL."""
+    named: bool = False
+    """The object is the ``name`` query parameter (an upload)."""
+    last_chunk: bool = False
+    """The event is recorded only for the last chunk of a resumable upload."""
+    iam: str | None = None
+    acl_call: str | None = None
+
+
+READ, ANY = "READ", "*"
+"""A row's method: GET or HEAD; any method (or a row's query marker: any query)."""
+_R, _W = Kind.READ, Kind.WRITE
+_DENY = ((ANY, ANY, Route(Kind.DENY)),)
+
+
+def _upload(event: str | None = None, last_chunk: bool = False) -> Route:
+    """The route of an upload: its object is the ``name`` query parameter."""
+    return Route(
+        _W, _OBJ + "create", event, predefined="predefinedAcl", named=True, last_chunk=last_chunk
+    )
+
+
+_DEST = "destinationPredefinedAcl"
+
+ROUTES: dict[str, tuple[tuple[str, str, Route], ...]] = {
+    "batch": ((ANY, ANY, Route(_W, needs_body=True)),),
+    "denied": _DENY,
+    "download object": ((READ, ANY, Route(_R, _OBJ + "get")), *_DENY),
+    "download bucket": ((READ, ANY, Route(_R, _OBJ + "list")), *_DENY),
+    "upload": (
+        ("PUT", "upload_id", _upload("resumable", last_chunk=True)),
+        ("POST", "upload_id", _upload("resumable", last_chunk=True)),
+        ("POST", "uploadType=resumable", _upload()),
+        ("POST", ANY, _upload("put")),
+        (ANY, ANY, Route(_W, _OBJ + "create", predefined="predefinedAcl")),
+    ),
+    "buckets": (
+        (READ, ANY, Route(Kind.LIST_BUCKETS, _BKT + "list")),
+        ("POST", ANY, Route(Kind.CREATE_BUCKET, _BKT + "create", needs_body=True)),
+        *_DENY,
+    ),
+    "bucket": (
+        (READ, ANY, Route(_R, _BKT + "get")),
+        ("DELETE", ANY, Route(_W, _BKT + "delete", deletes_bucket=True)),
+        (ANY, ANY, Route(_W, _BKT + "update", needs_body=True)),
+    ),
+    "iam test": (
+        (READ, ANY, Route(_R, _BKT + "get", iam="test")),
+        (ANY, ANY, Route(_W, _BKT + "get", iam="test")),
+    ),
+    "iam": (
+        (READ, ANY, Route(_R, _BKT + "getIamPolicy", iam="get")),
+        (ANY, ANY, Route(_W, _BKT + "setIamPolicy", iam="set")),
+    ),
+    "bucket acl": (
+        (READ, ANY, Route(_R, _BKT + "getIamPolicy", acl_call="bucket")),
+        (ANY, ANY, Route(_W, _BKT + "setIamPolicy", acl_call="bucket")),
+    ),
+    "bucket call": (
+        (READ, ANY, Route(_R, _BKT + "update")),
+        (ANY, ANY, Route(_W, _BKT + "update")),
+    ),
+    "objects": (
+        (READ, ANY, Route(_R, _OBJ + "list")),
+        ("POST", ANY, Route(_W, _OBJ + "create", "put")),
+        (ANY, ANY, Route(_W, _OBJ + "create")),
+    ),
+    "rewrite": (
+        (ANY, ANY, Route(_W, _OBJ + "create", "rewrite", copies="object", predefined=_DEST)),
+    ),
+    "copy": ((ANY, ANY, Route(_W, _OBJ + "create", "copy", copies="object", predefined=_DEST)),),
+    "compose": (
+        (ANY, ANY, Route(_W, _OBJ + "create", "compose", copies="bucket", predefined=_DEST)),
+    ),
+    "object acl": (
+        (READ, ANY, Route(_R, _OBJ + "getIamPolicy", acl_call="get")),
+        ("DELETE", ANY, Route(_W, _OBJ + "setIamPolicy", acl_call="delete")),
+        (ANY, ANY, Route(_W, _OBJ + "setIamPolicy", needs_body=True, acl_call="set")),
+    ),
+    "object": (
+        (READ, ANY, Route(_R, _OBJ + "get")),
+        ("DELETE", ANY, Route(_W, _OBJ + "delete", "delete")),
+        (ANY, ANY, Route(_W, _OBJ + "update", needs_body=True, predefined="predefinedAcl")),
+    ),
+    "object call": (
+        (READ, ANY, Route(_R, _OBJ + "get")),
+        (ANY, ANY, Route(_W, _OBJ + "update", predefined="predefinedAcl")),
+    ),
+    "xml buckets": (
+        (READ, ANY, Route(Kind.LIST_BUCKETS, _BKT + "list")),
+        (ANY, ANY, Route(Kind.DENY, _BKT + "list")),
+    ),
+    "xml bucket": (
+        (READ, ANY, Route(_R, _OBJ + "list")),
+        ("DELETE", ANY, Route(_W, _BKT + "delete")),
+        (ANY, ANY, Route(_W, _BKT + "update")),
+    ),
+    "xml object": (
+        (READ, ANY, Route(_R, _OBJ + "get")),
+        ("PUT", ANY, Route(_W, _OBJ + "create", "put")),
+        ("DELETE", ANY, Route(_W, _OBJ + "delete", "delete")),
+        (ANY, ANY, Route(_W, _OBJ + "create")),
+    ),
+}
+"""resource -> rows of (method, query marker, route), first match wins: a marker is a query
+parameter the request has (``name``) or has with a value (``name=value``), or ANY."""
+
+
+def match(pattern: tuple[str, ...], segs: list[str]) -> dict[str, str] | None:
+    """The named segments of ``segs`` if they match ``pattern`` (see :data:`SHAPES`)."""
+    found: dict[str, str] = {}
+    for i, token in enumerate(pattern):
+        if token.endswith(("*}", "+}")):
+            if token.endswith("+}") and i >= len(segs):
+                return None
+            found[token[1:-2]] = "/".join(segs[i:])
+            return found
+        if i >= len(segs) or (not token.startswith("{") and token != segs[i]):
+            return None
+        found[token[1:-1]] = segs[i]
+    return found if len(pattern) == len(segs) else None
+
+
+def route(
+    method: str, segs: list[str], query: Mapping[str, list[str]]
+) -> tuple[Route, dict[str, str]]:
+    """The route of a request and the named segments of its path (the two tables)."""
+    shape, params = next((s, p) for pattern, s in SHAPES if (p := match(pattern, segs)) is not None)
+    for want, marker, found in ROUTES[shape]:
+        if want not in (method, ANY) and not (want == READ and method in ("GET", "HEAD")):
+            continue
+        name, is_value, value = marker.partition("=")
+        if marker == ANY or (query.get(name, [""])[0] == value if is_value else name in query):
+            return found, params
+    raise LookupError(f"no route for {method} {shape}")  # every resource ends with ANY
+
+
 def classify_gcs(method: str, path: str, headers: Mapping[str, str]) -> Access:
     """Classify a GCS JSON API request (or an XML-style ``/bucket/object`` request); its
     ``action`` is the GCS permission the request needs."""
     raw_path, query = split_path(path)
     segs = [unquote(s) for s in raw_path.strip("/").split("/")] if raw_path.strip("/") else []
-    method = method.upper()
-    reading = method in ("GET", "HEAD")
-    if segs[:2] == ["batch", "storage"]:
-        return Access(Kind.WRITE, needs_body=True)
-    if segs[:1] == ["download"]:
-        segs = segs[1:]
-        if segs[:3] == ["storage", "v1", "b"] and len(segs) >= 4 and reading:
-            key = "/".join(segs[5:]) or None
-            return Access(Kind.READ, segs[3], key, action=_OBJ + ("get" if key else "list"))
-        return Access(Kind.DENY)
-    if segs[:1] == ["upload"]:
-        if segs[:3] != ["upload", "storage", "v1"] or len(segs) < 5 or segs[3] != "b":
-            return Access(Kind.DENY)
-        access = _classify_upload(method, segs[4], query, headers)
-        access.action = _OBJ + "create"
-        detail_of(access).predefined = query.get("predefinedAcl", [None])[0]
-        return access
-    if segs[:1] == ["_internal"]:
-        return Access(Kind.DENY)
-    if segs[:1] == ["storage"]:
-        if segs[:3] != ["storage", "v1", "b"]:
-            return Access(Kind.DENY)
-        return _classify_gcs_json(method, segs[3:], query)
-    return _classify_xml(method, segs)
-
-
-def _classify_upload(
-    method: str, bucket: str, query: Mapping[str, list[str]], headers: Mapping[str, str]
-) -> Access:
-    upload_type = query.get("uploadType", [""])[0]
-    if method in ("PUT", "POST") and "upload_id" in query:
-        # a chunk of a resumable upload (rclone POSTs them, the Python SDK PUTs them):
-        # the object is written when the last chunk (one with the total size) completes
+    found, params = route(method.upper(), segs, query)
+    if found.kind is Kind.DENY:
+        return Access(Kind.DENY, action=found.action)
+    bucket, key = params.get("bucket"), params.get("key") or None
+    if found.named:
+        key = query.get("name", [None])[0]
+    event = found.event
+    if found.last_chunk:  # rclone POSTs chunks, the Python SDK PUTs them
         span = (header(headers, "content-range") or "").strip()
-        last = not span.endswith("/*") and not span.startswith("bytes */")
-        name = query.get("name", [None])[0]
-        return Access(Kind.WRITE, bucket, name, event="resumable" if last else None)
-    if method == "POST" and upload_type == "resumable":
-        return Access(Kind.WRITE, bucket, query.get("name", [None])[0])
-    if method == "POST":
-        return Access(Kind.WRITE, bucket, query.get("name", [None])[0], event="put")
-    return Access(Kind.WRITE, bucket)
-
-
-def _classify_xml(method: str, segs: list[str]) -> Access:
-    """XML-style paths served by fake-gcs-server: /bucket/object."""
-    reading = method in ("GET", "HEAD")
-    if not segs:
-        return Access(Kind.LIST_BUCKETS if reading else Kind.DENY, action=_BKT + "list")
-    bucket, key = segs[0], "/".join(segs[1:]) or None
-    if reading:
-        return Access(Kind.READ, bucket, key, action=_OBJ + ("get" if key else "list"))
-    if key is None:
-        return Access(
-            Kind.WRITE, bucket, action=_BKT + ("delete" if method == "DELETE" else "update")
+        event = event if not span.endswith("/*") and not span.startswith("bytes */") else None
+    sources: tuple[str, ...] = ()
+    detail = None
+    if found.predefined or found.iam or found.acl_call:
+        detail = GcsDetail(
+            predefined=query.get(found.predefined, [None])[0] if found.predefined else None,
+            iam=found.iam,
+            acl_call=found.acl_call,
+            entity=params.get("entity") or None,
         )
-    event = {"PUT": "put", "DELETE": "delete"}.get(method)
-    action = _OBJ + ("delete" if method == "DELETE" else "create")
-    return Access(Kind.WRITE, bucket, key, event=event, action=action)
-
-
-def _classify_gcs_json(method: str, rest: list[str], query: Mapping[str, list[str]]) -> Access:
-    """Classify ``/storage/v1/b/<rest...>`` (rest already percent-decoded per segment)."""
-    reading = method in ("GET", "HEAD")
-    if not rest:
-        if reading:
-            return Access(Kind.LIST_BUCKETS, action=_BKT + "list")
-        if method == "POST":
-            return Access(Kind.CREATE_BUCKET, needs_body=True, action=_BKT + "create")
-        return Access(Kind.DENY)
-    bucket = rest[0]
-    if len(rest) == 1:
-        if reading:
-            return Access(Kind.READ, bucket, action=_BKT + "get")
-        if method == "DELETE":
-            return Access(Kind.WRITE, bucket, deletes_bucket=True, action=_BKT + "delete")
-        return Access(Kind.WRITE, bucket, action=_BKT + "update", needs_body=True)
-    if rest[1] == "iam":
-        what = "test" if rest[2:] == ["testPermissions"] else ("get" if reading else "set")
-        perm = {"get": "getIamPolicy", "set": "setIamPolicy", "test": "get"}[what]
-        access = Access(Kind.READ if reading else Kind.WRITE, bucket, action=_BKT + perm)
-        detail_of(access).iam = what
-        return access
-    if rest[1] in ("acl", "defaultObjectAcl"):
-        perm = "getIamPolicy" if reading else "setIamPolicy"
-        access = Access(Kind.READ if reading else Kind.WRITE, bucket, action=_BKT + perm)
-        detail_of(access).acl_call = "bucket"
-        return access
-    if rest[1] != "o":
-        return Access(Kind.READ if reading else Kind.WRITE, bucket, action=_BKT + "update")
-    if len(rest) == 2:
-        if reading:
-            return Access(Kind.READ, bucket, action=_OBJ + "list")
-        event = "put" if method == "POST" else None
-        return Access(Kind.WRITE, bucket, event=event, action=_OBJ + "create")
-    return _classify_object(method, bucket, rest[2], rest[3:], query)
-
-
-def _classify_object(
-    method: str, bucket: str, obj: str, tail: list[str], query: Mapping[str, list[str]]
-) -> Access:
-    reading = method in ("GET", "HEAD")
-    dest_acl = query.get("destinationPredefinedAcl", [None])[0]
-    if tail[:1] in (["rewriteTo"], ["copyTo"]) and len(tail) >= 5:
-        dest_bucket, dest_key = tail[2], "/".join(tail[4:])
-        event = "rewrite" if tail[0] == "rewriteTo" else "copy"
-        access = Access(
-            Kind.WRITE,
-            dest_bucket,
-            dest_key,
-            sources=(bucket,),
-            event=event,
-            action=_OBJ + "create",
-        )
-        access.detail = GcsDetail(sources=((bucket, obj),), predefined=dest_acl)
-        return access
-    if tail == ["compose"]:
-        access = Access(
-            Kind.WRITE, bucket, obj, sources=(bucket,), event="compose", action=_OBJ + "create"
-        )
-        access.detail = GcsDetail(sources=((bucket, None),), predefined=dest_acl)
-        return access
-    if tail[:1] == ["acl"]:
-        call = "get" if reading else ("delete" if method == "DELETE" else "set")
-        perm = "getIamPolicy" if reading else "setIamPolicy"
-        access = Access(Kind.READ if reading else Kind.WRITE, bucket, obj, action=_OBJ + perm)
-        access.needs_body = call == "set"
-        access.detail = GcsDetail(acl_call=call, entity="/".join(tail[1:]) or None)
-        return access
-    if reading:
-        return Access(Kind.READ, bucket, obj, action=_OBJ + "get")
-    if not tail and method == "DELETE":
-        return Access(Kind.WRITE, bucket, obj, event="delete", action=_OBJ + "delete")
-    access = Access(Kind.WRITE, bucket, obj, action=_OBJ + "update", needs_body=not tail)
-    access.detail = GcsDetail(predefined=query.get("predefinedAcl", [None])[0])
-    return access
+    if found.copies == "object" and detail is not None:
+        sources, detail.sources = (params["source"],), ((params["source"], params["source_key"]),)
+    elif found.copies == "bucket" and detail is not None and bucket is not None:
+        sources, detail.sources = (bucket,), ((bucket, None),)
+    return Access(
+        found.kind,
+        bucket,
+        key,
+        sources=sources,
+        event=event,
+        deletes_bucket=found.deletes_bucket,
+        needs_body=found.needs_body,
+        action=found.action,
+        detail=detail,
+    )
 
 
 _BATCH_LINE = re.compile(rb"^(GET|HEAD|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.[01]\r?$", re.M)

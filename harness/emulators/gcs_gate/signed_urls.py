@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from harness.emulators.gcs_gate.access import EMAILS, email_account
+from harness.gate.errors import StoreError
 from harness.gate.rules import query_pairs
 
 ALGORITHM = "GOOG4-RSA-SHA256"
@@ -116,12 +117,8 @@ def service_account_info(account: str, token_uri: str) -> dict[str, Any]:
     }
 
 
-class SignedUrlError(Exception):
+class SignedUrlError(StoreError):
     """A signed URL GCS refuses: HTTP status, XML error code and message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.accounts import OTHER, USER
-from harness.emulators.s3_gate.errors import S3Error
+from harness.gate.errors import StoreError
 
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 AUTHENTICATED_USERS = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
@@ -104,7 +104,7 @@ def account_by(value: str) -> str | None:
     return None
 
 
-class AclError(S3Error):
+class AclError(StoreError):
     """An ACL S3 refuses (malformed, unknown grantee, not allowed here)."""
 
 

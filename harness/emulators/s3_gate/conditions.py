@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.emulators.s3_gate.errors import S3Error
+from harness.gate.errors import StoreError
 
 
-class PolicyError(S3Error):
+class PolicyError(StoreError):
     """PutBucketPolicy's 400 MalformedPolicy, with a message naming what is wrong."""
 
     def __init__(self, message: str) -> None:

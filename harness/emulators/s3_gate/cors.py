@@ -17,7 +17,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.emulators.s3_gate.acl import S3_NS, split_tag
-from harness.emulators.s3_gate.errors import S3Error
+from harness.gate.errors import StoreError
 
 CORS_METHODS = ("GET", "PUT", "HEAD", "POST", "DELETE")
 """The only methods an AllowedMethod (and a preflight's request method) may name."""
@@ -48,7 +48,7 @@ class CorsRule:
     id: str | None = None
 
 
-class CorsError(S3Error):
+class CorsError(StoreError):
     """A CORS configuration S3 refuses."""
 
     def xml(self) -> bytes:

@@ -25,7 +25,6 @@ from harness.emulators.s3_gate.access import (
 from harness.emulators.s3_gate.acl import AclError, acl_from_headers, acl_from_xml
 from harness.emulators.s3_gate.answers import S3Answers
 from harness.emulators.s3_gate.bookkeeping import MIRRORED
-from harness.emulators.s3_gate.errors import S3Error
 from harness.emulators.s3_gate.features import new_bucket, object_acl_of, unsupported
 from harness.emulators.s3_gate.keys import AccessKey
 from harness.emulators.s3_gate.listing import ListingError, listing_params
@@ -47,6 +46,7 @@ from harness.emulators.s3_gate.upstream import (
 )
 from harness.gate.access_features import S3_FEATURES, AccessFeatures
 from harness.gate.corrupt import wrong_headers, wrong_xml_etags
+from harness.gate.errors import StoreError
 from harness.gate.protocol import Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
 
@@ -106,7 +106,7 @@ class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
         if identity != INVALID:
             try:
                 self._prepare(ex, access, identity, detail)
-            except S3Error as e:
+            except StoreError as e:
                 detail.error = e.verdict()
         return access, identity
 

@@ -1,13 +1,15 @@
-"""S3's refusals as exceptions: the one shape (HTTP status, S3 error code, message) that the
-ACL, policy and CORS parsers raise and the protocol turns into a :class:`Verdict`."""
+"""A store's refusal as an exception: the one shape (HTTP status, the store's error code,
+message) that a protocol's parsers and access model raise, and the :class:`Verdict` the
+gate answers with."""
 
 from __future__ import annotations
 
 from harness.gate.rules import Verdict
 
 
-class S3Error(Exception):
-    """An S3 error answer: HTTP status, S3 error code, message."""
+class StoreError(Exception):
+    """A refusal in a store's terms: HTTP status, the store's error code (S3's ``Code``,
+    GCS's ``reason``), message."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}")
