@@ -16,6 +16,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skycore.errors import ConfigError as ConfigError
+from skycore.stores import broken_store_names, config_sections, section_model
 
 
 class _Strict(BaseModel):
@@ -44,8 +45,6 @@ class SkycoreConfig(BaseModel):
 
     @model_validator(mode="after")
     def _store_sections(self) -> SkycoreConfig:
-        from skycore.storage.registry import broken_store_names, config_sections, section_model
-
         extra = self.__pydantic_extra__ or {}
         for key, value in list(extra.items()):
             store = section_model(key)

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import backend, core, logs, provision, state
+from skycore import backend, core, logs, state
 from skycore.backend import ClusterHandle
 from skycore.config import SkycoreConfig, load_config
 from skycore.errors import ClusterError
@@ -267,10 +267,9 @@ def _exec(
     name = handle.name
     with rep.stage(Stage.EXEC, quiet_progress=True) as step:
         if not task.run:
-            state.set_job_status(name, job.job_id, state.JOB_SUCCEEDED, 0)
+            result.job_status, _ = core.finish_job(name, job.job_id, [])
             step.skipped = True
             step.note = "no run command"
-            result.job_status = state.JOB_SUCCEEDED
             return
         status = core.start_job(name, job.job_id)
         if status != state.JOB_RUNNING:
@@ -411,12 +410,7 @@ def down(
     """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
     config, rep, log_path = _cluster_op(name, Stage.DOWN, console, config)
     with core.cluster_lock(name):
-        record = state.get_cluster(name)
-        provider = record.provider if record else "docker"
-        if record is None and not provision.query_instances(provider, name, config):
-            raise ClusterError(
-                f"Cluster '{name}' does not exist ('skycore status' lists clusters)."
-            )
+        core.existing_or_nodes(name, config)
         with rep.stage(Stage.DOWN) as step:
             step.note = core.teardown(name, config, log_path, rep.progress)
             return step

@@ -28,8 +28,8 @@ from pydantic import (
 
 from skycore.errors import TaskError as TaskError
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
-from skycore.storage.registry import clouds, load_problem, store_for_cloud, store_names
 from skycore.storage.storage import Storage
+from skycore.stores import clouds, load_problem, store_for_cloud, store_names
 from skycore.user_paths import (
     UserPathError,
     check_node_path,

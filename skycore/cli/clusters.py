@@ -9,13 +9,13 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from skycore import core, execution, provision, state
+from skycore import core, execution, state
 from skycore.cli.app import JSON_HELP, cli, console, styled
 from skycore.cli.common import check_cluster_name, handle_errors
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
-from skycore.errors import UserError
+from skycore.errors import ProvisionError, UserError
 from skycore.humanize import ago
 
 
@@ -49,8 +49,8 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     for r in records:
         if config is not None:
             try:
-                nodes_of[r.name] = provision.query_instances(r.provider, r.name, config)
-            except provision.ProvisionError as e:
+                nodes_of[r.name] = core.node_statuses(r.provider, r.name, config)
+            except ProvisionError as e:
                 nodes_of[r.name] = str(e)
         res = r.resources
         desc = f"{res.get('cloud') or r.provider}" + (
@@ -70,10 +70,10 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     for r in records:
         console.print(f"\n[bold]{r.name}[/bold]")
         nodes = nodes_of.get(r.name)
-        info = provision.ClusterInfo.from_dict(r.handle) if r.handle else None
+        ips = core.node_ips(r)
         for rank in range(r.num_nodes):
             st = nodes.get(rank) if isinstance(nodes, dict) else None
-            ip = info.nodes[rank].ip if info and rank < len(info.nodes) else "-"
+            ip = ips[rank] if rank < len(ips) else "-"
             shown = st.value if st else "gone"
             console.print(f"  node {rank} ({'head' if rank == 0 else 'worker'}): {shown}  ip={ip}")
         events = state.cluster_events(r.name)

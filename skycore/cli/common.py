@@ -12,9 +12,9 @@ from typing import Any, NoReturn, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import provision
+from skycore import core
 from skycore.config import ConfigError
-from skycore.errors import StageError, UserError
+from skycore.errors import ProvisionError, StageError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +43,7 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
             except StageError as e:
                 # The stage line, the log tail and the path were printed already.
                 fail(e.message, e.exit_code)
-            except provision.ProvisionError as e:
+            except ProvisionError as e:
                 fail(str(e), 1)
             except KeyboardInterrupt:
                 fail(interrupted, 130)
@@ -75,7 +75,7 @@ def parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
 def check_cluster_name(name: str, field: str = "cluster name") -> str:
     """``name`` if it is a valid cluster name, else a UserError (exit 2) naming the fix;
     called before anything touches the filesystem."""
-    problem = provision.check_cluster_name(name)
+    problem = core.cluster_name_problem(name)
     if problem:
         raise UserError(f"{field}: {problem}")
     return name

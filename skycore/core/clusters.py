@@ -164,6 +164,20 @@ SYNCING = (
 )
 
 
+def existing_or_nodes(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
+    """The record of cluster ``name``; None when it has nodes but no record (a ``down``
+    removes those); ClusterError when it has neither."""
+    record = state.get_cluster(name)
+    if record is None and not provision.query_instances("docker", name, config):
+        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
+    return record
+
+
+def forget_cluster(name: str, reason: str) -> None:
+    """Drop the record of cluster ``name`` (its nodes are gone), recording why."""
+    state.remove_cluster(name, reason)
+
+
 def provision_cluster(
     name: str,
     provider: str,

@@ -43,13 +43,12 @@ from typing import Any, TextIO
 
 import filelock
 
-from skycore import core, execution, provision
+from skycore import core, execution
 from skycore import state as core_state
 from skycore.config import ConfigError, load_config
-from skycore.errors import StageError, UserError
+from skycore.errors import ProvisionError, StageError, UserError
 from skycore.managed import paths, recovery
 from skycore.managed.job_cluster import JOIN_AFTER_KILL_S, JobCluster
-from skycore.provision import NodeStatus, ProvisionError
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
@@ -101,13 +100,13 @@ class Controller(JobCluster):
         return self._job().cancel_requested
 
     @staticmethod
-    def _missing(statuses: dict[int, NodeStatus], num_nodes: int) -> list[int]:
-        return [r for r in range(num_nodes) if statuses.get(r) is not NodeStatus.UP]
+    def _missing(statuses: dict[int, core.NodeStatus], num_nodes: int) -> list[int]:
+        return [r for r in range(num_nodes) if statuses.get(r) is not core.NodeStatus.UP]
 
     def _load_task(self) -> Task:
         job = self._job()
         task = Task.from_yaml(job.task_yaml)
-        self.provider = provision.provider_for_cloud(task.resources.cloud)
+        self.provider = core.provider_of(task)
         return task
 
     # -- the job ----------------------------------------------------------------------------

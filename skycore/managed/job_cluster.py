@@ -13,11 +13,10 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from skycore import core, execution, provision
+from skycore import core, execution
 from skycore import state as core_state
 from skycore.config import SkycoreConfig
 from skycore.managed import paths
-from skycore.provision import NodeStatus
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
@@ -70,9 +69,9 @@ class JobCluster:
         jstate.add_event(self.job_id, reason)
         self.say(reason)
 
-    def _query(self) -> dict[int, NodeStatus] | None:
+    def _query(self) -> dict[int, core.NodeStatus] | None:
         try:
-            return provision.query_instances(self.provider, self.cluster, self.config)
+            return core.node_statuses(self.provider, self.cluster, self.config)
         except Exception as e:  # the engine hiccuped: try again at the next poll
             self.say(f"query_instances failed: {e}")
             return None
@@ -85,7 +84,7 @@ class JobCluster:
         last: Exception | None = None
         for _ in range(20):
             try:
-                provision.terminate_instances(self.provider, self.cluster, self.config)
+                core.remove_nodes(self.provider, self.cluster, self.config)
                 return
             except Exception as e:
                 last = e
@@ -103,13 +102,13 @@ class JobCluster:
                 self.say("the launch did not end after its nodes were removed; going on")
             # A launch that was still provisioning may have created nodes meanwhile.
             self._terminate()
-        core_state.remove_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
+        core.forget_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
 
     def _any_node_up(self) -> bool:
         """True if a node of the cluster is UP, or if the provider cannot tell (a drain may
         still be owed to it)."""
         statuses = self._query()
-        return statuses is None or any(s is NodeStatus.UP for s in statuses.values())
+        return statuses is None or any(s is core.NodeStatus.UP for s in statuses.values())
 
     def _kept_reason(self, error: Exception) -> str:
         return (

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from skycore.config import SkycoreConfig
 from skycore.errors import ProvisionError as ProvisionError
+from skycore.stores import clouds
 
 if TYPE_CHECKING:
     from skycore.runner import CommandRunner
@@ -111,8 +112,6 @@ def check_cluster_name(name: str) -> str | None:
 
 def provider_for_cloud(cloud: str | None) -> str:
     """Name of the provider that runs nodes for ``cloud`` (``resources.cloud``)."""
-    from skycore.storage.registry import clouds
-
     key = cloud.lower() if cloud else None
     if key in _CLOUD_TO_PROVIDER:
         return _CLOUD_TO_PROVIDER[key]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from skycore.config import skycore_home
+from skycore.stores import store_classes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS storage (
@@ -185,31 +186,26 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 _LEGACY_REMOTE = re.compile(r" mount '?([^'\s]+)'? \"\$DST\"")
-_LEGACY_ON_THE_FLY = re.compile(r'^:([^,]+),account=([^,]+),.*":(.*)$')
-# Older versions named a store's rclone remote ``skycore-<store>[-anon]``, and wrote an
-# anonymous access to another account as an on-the-fly remote of the store's rclone type.
-_LEGACY_NAMED = re.compile(r"^skycore-([a-z0-9_]+?)(-anon)?$")
-_LEGACY_ON_THE_FLY_STORES = {"azureblob": "azure"}
+_LEGACY_ON_THE_FLY = re.compile(r'^:[^,]+,account=([^,]+),.*":(.*)$')
 
 
 def legacy_mount_spec(command: str, mode: str) -> dict[str, Any] | None:
     """The mount spec of a mount recorded as bash by skycore before specs (its remote path,
-    mode, --transfers and --read-only), or None when the command is not recognised.
-
-    The bash is history: it is read by the remote names older versions wrote, not by asking
-    today's stores (a store that is gone fails later, when the spec is rendered)."""
+    mode, --transfers and --read-only), or None when the command is not recognised."""
     match = _LEGACY_REMOTE.search(command)
     if match is None:
         return None
     remote, _, path = match.group(1).partition(":")
     found: tuple[str, bool, str | None] | None = None
-    named = _LEGACY_NAMED.match(remote)
-    if named is not None:
-        found = (named.group(1), named.group(2) is not None, None)
+    for name, cls in store_classes().items():
+        if remote in (cls.remote_name(), cls.remote_name(anonymous=True)):
+            found = (name, remote == cls.remote_name(anonymous=True), None)
     fly = _LEGACY_ON_THE_FLY.match(match.group(1))
-    if found is None and fly is not None and fly.group(1) in _LEGACY_ON_THE_FLY_STORES:
-        found = (_LEGACY_ON_THE_FLY_STORES[fly.group(1)], True, fly.group(2))
-        path = fly.group(3)
+    if found is None and fly is not None:
+        account_stores = [n for n, c in store_classes().items() if c.url_has_account]
+        if account_stores:
+            found = (account_stores[0], True, fly.group(1))
+            path = fly.group(2)
     if found is None or not path:
         return None
     store, anonymous, account = found

@@ -6,7 +6,7 @@ Node-side bash builders are in ``skycore.storage.mounting``; ``storage ls`` / ``
 delete`` logic in ``skycore.storage.catalog``.
 """
 
-from skycore.storage.api import AbstractStore, AccessInfo, UploadResult, make_store
+from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
     BucketNameError,
     BucketUrl,
@@ -18,13 +18,14 @@ from skycore.storage.common import (
     parse_url,
     validate_bucket_name,
 )
-from skycore.storage.registry import (
+from skycore.storage.storage import Storage, StoragePlan, plain_copy_command
+from skycore.stores import (
     UnknownStoreError,
     get_store_class,
+    make_store,
     store_classes,
     store_names,
 )
-from skycore.storage.storage import Storage, StoragePlan, plain_copy_command
 
 __all__ = [
     "AbstractStore",

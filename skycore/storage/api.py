@@ -35,6 +35,7 @@ from skycore.storage.common import (
     StorageMode,
     StorageSpecError,
 )
+from skycore.stores import register_contract
 
 if TYPE_CHECKING:
     from skycore.config import SkycoreConfig
@@ -394,11 +395,4 @@ class AbstractStore(ABC):
         return mounting.mount_command(self.rclone_path(prefix, anonymous), dst, mode, options, env)
 
 
-def make_store(
-    store: str, name: str, config: SkycoreConfig, account: str | None = None
-) -> AbstractStore:
-    """The store object for bucket ``name`` of store ``store`` (``account``: for stores whose
-    buckets live in accounts). UnknownStoreError for a store nobody registered."""
-    from skycore.storage.registry import get_store_class
-
-    return get_store_class(store)(name, config, account)
+register_contract(AbstractStore)

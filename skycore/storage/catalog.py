@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from skycore import state
 from skycore.config import SkycoreConfig, load_config
 from skycore.errors import StorageInUse as StorageInUse
-from skycore.storage.api import make_store
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
+from skycore.stores import make_store
 
 
 @dataclass(frozen=True)

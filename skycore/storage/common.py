@@ -14,6 +14,7 @@ from skycore.errors import BucketNameError as BucketNameError
 from skycore.errors import StorageAccessError as StorageAccessError
 from skycore.errors import StorageError as StorageError
 from skycore.errors import StorageSpecError as StorageSpecError
+from skycore.stores import get_store_class, schemes, store_for_scheme
 
 
 class StorageMode(enum.StrEnum):
@@ -48,7 +49,6 @@ class BucketUrl:
     account: str | None = None
 
     def __str__(self) -> str:
-        from skycore.storage.registry import get_store_class
 
         scheme = get_store_class(self.store).schemes[0]
         head = f"{self.account}/{self.bucket}" if self.account else self.bucket
@@ -63,7 +63,6 @@ class BucketUrl:
 def parse_url(url: str, field: str = "source") -> BucketUrl:
     """Parse a store URL or raise StorageSpecError naming ``field`` (the URL scheme says the
     store; an unknown scheme lists the registered ones)."""
-    from skycore.storage.registry import schemes, store_for_scheme
 
     m = _URL_RE.match(url)
     if not m:
@@ -110,7 +109,6 @@ def is_ip_address(name: str) -> bool:
 
 def bucket_name_problem(store: str, name: str) -> str | None:
     """The rule ``name`` breaks for ``store``, or None when it is valid."""
-    from skycore.storage.registry import get_store_class
 
     cls = get_store_class(store)
     if not name:
@@ -120,7 +118,6 @@ def bucket_name_problem(store: str, name: str) -> str | None:
 
 def validate_bucket_name(store: str, name: str, field: str = "name") -> None:
     """Raise BucketNameError (naming ``field`` and the rule) when ``name`` is invalid."""
-    from skycore.storage.registry import get_store_class
 
     problem = bucket_name_problem(store, name)
     if problem:

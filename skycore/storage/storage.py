@@ -18,7 +18,7 @@ from typing import Any, Literal
 from skycore import state
 from skycore.config import SkycoreConfig
 from skycore.storage import mounting
-from skycore.storage.api import AbstractStore, AccessInfo, UploadResult, make_store
+from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
     BucketUrl,
     StorageAccessError,
@@ -31,8 +31,8 @@ from skycore.storage.common import (
 )
 from skycore.storage.mounting import NODE_ENV, MountStep
 from skycore.storage.mounting import RcloneEnv as Env
-from skycore.storage.registry import get_store_class, store_names
 from skycore.storage.upload import list_upload_files
+from skycore.stores import get_store_class, make_store, store_names
 from skycore.user_paths import UserPathError, resolve_local_path, show
 
 Kind = Literal["sky_managed", "external"]

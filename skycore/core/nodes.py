@@ -1,0 +1,36 @@
+"""A cluster's nodes as its provider sees them, for the callers above core: the CLI's
+``status`` and name checks, ``down`` of a cluster that has nodes but no record, and a
+managed job watching (and removing) the nodes of its own cluster."""
+
+from __future__ import annotations
+
+from skycore import provision, state
+from skycore.config import SkycoreConfig
+from skycore.provision import NodeStatus
+
+__all__ = ["NodeStatus", "cluster_name_problem", "node_ips", "node_statuses", "remove_nodes"]
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """None if ``name`` is a valid cluster name, else a message saying how to fix it."""
+    return provision.check_cluster_name(name)
+
+
+def node_statuses(provider: str, cluster: str, config: SkycoreConfig) -> dict[int, NodeStatus]:
+    """The status of each existing node of ``cluster`` by rank (nodes that are gone are
+    absent); ProvisionError when the provider cannot tell."""
+    return provision.query_instances(provider, cluster, config)
+
+
+def node_ips(record: state.ClusterRecord) -> list[str]:
+    """The recorded IP address of each node of ``record``, in rank order (none before its
+    nodes were first provisioned)."""
+    if not record.handle:
+        return []
+    return provision.ClusterInfo.from_dict(record.handle).ips
+
+
+def remove_nodes(provider: str, cluster: str, config: SkycoreConfig) -> None:
+    """Remove every node of ``cluster`` with its disk at once: no drain, the record is kept
+    (``forget_cluster`` drops it)."""
+    provision.terminate_instances(provider, cluster, config)
