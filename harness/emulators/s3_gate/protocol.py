@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from html import unescape
+from typing import ClassVar
 
 from harness.emulators.s3_gate import cors as s3_cors
 from harness.emulators.s3_gate.access import (
@@ -36,7 +37,14 @@ from harness.emulators.s3_gate.mirror import (
 )
 from harness.emulators.s3_gate.policy import BucketPolicy
 from harness.emulators.s3_gate.post import PostUpload, read_post_upload
-from harness.emulators.s3_gate.requests import S3Detail, classify_s3, operation
+from harness.emulators.s3_gate.requests import (
+    BUCKET_ROUTES,
+    OBJECT_ROUTES,
+    S3Detail,
+    Table,
+    classify_s3,
+    operation,
+)
 from harness.emulators.s3_gate.signatures import S3Signatures
 from harness.emulators.s3_gate.upstream import (
     GATE_KEY,
@@ -64,6 +72,10 @@ class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
     the access mechanisms it has (``features``: S3's, or fewer)."""
 
     upstream_region = UPSTREAM_REGION
+    bucket_routes: ClassVar[Table] = BUCKET_ROUTES
+    """How requests on a bucket are classified (a subclass may add rows in front)."""
+    object_routes: ClassVar[Table] = OBJECT_ROUTES
+    """How requests on an object are classified (a subclass may add rows in front)."""
 
     def __init__(
         self,
@@ -84,7 +96,9 @@ class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
     # --- classification --------------------------------------------------------------------
 
     def classify(self, ex: Exchange) -> tuple[Access, str | None]:
-        access = classify_s3(ex.method, ex.path, ex.headers)
+        access = classify_s3(
+            ex.method, ex.path, ex.headers, (self.bucket_routes, self.object_routes)
+        )
         identity = self.identity(ex.headers, ex.query)
         detail = access.detail
         if not isinstance(detail, S3Detail):

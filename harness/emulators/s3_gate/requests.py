@@ -108,22 +108,6 @@ _BUCKET_SUBS: dict[str, tuple[str, str | None, str | None, str | None]] = {
     "versions": ("ObjectVersions", "s3:ListBucketVersions", None, None),
     "uploads": ("MultipartUploads", "s3:ListBucketMultipartUploads", None, None),
 }
-_OBJECT_SUBS = frozenset(
-    (
-        "acl",
-        "tagging",
-        "uploadId",
-        "uploads",
-        "partNumber",
-        "versionId",
-        "retention",
-        "legal-hold",
-        "attributes",
-        "restore",
-        "select",
-        "torrent",
-    )
-)
 
 
 @dataclass
@@ -246,8 +230,8 @@ OBJECT_ROUTES: Table = (
     ("DELETE", "versionId", Route(_W, "DeleteObject", "s3:DeleteObjectVersion", "delete")),
     ("DELETE", ANY, Route(_W, "DeleteObject", "s3:DeleteObject", "delete")),
 )
-"""A request on an object: by method and the sub-resources of :data:`_OBJECT_SUBS` it
-names (others are ignored); anything else is ``<Method>Object``."""
+"""A request on an object: by method and the sub-resources it names (others are ignored);
+anything else is ``<Method>Object``."""
 
 
 def operation(access: Access) -> str:
@@ -273,9 +257,14 @@ def copy_source(headers: Mapping[str, str]) -> tuple[str, str] | None:
     return bucket, key
 
 
-def classify_s3(method: str, path: str, headers: Mapping[str, str]) -> Access:
-    """Classify an S3 REST request (path-style addressing); ``detail`` is an
-    :class:`S3Detail` naming the operation."""
+def classify_s3(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    tables: tuple[Table, Table] = (BUCKET_ROUTES, OBJECT_ROUTES),
+) -> Access:
+    """Classify an S3 REST request (path-style addressing) by ``tables`` (the bucket and
+    the object routes); ``detail`` is an :class:`S3Detail` naming the operation."""
     raw_path, query = split_path(path)
     bucket, _, key_raw = raw_path.lstrip("/").partition("/")
     bucket = unquote(bucket)
@@ -291,10 +280,10 @@ def classify_s3(method: str, path: str, headers: Mapping[str, str]) -> Access:
     sub = subresources(query)
     key = unquote(key_raw) if key_raw else None
     if key is None:
-        found = route(BUCKET_ROUTES, method, sub)
+        found = route(tables[0], method, sub)
         fallback = f"{method.title()}Bucket"
     else:
-        found = route(OBJECT_ROUTES, method, sub & _OBJECT_SUBS)
+        found = route(tables[1], method, sub)
         fallback = f"{method.title()}Object"
     found = found or Route(_W, fallback, "s3:*")
     source = copy_source(headers) if found.copy else None
