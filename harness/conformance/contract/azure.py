@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.conformance.contract import (
+from harness.conformance.contract import Check, ContractFailure, bucket
+from harness.conformance.contract.probes import (
     ORDER,
     TREE,
-    Check,
-    ContractFailure,
-    bucket,
-    check_delimiter,
-    check_paging,
-    put_while_listing,
+    BaseProbes,
+    ConditionalRead,
+    random_bodies,
 )
 
 
@@ -30,7 +28,7 @@ def hex_of(value: Any) -> str:
     return bytes(value).hex() if value else "none"
 
 
-def answer(e: Exception) -> str:
+def answer(e: BaseException) -> str:
     """An azure-core error as status, error code and the first line of its message."""
     status = getattr(e, "status_code", None)
     code = getattr(e, "error_code", None)
@@ -38,21 +36,34 @@ def answer(e: Exception) -> str:
     return f"HTTP {status} {code}: {message}" if status else f"{type(e).__name__}: {e}"
 
 
-class Probes:
+def has_status(status: int, error: BaseException) -> bool:
+    """True if ``error`` is an azure-core error of HTTP ``status``."""
+    return getattr(error, "status_code", None) == status
+
+
+def header(condition: Any) -> str:
+    """The header of a Get Blob with ``condition`` (an azure.core MatchConditions)."""
+    from azure.core import MatchConditions
+
+    return "If-Match" if condition == MatchConditions.IfNotModified else "If-None-Match"
+
+
+def read_if(blob: Any, tag: str, condition: Any) -> bytes:
+    """Get Blob with ``condition`` on ETag ``tag``."""
+    return bytes(blob.download_blob(etag=tag, match_condition=condition).readall())
+
+
+class Probes(BaseProbes):
     """The Azure checks of one emulator, in a container of the user's and one of the
     other's (each in its own storage account)."""
 
-    def __init__(self, emulator: Any) -> None:
-        self.emulator = emulator
-        self._stack = ExitStack()
+    def answer(self, error: BaseException) -> str:
+        return answer(error)
 
     def __enter__(self) -> Probes:
-        self.name = self._stack.enter_context(bucket(self.emulator, "az", USER))
+        self.name = self.own_bucket("az")
         self.container = self.emulator.client(USER).get_container_client(self.name)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
 
     def checks(self) -> list[tuple[str, Check]]:
         return [
@@ -82,8 +93,8 @@ class Probes:
     def content_md5(self) -> None:
         """Put Blob's, the properties' and the listing's Content-MD5 are the body's MD5,
         with listings running meanwhile."""
-        bodies = {f"md5/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(12)}
-        answers, seen = put_while_listing(self.put, lambda: self.listing("md5/"), bodies)
+        bodies = random_bodies("md5/", 12)
+        answers, seen = self.put_while_listing(self.put, lambda: self.listing("md5/"), bodies)
         got = {key: hex_of(answer.get("content_md5")) for key, answer in answers.items()}
         for key, data in bodies.items():
             request = f"Put Blob {key} ({len(data)} bytes, MD5 {md5(data)})"
@@ -100,13 +111,14 @@ class Probes:
                     f"Get Blob Properties {key}",
                     f"Content-MD5 {hex_of(props.content_settings.content_md5)}",
                 )
-        for key, tag in [*seen, *self.listing("md5/").items()]:
-            if tag != md5(bodies[key]):
-                raise ContractFailure(
-                    "lists a Content-MD5 that is not the body's MD5 (listing during puts)",
-                    f"List Blobs prefix=md5/ (for {key}, MD5 {md5(bodies[key])})",
-                    f"Content-MD5 {tag}",
-                )
+        self.check_listed_digests(
+            [*seen, *self.listing("md5/").items()],
+            bodies,
+            md5,
+            "lists a Content-MD5 that is not the body's MD5 (listing during puts)",
+            "List Blobs prefix=md5/",
+            "Content-MD5",
+        )
 
     def list_folder(self, prefix: str, page: int = 1000) -> tuple[list, list]:
         """(prefixes, names) of one folder with delimiter '/', every page, in page order."""
@@ -125,7 +137,7 @@ class Probes:
         """Every folder's listing with delimiter '/' has every prefix and blob."""
         for key in TREE:
             self.put(key, key.encode())
-        check_delimiter(
+        self.check_delimiter(
             self.list_folder, lambda folder: f"List Blobs prefix={folder}", ("BlobPrefix", "Blob")
         )
 
@@ -133,17 +145,17 @@ class Probes:
         """Listings are in name order, and every page size gives the same listing."""
         for key in ORDER:
             self.put(key, b"o")
-        want = sorted(ORDER)
-        for page in (1000, 2):
+
+        def list_keys(page: int) -> list[str]:
             pages = self.container.list_blobs(name_starts_with="order/", results_per_page=page)
-            got = [b.name for p in pages.by_page() for b in p]
-            if got != want:
-                raise ContractFailure(
-                    "lists blobs out of name order, or loses blobs across pages",
-                    f"List Blobs prefix=order/ maxresults={page}, every page",
-                    f"{got}, not {want}",
-                )
-        check_paging(
+            return [b.name for p in pages.by_page() for b in p]
+
+        self.check_order(
+            list_keys,
+            "lists blobs out of name order, or loses blobs across pages",
+            lambda page: f"List Blobs prefix=order/ maxresults={page}, every page",
+        )
+        self.check_paging(
             lambda page: self.list_folder("tree/", page),
             lambda page: f"List Blobs prefix=tree/ maxresults={page}",
         )
@@ -230,22 +242,16 @@ class Probes:
             (etag, MatchConditions.IfModified, 304),
             (wrong, MatchConditions.IfModified, None),
         ]
-        for tag, condition, refusal in cases:
-            header = "If-Match" if condition == MatchConditions.IfNotModified else "If-None-Match"
-            request = f"Get Blob {key} {header}: {tag} (ETag {etag})"
-            want = f"HTTP {refusal}" if refusal else "the blob"
-            try:
-                got = blob.download_blob(etag=tag, match_condition=condition).readall()
-            except Exception as e:
-                if refusal is not None and getattr(e, "status_code", None) == refusal:
-                    continue
-                raise ContractFailure(
-                    f"ignores a conditional GET (want {want})", request, answer(e)
-                ) from e
-            if refusal is not None or got != data:
-                raise ContractFailure(
-                    f"ignores a conditional GET (want {want})", request, f"{len(got)} bytes"
-                )
+        reads = [
+            ConditionalRead(
+                f"Get Blob {key} {header(condition)}: {tag} (ETag {etag})",
+                f"HTTP {refusal}" if refusal else "the blob",
+                partial(read_if, blob, tag, condition),
+                None if refusal is None else partial(has_status, refusal),
+            )
+            for tag, condition, refusal in cases
+        ]
+        self.check_conditional_reads(reads, data)
 
     def ranged_get(self) -> None:
         """A ranged Get Blob gets those bytes."""
@@ -263,20 +269,20 @@ class Probes:
         """The user's and the other's account keys work; an unknown key is refused."""
         with bucket(self.emulator, "azo", OTHER) as theirs:
             other = self.emulator.client(OTHER).get_container_client(theirs)
-            request = f"Put Blob and Get Blob {theirs}/k with the other account's key"
-            try:
-                other.upload_blob("k", b"theirs", overwrite=True)
-                back = other.download_blob("k").readall()
-            except Exception as e:
-                raise ContractFailure("refuses a declared key", request, answer(e)) from e
-            if back != b"theirs":
-                raise ContractFailure("serves other data", request, f"{back!r}")
+
+            def write_read(data: bytes) -> bytes:
+                other.upload_blob("k", data, overwrite=True)
+                return bytes(other.download_blob("k").readall())
+
+            self.check_declared(
+                write_read,
+                b"theirs",
+                f"Put Blob and Get Blob {theirs}/k with the other account's key",
+            )
         stranger = self.emulator.client(UNKNOWN).get_container_client(self.name)
-        request = f"List Blobs {self.name} with a key the emulator does not declare"
-        try:
-            list(stranger.list_blobs())
-        except self.emulator.sdk_errors() as e:
-            if getattr(e, "status_code", None) == self.emulator.invalid_credentials_status:
-                return
-            raise ContractFailure("answers an unknown key oddly", request, answer(e)) from e
-        raise ContractFailure("accepts an unknown key", request, "HTTP 200")
+        self.check_unknown_refused(
+            lambda: list(stranger.list_blobs()),
+            partial(has_status, self.emulator.invalid_credentials_status),
+            f"List Blobs {self.name} with a key the emulator does not declare",
+            self.emulator.sdk_errors(),
+        )

@@ -9,20 +9,18 @@ import base64
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.conformance.contract import (
+from harness.conformance.contract import Check, ContractFailure, bucket
+from harness.conformance.contract.probes import (
     ORDER,
     TREE,
-    Check,
-    ContractFailure,
+    BaseProbes,
+    ConditionalRead,
     Folder,
-    bucket,
-    check_delimiter,
-    check_paging,
-    put_while_listing,
+    random_bodies,
 )
 
 CHUNK = 256 * 1024
@@ -44,27 +42,35 @@ def md5_b64(data: bytes) -> str:
     return base64.b64encode(hashlib.md5(data).digest()).decode()
 
 
-def answer(e: Exception) -> str:
+def answer(e: BaseException) -> str:
     """A google.api_core error as status and message."""
     code = getattr(e, "code", None)
     return f"HTTP {code}: {getattr(e, 'message', e)}" if code else f"{type(e).__name__}: {e}"
 
 
-class Probes:
+def read_if(blob: Any, condition: dict[str, int]) -> bytes:
+    """Read ``blob`` with ``condition`` (ifGenerationMatch or ifGenerationNotMatch)."""
+    return bytes(blob.download_as_bytes(**condition))
+
+
+def is_refusal(refusal: type[Exception], error: BaseException) -> bool:
+    """True if ``error`` is the google.api_core ``refusal``."""
+    return isinstance(error, refusal)
+
+
+class Probes(BaseProbes):
     """The GCS checks of one emulator, in a bucket of the user's and one of the other's."""
 
-    def __init__(self, emulator: Any) -> None:
-        self.emulator = emulator
-        self._stack = ExitStack()
+    credential = "token"
+
+    def answer(self, error: BaseException) -> str:
+        return answer(error)
 
     def __enter__(self) -> Probes:
-        self.name = self._stack.enter_context(bucket(self.emulator, "gcs", USER))
+        self.name = self.own_bucket("gcs")
         self.gcs = self.emulator.client(USER)
         self.bucket = self.gcs.bucket(self.name)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
 
     def checks(self) -> list[tuple[str, Check]]:
         return [
@@ -88,8 +94,8 @@ class Probes:
 
     def md5(self) -> None:
         """Upload, metadata and listing MD5s are the body's, with listings running."""
-        bodies = {f"md5/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(12)}
-        _, seen = put_while_listing(self.put, lambda: self.listing("md5/"), bodies)
+        bodies = random_bodies("md5/", 12)
+        _, seen = self.put_while_listing(self.put, lambda: self.listing("md5/"), bodies)
         for key, data in bodies.items():
             got = self.bucket.get_blob(key).md5_hash
             if got != md5_b64(data):
@@ -98,13 +104,14 @@ class Probes:
                     f"objects.get {key} ({len(data)} bytes, MD5 {md5_b64(data)})",
                     f"md5Hash {got}",
                 )
-        for key, got in [*seen, *self.listing("md5/").items()]:
-            if got != md5_b64(bodies[key]):
-                raise ContractFailure(
-                    "lists an md5Hash that is not the body's MD5 (listing during uploads)",
-                    f"objects.list prefix=md5/ (for {key}, MD5 {md5_b64(bodies[key])})",
-                    f"md5Hash {got}",
-                )
+        self.check_listed_digests(
+            [*seen, *self.listing("md5/").items()],
+            bodies,
+            md5_b64,
+            "lists an md5Hash that is not the body's MD5 (listing during uploads)",
+            "objects.list prefix=md5/",
+            "md5Hash",
+        )
 
     def list_folder(self, prefix: str, page: int = 1000) -> tuple[list, list]:
         """(prefixes, names) of one folder with delimiter '/', every page, in page order."""
@@ -120,7 +127,7 @@ class Probes:
         """Every folder's listing with delimiter '/' has every prefix and object."""
         for key in TREE:
             self.put(key, key.encode())
-        check_delimiter(
+        self.check_delimiter(
             self.list_folder, lambda folder: f"objects.list prefix={folder}", ("prefixes", "items")
         )
 
@@ -128,22 +135,21 @@ class Probes:
         """Listings are in name order, and every page size gives the same listing."""
         for key in ORDER:
             self.put(key, b"o")
-        want = sorted(ORDER)
-        for page in (1000, 2):
-            pages = self.gcs.list_blobs(self.name, prefix="order/", page_size=page)
-            got = [b.name for b in pages]
-            if got != want:
-                raise ContractFailure(
-                    "lists objects out of name order, or loses objects across pages",
-                    f"objects.list prefix=order/ maxResults={page}, every page",
-                    f"{got}, not {want}",
-                )
+        self.check_order(
+            lambda page: [
+                b.name for b in self.gcs.list_blobs(self.name, prefix="order/", page_size=page)
+            ],
+            "lists objects out of name order, or loses objects across pages",
+            lambda page: f"objects.list prefix=order/ maxResults={page}, every page",
+        )
 
         def folder_by_pages(page: int) -> Folder:  # prefixes come as a set per page
             prefixes, names = self.list_folder("tree/", page)
             return sorted(prefixes), names
 
-        check_paging(folder_by_pages, lambda page: f"objects.list prefix=tree/ maxResults={page}")
+        self.check_paging(
+            folder_by_pages, lambda page: f"objects.list prefix=tree/ maxResults={page}"
+        )
 
     def compose(self) -> None:
         """Compose joins its sources; a chunked resumable upload is its chunks joined."""
@@ -225,21 +231,16 @@ class Probes:
             ({"if_generation_not_match": generation}, NotModified),
             ({"if_generation_not_match": generation + 1}, None),
         ]
-        for kwargs, refusal in cases:
-            request = f"objects.get {key} alt=media {kwargs} (generation {generation})"
-            want = refusal.__name__ if refusal else "the object"
-            try:
-                got = self.bucket.blob(key).download_as_bytes(**kwargs)
-            except Exception as e:
-                if refusal is not None and isinstance(e, refusal):
-                    continue
-                raise ContractFailure(
-                    f"ignores a conditional GET (want {want})", request, answer(e)
-                ) from e
-            if refusal is not None or got != data:
-                raise ContractFailure(
-                    f"ignores a conditional GET (want {want})", request, f"{len(got)} bytes"
-                )
+        reads = [
+            ConditionalRead(
+                f"objects.get {key} alt=media {kwargs} (generation {generation})",
+                refusal.__name__ if refusal else "the object",
+                partial(read_if, self.bucket.blob(key), kwargs),
+                None if refusal is None else partial(is_refusal, refusal),
+            )
+            for kwargs, refusal in cases
+        ]
+        self.check_conditional_reads(reads, data)
 
     def ranged_get(self) -> None:
         """A ranged read gets those bytes."""
@@ -257,19 +258,19 @@ class Probes:
         """The user's and the other's tokens work; an unknown token is refused (401)."""
         with bucket(self.emulator, "gcso", OTHER) as theirs:
             other = self.emulator.client(OTHER).bucket(theirs)
-            request = f"upload and download {theirs}/k with the other account's token"
-            try:
-                other.blob("k").upload_from_string(b"theirs")
-                back = other.blob("k").download_as_bytes()
-            except Exception as e:
-                raise ContractFailure("refuses a declared token", request, answer(e)) from e
-            if back != b"theirs":
-                raise ContractFailure("serves other data", request, f"{back!r}")
-        request = f"objects.list {self.name} with a token the emulator does not declare"
-        try:
-            list(self.emulator.client(UNKNOWN).list_blobs(self.name))
-        except self.emulator.sdk_errors() as e:
-            if getattr(e, "code", 401) == self.emulator.invalid_credentials_status:
-                return
-            raise ContractFailure("answers an unknown token oddly", request, answer(e)) from e
-        raise ContractFailure("accepts an unknown token", request, "HTTP 200")
+
+            def write_read(data: bytes) -> bytes:
+                other.blob("k").upload_from_string(data)
+                return bytes(other.blob("k").download_as_bytes())
+
+            self.check_declared(
+                write_read,
+                b"theirs",
+                f"upload and download {theirs}/k with the other account's token",
+            )
+        self.check_unknown_refused(
+            lambda: list(self.emulator.client(UNKNOWN).list_blobs(self.name)),
+            lambda e: getattr(e, "code", 401) == self.emulator.invalid_credentials_status,
+            f"objects.list {self.name} with a token the emulator does not declare",
+            self.emulator.sdk_errors(),
+        )

@@ -7,20 +7,12 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.conformance.contract import (
-    ORDER,
-    TREE,
-    Check,
-    ContractFailure,
-    bucket,
-    check_delimiter,
-    check_paging,
-    put_while_listing,
-)
+from harness.conformance.contract import Check, ContractFailure, bucket
+from harness.conformance.contract.probes import ORDER, TREE, BaseProbes, random_bodies
 
 PART = 5 * 1024 * 1024
 """The smallest part S3 takes but for the last."""
@@ -44,7 +36,7 @@ def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
-def answer(e: Exception) -> str:
+def answer(e: BaseException) -> str:
     """A botocore error as status, code and message."""
     response = getattr(e, "response", None)
     if not isinstance(response, dict):
@@ -54,26 +46,25 @@ def answer(e: Exception) -> str:
     return f"HTTP {status} {error.get('Code', '')}: {error.get('Message', '')}".rstrip(": ")
 
 
-def status_of(e: Exception) -> int | None:
+def status_of(e: BaseException) -> int | None:
     response = getattr(e, "response", None)
     return response.get("ResponseMetadata", {}).get("HTTPStatusCode") if response else None
 
 
-class Probes:
+class Probes(BaseProbes):
     """The S3 checks of one emulator, in a bucket of the user's and one of the other's."""
 
     def __init__(self, emulator: Any) -> None:
-        self.emulator = emulator
+        super().__init__(emulator)
         self.errors: list[str] = []
-        self._stack = ExitStack()
+
+    def answer(self, error: BaseException) -> str:
+        return answer(error)
 
     def __enter__(self) -> Probes:
-        self.bucket = self._stack.enter_context(bucket(self.emulator, "s3", USER))
+        self.bucket = self.own_bucket("s3")
         self.s3 = self.client(USER)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
 
     def client(self, owner: str) -> Any:
         """``owner``'s boto3 client (the emulator's helper), recording every 5xx answer."""
@@ -114,8 +105,8 @@ class Probes:
 
     def etag(self) -> None:
         """PUT, HEAD and listing ETags are the body's MD5, with listings running meanwhile."""
-        bodies = {f"etag/{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(16)}
-        got, seen = put_while_listing(self.put, lambda: self.listing("etag/"), bodies)
+        bodies = random_bodies("etag/", 16)
+        got, seen = self.put_while_listing(self.put, lambda: self.listing("etag/"), bodies)
         for key, data in bodies.items():
             size = f"PutObject {key} ({len(data)} bytes, MD5 {md5(data)})"
             if got[key] != md5(data):
@@ -130,13 +121,14 @@ class Probes:
                 raise ContractFailure(
                     "keeps an ETag that is not the body's MD5", f"HeadObject {key}", head
                 )
-        for key, tag in [*seen, *self.listing("etag/").items()]:
-            if tag != md5(bodies[key]):
-                raise ContractFailure(
-                    "lists an ETag that is not the body's MD5 (listing during PUTs)",
-                    f"ListObjectsV2 prefix=etag/ (for {key}, MD5 {md5(bodies[key])})",
-                    f"ETag {tag}",
-                )
+        self.check_listed_digests(
+            [*seen, *self.listing("etag/").items()],
+            bodies,
+            md5,
+            "lists an ETag that is not the body's MD5 (listing during PUTs)",
+            "ListObjectsV2 prefix=etag/",
+            "ETag",
+        )
 
     def list_folder(self, prefix: str, v1: bool = False, page: int = 1000) -> tuple[list, list]:
         """(common prefixes, keys) of one folder with delimiter '/', every page, in the
@@ -150,12 +142,20 @@ class Probes:
             keys += [o["Key"] for o in p.get("Contents", [])]
         return prefixes, keys
 
+    def list_keys(self, operation: str, prefix: str, page: int) -> list[str]:
+        """Every key under ``prefix`` listed by ``operation`` (list_objects or
+        list_objects_v2) ``page`` keys a page."""
+        pages = self.s3.get_paginator(operation).paginate(
+            Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": page}
+        )
+        return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
     def delimiter(self) -> None:
         """Every folder's listing with delimiter '/' has every common prefix and key."""
         for key in TREE:
             self.put(key, key.encode())
         for v1, op in ((False, "ListObjectsV2"), (True, "ListObjects")):
-            check_delimiter(
+            self.check_delimiter(
                 lambda folder: self.list_folder(folder, v1),  # noqa: B023 (called at once)
                 lambda folder: f"{op} prefix={folder}",  # noqa: B023
                 ("CommonPrefixes", "Contents"),
@@ -165,22 +165,14 @@ class Probes:
         """Listings are in key order, and every page size gives the same listing."""
         for key in ORDER:
             self.put(key, b"o")
-        want = sorted(ORDER)
         for op in ("ListObjectsV2", "ListObjects"):
             name = "list_objects_v2" if op == "ListObjectsV2" else "list_objects"
-            for page in (1000, 2):
-                config = {"PageSize": page}
-                pages = self.s3.get_paginator(name).paginate(
-                    Bucket=self.bucket, Prefix="order/", PaginationConfig=config
-                )
-                got = [o["Key"] for p in pages for o in p.get("Contents", [])]
-                if got != want:
-                    raise ContractFailure(
-                        "lists keys out of key order, or loses keys across pages",
-                        f"{op} prefix=order/ max-keys={page}, every page",
-                        f"{got}, not {want}",
-                    )
-        check_paging(
+            self.check_order(
+                partial(self.list_keys, name, "order/"),
+                "lists keys out of key order, or loses keys across pages",
+                lambda page: f"{op} prefix=order/ max-keys={page}, every page",  # noqa: B023
+            )
+        self.check_paging(
             lambda page: self.list_folder("tree/", page=page),
             lambda page: f"ListObjectsV2 prefix=tree/ max-keys={page}",
         )
@@ -336,25 +328,23 @@ class Probes:
         wrong-secret keys are refused with 403."""
         with bucket(self.emulator, "s3o", OTHER) as theirs:
             other = self.client(OTHER)
-            data = b"other's object"
-            request = f"PutObject/GetObject {theirs}/k with the other account's key"
-            try:
+
+            def write_read(data: bytes) -> bytes:
                 other.put_object(Bucket=theirs, Key="k", Body=data)
-                back = other.get_object(Bucket=theirs, Key="k")["Body"].read()
-            except Exception as e:
-                raise ContractFailure("refuses a declared key", request, answer(e)) from e
-            if back != data:
-                raise ContractFailure("serves other data", request, f"{back!r}")
+                return bytes(other.get_object(Bucket=theirs, Key="k")["Body"].read())
+
+            self.check_declared(
+                write_read,
+                b"other's object",
+                f"PutObject/GetObject {theirs}/k with the other account's key",
+            )
             other.delete_object(Bucket=theirs, Key="k")
         stranger = self.emulator.client(UNKNOWN)
-        request = f"ListObjectsV2 {self.bucket} with a key the emulator does not declare"
-        try:
-            stranger.list_objects_v2(Bucket=self.bucket)
-        except Exception as e:
-            if status_of(e) == 403:
-                return
-            raise ContractFailure("answers an unknown key oddly", request, answer(e)) from e
-        raise ContractFailure("accepts an unknown key", request, "HTTP 200")
+        self.check_unknown_refused(
+            lambda: stranger.list_objects_v2(Bucket=self.bucket),
+            lambda e: status_of(e) == 403,
+            f"ListObjectsV2 {self.bucket} with a key the emulator does not declare",
+        )
 
     def server_errors(self) -> None:
         """No request of the checks above was answered with a 5xx (even if a retry won)."""

@@ -1,0 +1,238 @@
+"""What every API's contract probes share: :class:`BaseProbes` (the emulator, the user's
+bucket, and the checks whose logic is the same on every API, each worded by the caller in
+its API's terms) and the key sets they list (:data:`TREE`, :data:`ORDER`)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from harness.accounts import USER
+from harness.conformance.contract import ContractFailure, bucket
+
+TREE = [
+    "tree/top.txt",
+    "tree/a/x.txt",
+    "tree/a/b/y.txt",
+    "tree/a/b/c/z.txt",
+    "tree/d/e/f/g.txt",
+    "tree/h/i/j/k/l.txt",
+]
+"""Keys whose folders hold objects at every depth, and folders with only deeper objects."""
+
+ORDER = [
+    "order/a-b",
+    "order/a/b",
+    "order/a/c/d",
+    "order/a0",
+    "order/A",
+    "order/a b",
+    "order/a.b",
+    "order/b",
+    "order/z",
+    "order/\u00e9",
+]
+"""Keys whose key (UTF-8 byte) order differs from a folder walk's file-name order."""
+
+
+Folder = tuple[list[str], list[str]]
+"""(prefixes, entries) of one folder listed with delimiter '/'."""
+
+
+def expected_listing(keys: list[str], prefix: str, delimiter: str = "/") -> tuple[list, list]:
+    """(common prefixes, keys) that a listing of ``keys`` under ``prefix`` with
+    ``delimiter`` returns, both in key order."""
+    prefixes: set[str] = set()
+    direct: list[str] = []
+    for key in keys:
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix) :]
+        if delimiter in rest:
+            prefixes.add(prefix + rest.split(delimiter, 1)[0] + delimiter)
+        else:
+            direct.append(key)
+    return sorted(prefixes), sorted(direct)
+
+
+def folders(keys: list[str], root: str) -> list[str]:
+    """Every folder prefix (ending in '/') of ``keys`` at or under ``root``."""
+    found = {root}
+    for key in keys:
+        parts = key[len(root) :].split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            found.add(root + "/".join(parts[:depth]) + "/")
+    return sorted(found)
+
+
+def random_bodies(prefix: str, count: int) -> dict[str, bytes]:
+    """``count`` keys under ``prefix`` with random bodies of 64 to 256 KiB."""
+    return {f"{prefix}{i:02d}": os.urandom(64 * 1024 * (1 + i % 4)) for i in range(count)}
+
+
+@dataclass(frozen=True)
+class ConditionalRead:
+    """One conditional GET: ``read()`` sends it; ``refused(error)`` is true for the refusal
+    it must get (None: it must serve the object); ``request`` and ``want`` name both."""
+
+    request: str
+    want: str
+    read: Callable[[], bytes]
+    refused: Callable[[Exception], bool] | None
+
+
+class BaseProbes:
+    """The probes of one API for one emulator: a subclass names its checks (``checks()``),
+    enters a bucket of the user's (:meth:`own_bucket`) and words each failure."""
+
+    credential: ClassVar[str] = "key"
+    """What the API calls an account's secret, in the failures' words."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self._stack = ExitStack()
+
+    def own_bucket(self, what: str) -> str:
+        """A new bucket of the user's, deleted on exit."""
+        return self._stack.enter_context(bucket(self.emulator, what, USER))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def answer(self, error: BaseException) -> str:
+        """``error`` as the API's answer (status, code, message), for a failure."""
+        return f"{type(error).__name__}: {error}"
+
+    @staticmethod
+    def put_while_listing(
+        put: Callable[[str, bytes], Any],
+        listing: Callable[[], dict[str, str]],
+        bodies: Mapping[str, bytes],
+    ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """Upload ``bodies`` four at a time while another thread lists them without pause:
+        (key -> what ``put`` returned, every (key, digest) the listings saw meanwhile)."""
+        seen: list[tuple[str, str]] = []
+        done = threading.Event()
+
+        def lister() -> None:
+            while not done.is_set():
+                seen.extend(listing().items())
+
+        with ThreadPoolExecutor(5) as pool:
+            watcher = pool.submit(lister)
+            try:  # a failed upload must stop the lister, or the pool never ends
+                puts = {key: pool.submit(put, key, data) for key, data in bodies.items()}
+                answers = {key: f.result() for key, f in puts.items()}
+            finally:
+                done.set()
+            watcher.result()
+        return answers, seen
+
+    @staticmethod
+    def check_listed_digests(
+        listed: Iterable[tuple[str, str]],
+        bodies: Mapping[str, bytes],
+        digest: Callable[[bytes], str],
+        does: str,
+        listing: str,
+        field: str,
+    ) -> None:
+        """Every (key, digest) a listing gave is ``digest`` of the key's body; ``listing``
+        names the listing, ``field`` the digest in the API's words."""
+        for key, got in listed:
+            want = digest(bodies[key])
+            if got != want:
+                raise ContractFailure(does, f"{listing} (for {key}, MD5 {want})", f"{field} {got}")
+
+    @staticmethod
+    def check_delimiter(
+        list_folder: Callable[[str], Folder], request: Callable[[str], str], names: tuple[str, str]
+    ) -> None:
+        """Every folder of TREE listed with delimiter '/' has every prefix and entry:
+        ``request(folder)`` names the listing, ``names`` its two parts in the API's words."""
+        for folder in folders(TREE, "tree/"):
+            got = list_folder(folder)
+            want = expected_listing(TREE, folder)
+            if sorted(got[0]) != want[0] or sorted(got[1]) != want[1]:
+                raise ContractFailure(
+                    "drops or invents entries of a listing with a delimiter",
+                    f"{request(folder)} delimiter=/ (entries: {', '.join(TREE)})",
+                    f"{names[0]} {got[0]} and {names[1]} {got[1]}, not {want[0]} and {want[1]}",
+                )
+
+    @staticmethod
+    def check_order(
+        list_keys: Callable[[int], list[str]], does: str, request: Callable[[int], str]
+    ) -> None:
+        """ORDER listed a thousand and two entries a page (``list_keys(page_size)``, every
+        page) is in key order; ``request(page_size)`` names the listing."""
+        want = sorted(ORDER)
+        for page in (1000, 2):
+            got = list_keys(page)
+            if got != want:
+                raise ContractFailure(does, request(page), f"{got}, not {want}")
+
+    @staticmethod
+    def check_paging(list_folder: Callable[[int], Folder], request: Callable[[int], str]) -> None:
+        """The folder tree/ listed with delimiter '/' one and two entries a page is what one
+        page gives (``list_folder(page_size)``; ``request(page_size)`` names the listing)."""
+        whole = list_folder(1000)
+        for page in (1, 2):
+            paged = list_folder(page)
+            if paged != whole:
+                raise ContractFailure(
+                    "pages a delimiter listing differently from the whole listing",
+                    f"{request(page)} delimiter=/, every page",
+                    f"{paged}, not {whole}",
+                )
+
+    def check_conditional_reads(self, reads: Iterable[ConditionalRead], data: bytes) -> None:
+        """Each read is refused as it must be, or serves ``data``."""
+        for case in reads:
+            does = f"ignores a conditional GET (want {case.want})"
+            try:
+                got = case.read()
+            except Exception as e:
+                if case.refused is not None and case.refused(e):
+                    continue
+                raise ContractFailure(does, case.request, self.answer(e)) from e
+            if case.refused is not None or got != data:
+                raise ContractFailure(does, case.request, f"{len(got)} bytes")
+
+    def check_declared(
+        self, write_read: Callable[[bytes], bytes], data: bytes, request: str
+    ) -> None:
+        """A declared account's credential works: ``write_read(data)`` writes ``data`` and
+        reads it back; ``request`` names both."""
+        try:
+            back = write_read(data)
+        except Exception as e:
+            raise ContractFailure(
+                f"refuses a declared {self.credential}", request, self.answer(e)
+            ) from e
+        if back != data:
+            raise ContractFailure("serves other data", request, f"{back!r}")
+
+    def check_unknown_refused(
+        self,
+        call: Callable[[], object],
+        refused: Callable[[BaseException], bool],
+        request: str,
+        errors: tuple[type[BaseException], ...] = (Exception,),
+    ) -> None:
+        """A credential no account has is refused: ``call()`` raises one of ``errors`` for
+        which ``refused`` is true; ``request`` names the call."""
+        try:
+            call()
+        except errors as e:
+            if refused(e):
+                return
+            raise ContractFailure(
+                f"answers an unknown {self.credential} oddly", request, self.answer(e)
+            ) from e
+        raise ContractFailure(f"accepts an unknown {self.credential}", request, "HTTP 200")
