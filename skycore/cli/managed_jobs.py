@@ -1,7 +1,9 @@
 """``skycore jobs``: launch, queue, logs, cancel managed jobs (a click group).
 
-The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.cli.managed_jobs`` runs it
-on its own. Errors a user can cause print as one paragraph (exit 2), never a traceback.
+The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.cli.managed_jobs``
+runs it on its own. It reaches managed jobs through ``skycore.managed.core`` and reads their
+records from ``skycore.state.managed_jobs``. Errors a user can cause print as one paragraph
+(exit 2), never a traceback.
 """
 
 from __future__ import annotations

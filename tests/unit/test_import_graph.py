@@ -1,29 +1,40 @@
-"""The import graph of skycore/ and harness/ has no circles.
+"""The import graph of skycore/ and harness/ keeps the layers of docs/layers.toml, and has no
+circles.
 
-Only imports that run when a module is imported count: module-level ones (also inside ``try``
-or ``if``), not those inside functions, nor annotation-only ones under ``if TYPE_CHECKING:``.
-``from package import name`` points at the submodule ``package.name`` when that is a module,
-else at the package itself.
+Every import counts, wherever it runs: module-level ones (also inside ``try`` or ``if``) and
+those inside functions and methods. Only annotation-only imports under ``if TYPE_CHECKING:``
+are left out (they never run). ``from package import name`` points at the submodule
+``package.name`` when that is a module, else at the package itself.
+
+docs/layers.toml is the one declaration of the layers; docs/architecture.md shows it, and a
+test here checks that the doc's tables say the same.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
+import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("skycore", "harness")
+DECLARATION = ROOT / "docs" / "layers.toml"
+DOC = ROOT / "docs" / "architecture.md"
 
 
-def module_files() -> dict[str, Path]:
+def module_files(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     """{dotted module name: file} for every module of the checked packages."""
     found: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path
@@ -36,20 +47,17 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The statements of ``body`` that run when the module is imported, nested ones too."""
-    for node in body:
-        if isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                yield from _run_at_import(node.body)
-            yield from _run_at_import(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody):
-                yield from _run_at_import(block)
-            for handler in node.handlers:
-                yield from _run_at_import(handler.body)
+def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under ``node``, at any depth, except in ``if TYPE_CHECKING:``
+    bodies (their ``else:`` counts)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            for stmt in child.orelse:
+                yield from _imports(ast.Module(body=[stmt], type_ignores=[]))
         else:
-            yield node
+            yield from _imports(child)
 
 
 def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:
@@ -61,27 +69,34 @@ def _resolve(module: str, is_package: bool, level: int, target: str | None) -> s
     return ".".join([*base, target] if target else base)
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The checked modules that ``module`` imports when it is imported."""
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> dict[str, int]:
+    """The checked modules that ``module`` imports, each with the line of its first import."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     is_package = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in _run_at_import(tree.body):
+    found: dict[str, int] = {}
+    for node in _imports(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+            targets = [alias.name for alias in node.names]
+        else:
             base = _resolve(module, is_package, node.level, node.module)
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if sub in modules else base)
-    return {m for m in found if m in modules and m != module}
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            ]
+        for target in targets:
+            if target in modules and target != module:
+                found.setdefault(target, node.lineno)
+    return found
 
 
-def import_circles() -> list[list[str]]:
+def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """{module: {imported module: line}} for every checked module."""
+    return {m: imports_of(m, p, modules) for m, p in modules.items()}
+
+
+def import_circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     """Every group of modules that import each other, round (Tarjan's strongly connected
     components of more than one module)."""
-    modules = module_files()
-    graph = {m: sorted(imports_of(m, p, modules)) for m, p in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -92,7 +107,7 @@ def import_circles() -> list[list[str]]:
         index[m] = low[m] = len(index)
         stack.append(m)
         on_stack.add(m)
-        for n in graph[m]:
+        for n in sorted(graph[m]):
             if n not in index:
                 visit(n)
                 low[m] = min(low[m], low[n])
@@ -115,22 +130,216 @@ def import_circles() -> list[list[str]]:
     return circles
 
 
-def test_the_checker_finds_a_circle(tmp_path: Path) -> None:
-    """The parser sees module-level imports and skips function-level and TYPE_CHECKING ones."""
-    (tmp_path / "a.py").write_text(
-        "from typing import TYPE_CHECKING\nimport pkg.b\nif TYPE_CHECKING:\n    import pkg.c\n"
+# --- the layers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The layers of docs/layers.toml: {"<package>.<layer>": module patterns} and what each
+    may import (qualified names too)."""
+
+    modules: dict[str, list[str]]
+    may_import: dict[str, set[str]]
+
+    @classmethod
+    def parse(cls, declaration: dict[str, Any]) -> Layers:
+        modules: dict[str, list[str]] = {}
+        may_import: dict[str, set[str]] = {}
+        for package, section in declaration.items():
+            for name, layer in section["layers"].items():
+                key = f"{package}.{name}"
+                modules[key] = list(layer["modules"])
+                may_import[key] = {
+                    ref if "." in ref else f"{package}.{ref}" for ref in layer["may_import"]
+                }
+        return cls(modules, may_import)
+
+    def layer_of(self, module: str) -> tuple[str, str] | None:
+        """(layer, the entry that put ``module`` there): the most specific matching entry."""
+        matches = [
+            (layer, pattern)
+            for layer, patterns in self.modules.items()
+            for pattern in patterns
+            if fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
+        ]
+        return max(matches, key=lambda m: len(m[1]), default=None)
+
+    def allows(self, importer: str, imported: str) -> bool:
+        """May layer ``importer`` import layer ``imported``?"""
+        if importer == imported:
+            return True
+        package = imported.split(".")[0]
+        allowed = self.may_import[importer]
+        return imported in allowed or f"{package}.*" in allowed
+
+
+def forbidden_imports(graph: dict[str, dict[str, int]], layers: Layers) -> list[str]:
+    """One line per import that leaves the layers its importer may import."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        here = layers.layer_of(module)
+        for target, line in sorted(imported.items()):
+            there = layers.layer_of(target)
+            if here and there and not layers.allows(here[0], there[0]):
+                found.append(f"{module} (line {line}) -> {target}: {here[0]} -> {there[0]}")
+    return found
+
+
+def _declaration() -> dict[str, Any]:
+    return tomllib.loads(DECLARATION.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, dict[str, int]]:
+    return import_graph(module_files())
+
+
+# --- the checker, on trees of its own ------------------------------------------------------
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    for name, text in files.items():
+        (tmp_path / "pkg" / f"{name}.py").write_text(text)
+    return module_files(tmp_path, ("pkg",))
+
+
+def test_the_checker_reads_every_import_but_annotation_only_ones(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "a": "from typing import TYPE_CHECKING\nimport pkg.b\n"
+            "if TYPE_CHECKING:\n    import pkg.c\nelse:\n    import pkg.d\n",
+            "b": "",
+            "c": "class C:\n    def f(self):\n        if True:\n            from pkg import a\n",
+            "d": "from . import c\n",
+        },
     )
-    (tmp_path / "c.py").write_text("def f():\n    import pkg.a\n")
-    modules = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py", "pkg.c": tmp_path / "c.py"}
-    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
-    assert imports_of("pkg.c", modules["pkg.c"], modules) == set()
+    graph = import_graph(modules)
+    assert set(graph["pkg.a"]) == {"pkg.b", "pkg.d"}
+    assert graph["pkg.c"] == {"pkg.a": 4}
+    assert set(graph["pkg.d"]) == {"pkg.c"}
+
+
+def test_the_checker_finds_a_function_level_circle(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path, {"a": "import pkg.b\n", "b": "def f():\n    from pkg import a\n", "c": ""}
+    )
+    assert import_circles(import_graph(modules)) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_checker_finds_a_forbidden_import(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "low": "def f():\n    import pkg.high\n",
+            "high": "import pkg.low\n",
+            "gate_x": "import pkg.low\n",
+        },
+    )
+    layers = Layers.parse(
+        {
+            "pkg": {
+                "layers": {
+                    "low": {"modules": ["pkg", "pkg.low"], "may_import": []},
+                    "high": {"modules": ["pkg.high", "pkg.*_x"], "may_import": ["low"]},
+                }
+            }
+        }
+    )
+    assert layers.layer_of("pkg.gate_x") == ("pkg.high", "pkg.*_x")
+    assert forbidden_imports(import_graph(modules), layers) == [
+        "pkg.low (line 2) -> pkg.high: pkg.low -> pkg.high"
+    ]
+
+
+# --- the packages ---------------------------------------------------------------------------
+
+
+def test_every_module_has_a_layer() -> None:
+    """Each module is named by an entry of its own (a package root's entry covers only the
+    root), so a new module is placed on purpose."""
+    layers = Layers.parse(_declaration())
+    unplaced = [
+        m
+        for m in module_files()
+        if (found := layers.layer_of(m)) is None or ("." in m and "." not in found[1])
+    ]
+    assert not unplaced, f"Add these modules to a layer in {DECLARATION.name}: {unplaced}"
+
+
+def test_layers_name_existing_layers() -> None:
+    layers = Layers.parse(_declaration())
+    unknown = {
+        f"{layer} -> {ref}"
+        for layer, refs in layers.may_import.items()
+        for ref in refs
+        if ref not in layers.modules and not ref.endswith(".*")
+    }
+    assert not unknown
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_no_import_circles(package: str) -> None:
-    circles = [c for c in import_circles() if any(m.split(".")[0] == package for m in c)]
-    assert not circles, (
-        "These modules import each other in a circle (move the shared part into a module of "
-        "its own, or import for annotations only under TYPE_CHECKING): "
-        + "; ".join(" <-> ".join(c) for c in circles)
+def test_imports_keep_the_layers(package: str, graph: dict[str, dict[str, int]]) -> None:
+    layers = Layers.parse(_declaration())
+    found = [f for f in forbidden_imports(graph, layers) if f.split(".")[0] == package]
+    assert not found, (
+        f"These imports are not allowed by {DECLARATION.name} (import through a layer that "
+        "may, move the code, or change the declaration and docs/architecture.md with a "
+        "reason):\n" + "\n".join(found)
     )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles(package: str, graph: dict[str, dict[str, int]]) -> None:
+    circles = [c for c in import_circles(graph) if any(m.split(".")[0] == package for m in c)]
+    assert not circles, (
+        "These modules import each other in a circle, counting imports inside functions "
+        "(move the shared part into a module of its own, or import for annotations only "
+        "under TYPE_CHECKING): " + "; ".join(" <-> ".join(c) for c in circles)
+    )
+
+
+def test_only_the_declared_layers_write_statuses() -> None:
+    layers = Layers.parse(_declaration())
+    rule = _declaration()["skycore"]["rules"]["status_writers"]
+    writers = {f"skycore.{name}" for name in rule["layers"]}
+    strays = []
+    for module, path in module_files().items():
+        found = layers.layer_of(module)
+        if not module.startswith("skycore.") or (found and found[0] in writers):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in rule["functions"]:
+                    strays.append(f"{module}:{node.lineno} calls {name}")
+    assert not strays, "Only core writes statuses:\n" + "\n".join(strays)
+
+
+def _doc_tables() -> dict[str, tuple[set[str], set[str]]]:
+    """{"<package>.<layer>": (modules, may import)} from the doc's layer tables: rows whose
+    first cell is a `layer` name, then a cell of `modules`, a job, and a cell of `layers`."""
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    package = None
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^## (\w+):", line)
+        if heading:
+            package = heading.group(1)
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if package and len(cells) == 4 and re.fullmatch(r"`\w+`", cells[0]):
+            names = [set(re.findall(r"`([^`]+)`", c)) for c in cells]
+            found[f"{package}.{cells[0].strip('`')}"] = (names[1], names[3] - {"nothing"})
+    return found
+
+
+def test_the_doc_shows_the_declaration() -> None:
+    layers = Layers.parse(_declaration())
+    declared = {
+        layer: (set(patterns), {r.removeprefix(f"{layer.split('.')[0]}.") for r in refs})
+        for layer, patterns in layers.modules.items()
+        for refs in [layers.may_import[layer]]
+    }
+    assert _doc_tables() == declared
