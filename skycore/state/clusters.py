@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skycore.errors import ClusterTransitionError as ClusterTransitionError
-from skycore.state.db import add_event, connect, from_row, query_all, query_one
+from skycore.state.db import Event, add_event, connect, from_row, query_all, query_one
 
 
 class ClusterStatus(enum.StrEnum):
@@ -63,23 +63,21 @@ class ClusterRecord:
 
 
 @dataclass(frozen=True)
-class ClusterEvent:
-    """One status change of a cluster and why it happened."""
+class ClusterEvent(Event):
+    """One status change of a cluster and why it happened (or a note about it)."""
 
     cluster: str
-    ts: float
-    from_status: str | None
-    to_status: str | None
-    reason: str
+
+
+# How the JSON columns of a clusters row become a record's values.
+_DECODE: dict[str, Any] = {
+    "resources": json.loads,
+    "handle": lambda v: json.loads(v) if v else None,
+}
 
 
 def _cluster(row: sqlite3.Row) -> ClusterRecord:
-    return from_row(
-        ClusterRecord,
-        row,
-        resources=json.loads,
-        handle=lambda v: json.loads(v) if v else None,
-    )
+    return from_row(ClusterRecord, row, **_DECODE)
 
 
 def upsert_cluster(
@@ -182,9 +180,4 @@ def cluster_events(name: str | None = None, limit: int | None = None) -> list[Cl
     query += " ORDER BY id DESC"
     if limit is not None:
         query += f" LIMIT {int(limit)}"
-    with connect() as conn:
-        rows = conn.execute(query, args).fetchall()
-    return [
-        ClusterEvent(r["cluster"], r["ts"], r["from_status"], r["to_status"], r["reason"])
-        for r in reversed(rows)
-    ]
+    return [from_row(ClusterEvent, r) for r in reversed(query_all(query, args))]

@@ -10,7 +10,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -249,6 +249,16 @@ def query_all(sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
     """Every row ``sql`` selects."""
     with connect() as conn:
         return list(conn.execute(sql, params).fetchall())
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recorded event: a status change and why, or a note when from == to."""
+
+    ts: float
+    from_status: str | None
+    to_status: str | None
+    reason: str
 
 
 R = TypeVar("R")

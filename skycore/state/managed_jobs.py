@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skycore.errors import TransitionError as TransitionError
-from skycore.state.db import connect, from_row, query_all, query_one
+from skycore.state.db import Event, connect, from_row, query_all, query_one
 
 
 class JobStatus(enum.StrEnum):
@@ -89,14 +89,10 @@ class ManagedJob:
 
 
 @dataclass(frozen=True)
-class JobEvent:
+class JobEvent(Event):
     """One recorded event of a job: a status change, or a note when from == to."""
 
     job_id: int
-    ts: float
-    from_status: str | None
-    to_status: str | None
-    reason: str
 
 
 def _row(row: sqlite3.Row) -> ManagedJob:
@@ -262,6 +258,4 @@ def list_jobs() -> list[ManagedJob]:
 def events(job_id: int) -> list[JobEvent]:
     """The recorded events of a job, oldest first."""
     rows = query_all("SELECT * FROM managed_job_events WHERE job_id = ? ORDER BY id", (job_id,))
-    return [
-        JobEvent(r["job_id"], r["ts"], r["from_status"], r["to_status"], r["reason"]) for r in rows
-    ]
+    return [from_row(JobEvent, r) for r in rows]

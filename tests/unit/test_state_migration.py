@@ -25,35 +25,19 @@ CREATE TABLE clusters (
 """
 OLD_MANAGED_JOBS = """
 CREATE TABLE IF NOT EXISTS managed_jobs (
-    job_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT,
-    status TEXT NOT NULL,
-    status_reason TEXT NOT NULL DEFAULT '',
-    cluster TEXT NOT NULL DEFAULT '',
-    task_id TEXT NOT NULL DEFAULT '',
-    task_yaml TEXT NOT NULL DEFAULT '',
-    log_path TEXT NOT NULL DEFAULT '',
-    use_spot INTEGER NOT NULL DEFAULT 0,
-    strategy TEXT NOT NULL DEFAULT 'FAILOVER',
-    max_restarts_on_errors INTEGER NOT NULL DEFAULT 0,
-    recovery_count INTEGER NOT NULL DEFAULT 0,
-    restarts_on_errors INTEGER NOT NULL DEFAULT 0,
-    controller_pid INTEGER,
-    heartbeat REAL,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    submitted_at REAL NOT NULL,
-    started_at REAL,
-    ended_at REAL,
-    last_recovered_at REAL,
+    job_id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, status TEXT NOT NULL,
+    status_reason TEXT NOT NULL DEFAULT '', cluster TEXT NOT NULL DEFAULT '',
+    task_id TEXT NOT NULL DEFAULT '', task_yaml TEXT NOT NULL DEFAULT '',
+    log_path TEXT NOT NULL DEFAULT '', use_spot INTEGER NOT NULL DEFAULT 0,
+    strategy TEXT NOT NULL DEFAULT 'FAILOVER', max_restarts_on_errors INTEGER NOT NULL DEFAULT 0,
+    recovery_count INTEGER NOT NULL DEFAULT 0, restarts_on_errors INTEGER NOT NULL DEFAULT 0,
+    controller_pid INTEGER, heartbeat REAL, cancel_requested INTEGER NOT NULL DEFAULT 0,
+    submitted_at REAL NOT NULL, started_at REAL, ended_at REAL, last_recovered_at REAL,
     extra TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS managed_job_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    from_status TEXT,
-    to_status TEXT,
-    reason TEXT NOT NULL
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, ts REAL NOT NULL,
+    from_status TEXT, to_status TEXT, reason TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS managed_job_events_by_job ON managed_job_events (job_id, id);
 """
