@@ -1,27 +1,19 @@
 """Providers: one module each, with the same small API (SkyPilot's provision interface).
 
-Every provider module defines::
-
-    run_instances(cluster_name, num_nodes, image_id, config) -> ClusterInfo
-    stop_instances(cluster_name, config) -> None
-    start_instances(cluster_name, config) -> ClusterInfo
-    terminate_instances(cluster_name, config) -> None
-    query_instances(cluster_name, config) -> dict[int, NodeStatus]   # rank -> UP / STOPPED
-    get_cluster_info(cluster_name, config) -> ClusterInfo
-    get_command_runners(info, config) -> list[CommandRunner]         # one per node, by rank
-
-The functions of this package take the provider's name first and dispatch to its module;
-the pipeline only ever talks to providers through them.
+Every provider module defines the functions of ``Provider``. The functions of this package
+of the same names take the provider's name first and dispatch to its module; the pipeline
+only ever talks to providers through them.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from skycore.config import SkycoreConfig
 from skycore.errors import ProvisionError as ProvisionError
@@ -123,66 +115,71 @@ def provider_for_cloud(cloud: str | None) -> str:
     )
 
 
-def get_provider(name: str) -> ModuleType:
+class Provider(Protocol):
+    """What a provider module defines (SkyPilot's provision interface)."""
+
+    def run_instances(
+        self,
+        cluster_name: str,
+        num_nodes: int,
+        image_id: str | None = None,
+        config: SkycoreConfig | None = None,
+    ) -> ClusterInfo:
+        """Create or resume the nodes of a cluster that are not running (ranks
+        0..num_nodes-1)."""
+
+    def stop_instances(self, cluster_name: str, config: SkycoreConfig | None = None) -> None:
+        """Stop every node of a cluster, keeping their disks."""
+
+    def start_instances(
+        self, cluster_name: str, config: SkycoreConfig | None = None
+    ) -> ClusterInfo:
+        """Resume every stopped node of a cluster."""
+
+    def terminate_instances(self, cluster_name: str, config: SkycoreConfig | None = None) -> None:
+        """Remove every node of a cluster with its disk."""
+
+    def query_instances(
+        self, cluster_name: str, config: SkycoreConfig | None = None
+    ) -> dict[int, NodeStatus]:
+        """Status of each existing node by rank; nodes that are gone are absent."""
+
+    def get_cluster_info(
+        self, cluster_name: str, config: SkycoreConfig | None = None
+    ) -> ClusterInfo:
+        """The existing nodes of a cluster, by rank."""
+
+    def get_command_runners(
+        self, info: ClusterInfo, config: SkycoreConfig | None = None
+    ) -> list[CommandRunner]:
+        """One command runner per node of ``info``, in rank order."""
+
+
+def get_provider(name: str) -> Provider:
     """The module of provider ``name``."""
     if name not in _PROVIDERS:
         raise ProvisionError(f"Unknown provider {name!r}; known: {', '.join(_PROVIDERS)}.")
-    return importlib.import_module(_PROVIDERS[name])
+    return cast(Provider, importlib.import_module(_PROVIDERS[name]))
 
 
-def run_instances(
-    provider: str,
-    cluster_name: str,
-    num_nodes: int,
-    image_id: str | None = None,
-    config: SkycoreConfig | None = None,
-) -> ClusterInfo:
-    """Create or resume the nodes of a cluster that are not running (ranks 0..num_nodes-1)."""
-    info: ClusterInfo = get_provider(provider).run_instances(
-        cluster_name, num_nodes, image_id, config
-    )
-    return info
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def stop_instances(provider: str, cluster_name: str, config: SkycoreConfig | None = None) -> None:
-    """Stop every node of a cluster, keeping their disks."""
-    get_provider(provider).stop_instances(cluster_name, config)
+def _dispatch(operation: Callable[Concatenate[Provider, P], R]) -> Callable[Concatenate[str, P], R]:
+    """``operation`` of ``Provider`` as a function that takes the provider's name first."""
+
+    @functools.wraps(operation)
+    def call(provider: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return cast(R, getattr(get_provider(provider), operation.__name__)(*args, **kwargs))
+
+    return call
 
 
-def start_instances(
-    provider: str, cluster_name: str, config: SkycoreConfig | None = None
-) -> ClusterInfo:
-    """Resume every stopped node of a cluster."""
-    info: ClusterInfo = get_provider(provider).start_instances(cluster_name, config)
-    return info
-
-
-def terminate_instances(
-    provider: str, cluster_name: str, config: SkycoreConfig | None = None
-) -> None:
-    """Remove every node of a cluster with its disk."""
-    get_provider(provider).terminate_instances(cluster_name, config)
-
-
-def query_instances(
-    provider: str, cluster_name: str, config: SkycoreConfig | None = None
-) -> dict[int, NodeStatus]:
-    """Status of each existing node by rank; nodes that are gone are absent."""
-    result: dict[int, NodeStatus] = get_provider(provider).query_instances(cluster_name, config)
-    return result
-
-
-def get_cluster_info(
-    provider: str, cluster_name: str, config: SkycoreConfig | None = None
-) -> ClusterInfo:
-    """The existing nodes of a cluster, by rank."""
-    info: ClusterInfo = get_provider(provider).get_cluster_info(cluster_name, config)
-    return info
-
-
-def get_command_runners(
-    provider: str, info: ClusterInfo, config: SkycoreConfig | None = None
-) -> list[CommandRunner]:
-    """One command runner per node of ``info``, in rank order."""
-    runners: list[CommandRunner] = get_provider(provider).get_command_runners(info, config)
-    return runners
+run_instances = _dispatch(Provider.run_instances)
+stop_instances = _dispatch(Provider.stop_instances)
+start_instances = _dispatch(Provider.start_instances)
+terminate_instances = _dispatch(Provider.terminate_instances)
+query_instances = _dispatch(Provider.query_instances)
+get_cluster_info = _dispatch(Provider.get_cluster_info)
+get_command_runners = _dispatch(Provider.get_command_runners)
