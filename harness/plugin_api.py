@@ -32,6 +32,11 @@ The gate protocol (runs inside the gate):
 - ``Kind``: the kinds of access a request asks for.
 - ``Verdict``: the gate's decision (allowed, or the denial's code, status and message).
 - ``decide``: the shared access rules: an Access and an identity to a Verdict.
+- ``Route``: what one row of the S3 gate's request tables classifies a request as (kind,
+  S3 operation, IAM action, write event).
+- ``Table``: a request table: rows of (method, sub-resource, Route); the first match wins.
+- ``BUCKET_ROUTES``: S3's table of bucket requests (``S3GateProtocol.bucket_routes``).
+- ``OBJECT_ROUTES``: S3's table of object requests (``S3GateProtocol.object_routes``).
 
 Helpers:
 
@@ -49,6 +54,7 @@ from harness.emulators.base import PublicAccessUnavailable, RunningEmulator, ins
 from harness.emulators.records import EmulatorError
 from harness.emulators.s3 import AccessKey, S3Emulator
 from harness.emulators.s3_gate.protocol import S3GateProtocol
+from harness.emulators.s3_gate.requests import BUCKET_ROUTES, OBJECT_ROUTES, Route, Table
 from harness.errors import CloudError
 from harness.gate.access_features import MECHANISMS, S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Exchange, GateProtocol, Success, UpstreamResponse
@@ -57,11 +63,11 @@ from harness.paths import harness_home
 from skycore.deprecation import forwarder
 
 __all__ = [
-    "LOOPBACK", "MECHANISMS", "OTHER", "S3_FEATURES", "UNKNOWN", "USER", "Access",
-    "AccessFeatures", "AccessKey", "CloudError", "EmulatorError", "Exchange", "GateProtocol",
-    "Kind", "PublicAccessUnavailable", "RunningEmulator", "S3Emulator", "S3GateProtocol",
-    "Success", "UpstreamResponse", "Verdict", "decide", "free_port", "harness_home",
-    "installing_notice", "log_tail", "rclone_binary",
+    "BUCKET_ROUTES", "LOOPBACK", "MECHANISMS", "OBJECT_ROUTES", "OTHER", "S3_FEATURES", "UNKNOWN",
+    "USER", "Access", "AccessFeatures", "AccessKey", "CloudError", "EmulatorError", "Exchange",
+    "GateProtocol", "Kind", "PublicAccessUnavailable", "Route", "RunningEmulator", "S3Emulator",
+    "S3GateProtocol", "Success", "Table", "UpstreamResponse", "Verdict", "decide", "free_port",
+    "harness_home", "installing_notice", "log_tail", "rclone_binary",
 ]  # fmt: skip
 
 DEPRECATED: dict[str, str] = {}

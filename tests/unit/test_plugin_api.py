@@ -29,7 +29,8 @@ PUBLISHED: dict[str, tuple[str, ...]] = {
         "EmulatorError", "Exchange", "GateProtocol", "Kind", "RunningEmulator", "S3Emulator",
         "S3GateProtocol", "Success", "UpstreamResponse", "Verdict", "decide", "free_port",
         "harness_home", "installing_notice", "log_tail", "rclone_binary", "AccessFeatures",
-        "MECHANISMS", "S3_FEATURES", "PublicAccessUnavailable",
+        "MECHANISMS", "S3_FEATURES", "PublicAccessUnavailable", "BUCKET_ROUTES", "OBJECT_ROUTES",
+        "Route", "Table",
     ),
     "harness.procs": (
         "LOOPBACK", "HarnessProcessError", "Proc", "free_port", "http_ok", "is_port_conflict",
