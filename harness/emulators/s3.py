@@ -71,11 +71,13 @@ class S3Emulator(RunningEmulator):
     harness.emulators.moto_server (moto with a key's ETag computed under the key's lock).
 
     An S3-compatible store reuses it by subclassing: its own name, scheme, region, keys and
-    public bucket, its own moto process and gate.
+    public bucket, its own moto process and gate. A subclass that names its own ``store``
+    and not its ``scheme``, ``cli_alias`` or ``public_dataset`` gets ``scheme = store``, no
+    alias and ``public_dataset = "<store>-public-datasets"`` (never S3's own).
     """
 
     store = "s3"
-    cli_alias = "aws"
+    cli_alias: ClassVar[str | None] = "aws"
     implementation = "moto"
     contract_probes = "harness.conformance.contract.s3"
     scheme: ClassVar[str] = "s3"
@@ -94,6 +96,15 @@ class S3Emulator(RunningEmulator):
     public_setting_fix: ClassVar[str] = "in the store's console"
     """What the user does to make a bucket public, for a store whose buckets are public by a
     setting outside its API (``public_bucket_setting``), named when the harness cannot."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("store")
+        if isinstance(name, str):
+            own = cls.__dict__
+            cls.scheme = own.get("scheme", name)
+            cls.cli_alias = own.get("cli_alias")
+            cls.public_dataset = own.get("public_dataset", f"{name}-public-datasets")
 
     @classmethod
     def prepare(cls, home: Path) -> None:
