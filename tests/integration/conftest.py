@@ -17,7 +17,7 @@ a test parametrised by ``store_name``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +94,18 @@ def s3(emulators: dict[str, RunningEmulator], store_name: str) -> S3Emulator:
     emulator = emulators[store_name]
     assert isinstance(emulator, S3Emulator)
     return emulator
+
+
+@pytest.fixture
+def new_bucket_name(s3: S3Emulator) -> Iterator[Callable[[str], str]]:
+    """``new_bucket_name(prefix)``: a new bucket name on ``s3``; whatever buckets the test made
+    under these names are deleted after it (with the local admin view)."""
+    made: list[str] = []
+
+    def new(prefix: str) -> str:
+        made.append(unique_name(prefix))
+        return made[-1]
+
+    yield new
+    for name in made:
+        s3.delete_bucket(name)

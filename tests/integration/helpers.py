@@ -41,6 +41,17 @@ def stores_with_s3_access(kind: type[RunningEmulator] = RunningEmulator) -> list
     ]
 
 
+def s3_error(call: Callable[[], Any]) -> tuple[int, str, str]:
+    """(HTTP status, error code, message) of a boto3 call that must fail."""
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as info:
+        call()
+    response = info.value.response
+    error = response.get("Error", {})
+    return response["ResponseMetadata"]["HTTPStatusCode"], error["Code"], error["Message"]
+
+
 def quiet() -> Console:
     """A console that prints nowhere (its text: ``console.file.getvalue()``)."""
     return Console(file=io.StringIO(), width=200)

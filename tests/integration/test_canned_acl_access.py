@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from harness.accounts import OTHER, USER
 from harness.emulators import registry
 from harness.emulators.s3 import S3Emulator, public_read_policy
-from tests.integration.helpers import stores_of_kind
+from tests.integration.helpers import s3_error, stores_of_kind
 
 pytestmark = pytest.mark.parametrize(
     "store_name",
@@ -32,17 +31,6 @@ pytestmark = pytest.mark.parametrize(
 )
 
 
-def _error(call: Callable[[], Any]) -> tuple[int, str, str]:
-    """(HTTP status, error code, message) of a call that must fail."""
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError) as info:
-        call()
-    response = info.value.response
-    error = response.get("Error", {})
-    return response["ResponseMetadata"]["HTTPStatusCode"], error["Code"], error["Message"]
-
-
 @pytest.fixture
 def name(s3: S3Emulator) -> Iterator[str]:
     """A new private bucket of the user's (deleted after the test)."""
@@ -52,7 +40,7 @@ def name(s3: S3Emulator) -> Iterator[str]:
     s3.delete_bucket(bucket)
 
 
-def test_policies_and_block_public_access_get_the_stores_error(s3: S3Emulator, name: str) -> None:
+def test_policies_and_block_public_access_get_the_storess3_error(s3: S3Emulator, name: str) -> None:
     client = s3.client(USER)
     lacking = s3.access_features.lacking("x")
     refused = (lacking.status, lacking.code)
@@ -63,7 +51,7 @@ def test_policies_and_block_public_access_get_the_stores_error(s3: S3Emulator, n
         lambda: client.delete_public_access_block(Bucket=name),
         lambda: client.get_public_access_block(Bucket=name),
     ):
-        assert _error(call)[:2] == refused
+        assert s3_error(call)[:2] == refused
     assert not s3.is_public(name)
 
 
@@ -71,19 +59,19 @@ def test_canned_acls_by_header_make_the_bucket_and_its_objects_public(
     s3: S3Emulator, name: str
 ) -> None:
     client, anonymous = s3.client(USER), s3.client(None)
-    assert _error(lambda: client.put_bucket_acl(Bucket=name, ACL="authenticated-read")) == (
+    assert s3_error(lambda: client.put_bucket_acl(Bucket=name, ACL="authenticated-read")) == (
         400,
         "InvalidArgument",
         "Unsupported value for canned acl 'authenticated-read'",
     )
-    assert _error(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
+    assert s3_error(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
     client.put_bucket_acl(Bucket=name, ACL="public-read")
     assert s3.is_public(name)
     assert anonymous.get_object(Bucket=name, Key="k")["Body"].read() == b"v"  # the bucket's ACL
-    assert _error(lambda: s3.client(OTHER).put_object(Bucket=name, Key="x", Body=b"x"))[0] == 403
+    assert s3_error(lambda: s3.client(OTHER).put_object(Bucket=name, Key="x", Body=b"x"))[0] == 403
     client.put_bucket_acl(Bucket=name, ACL="private")
     assert not s3.is_public(name)
-    assert _error(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
+    assert s3_error(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
 
 
 def test_make_bucket_public_uses_the_canned_acl(s3: S3Emulator) -> None:

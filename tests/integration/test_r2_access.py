@@ -8,8 +8,7 @@ anything."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,42 +19,17 @@ from harness.emulators.base import PublicAccessUnavailable
 from harness.emulators.r2 import R2Emulator
 from harness.emulators.s3 import S3Emulator, public_read_policy
 from harness.targets import dump_target, load_target
-from tests.integration.helpers import stores_of_kind
+from tests.integration.helpers import s3_error, stores_of_kind
 
 pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(R2Emulator))
 
 ALL_USERS = 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'
 
 
-def _error(call: Callable[[], Any]) -> tuple[int, str, str]:
-    """(HTTP status, error code, message) of a call that must fail."""
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError) as info:
-        call()
-    response = info.value.response
-    error = response.get("Error", {})
-    return response["ResponseMetadata"]["HTTPStatusCode"], error["Code"], error["Message"]
-
-
-@pytest.fixture
-def names(s3: S3Emulator) -> Iterator[list[str]]:
-    """Bucket names a test makes (each new); deleted after it."""
-    made: list[str] = []
-    yield made
-    for name in made:
-        s3.delete_bucket(name)
-
-
-def _new(names: list[str], prefix: str) -> str:
-    names.append(f"{prefix}-{uuid.uuid4().hex[:10]}")
-    return names[-1]
-
-
 def test_r2_answers_policy_acl_and_block_calls_501_not_implemented(
-    s3: S3Emulator, names: list[str]
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
 ) -> None:
-    name = _new(names, "r2na")
+    name = new_bucket_name("r2na")
     client = s3.client(USER)
     client.create_bucket(Bucket=name)
     policy = json.dumps(public_read_policy(name))
@@ -75,19 +49,21 @@ def test_r2_answers_policy_acl_and_block_calls_501_not_implemented(
         "GetBucketOwnershipControls": lambda: client.get_bucket_ownership_controls(Bucket=name),
     }
     for op, call in calls.items():
-        assert _error(call) == (501, "NotImplemented", f"{op} not implemented"), op
+        assert s3_error(call) == (501, "NotImplemented", f"{op} not implemented"), op
     assert not s3.is_public(name)  # none of them opened it
-    assert _error(lambda: s3.client(None).list_objects_v2(Bucket=name))[:2] == (
+    assert s3_error(lambda: s3.client(None).list_objects_v2(Bucket=name))[:2] == (
         403,
         "AccessDenied",
     )
 
 
-def test_r2_refuses_an_acl_on_a_write_and_takes_private(s3: S3Emulator, names: list[str]) -> None:
-    name = _new(names, "r2wa")
+def test_r2_refuses_an_acl_on_a_write_and_takes_private(
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
+) -> None:
+    name = new_bucket_name("r2wa")
     client = s3.client(USER)
     client.create_bucket(Bucket=name)
-    assert _error(
+    assert s3_error(
         lambda: client.put_object(Bucket=name, Key="pub", Body=b"x", ACL="public-read")
     ) == (501, "NotImplemented", "Header 'x-amz-acl' with value 'public-read' not implemented")
     client.put_object(Bucket=name, Key="mine", Body=b"y", ACL="private")
@@ -95,9 +71,9 @@ def test_r2_refuses_an_acl_on_a_write_and_takes_private(s3: S3Emulator, names: l
 
 
 def test_r2_public_buckets_are_public_by_the_public_setting(
-    s3: S3Emulator, names: list[str]
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
 ) -> None:
-    public, private = _new(names, "r2pu"), _new(names, "r2pr")
+    public, private = new_bucket_name("r2pu"), new_bucket_name("r2pr")
     s3.make_bucket(public, USER, public=True, objects={"a/b.txt": b"ab"})
     s3.make_bucket(private, USER, public=False, objects={"a/b.txt": b"ab"})
     assert s3.is_public(public) and not s3.is_public(private)
@@ -105,9 +81,9 @@ def test_r2_public_buckets_are_public_by_the_public_setting(
     assert [o["Key"] for o in anonymous.list_objects_v2(Bucket=public)["Contents"]] == ["a/b.txt"]
     assert anonymous.get_object(Bucket=public, Key="a/b.txt")["Body"].read() == b"ab"
     assert s3.read_object(public, "a/b.txt", OTHER) == b"ab"  # another account reads it too
-    assert _error(lambda: anonymous.list_objects_v2(Bucket=private))[0] == 403
+    assert s3_error(lambda: anonymous.list_objects_v2(Bucket=private))[0] == 403
     for writer in (anonymous, s3.client(OTHER)):  # public means read and list, not write
-        assert _error(lambda w=writer: w.put_object(Bucket=public, Key="x", Body=b"x"))[0] == 403
+        assert s3_error(lambda w=writer: w.put_object(Bucket=public, Key="x", Body=b"x"))[0] == 403
     assert s3.list_keys(public) == ["a/b.txt"]
 
 
@@ -118,13 +94,13 @@ def test_r2_seeded_public_dataset_reads_anonymously(s3: S3Emulator) -> None:
 
 
 def test_against_a_target_r2_public_buckets_name_the_dashboard(
-    s3: S3Emulator, tmp_path: Path, names: list[str]
+    s3: S3Emulator, tmp_path: Path, new_bucket_name: Callable[[str], str]
 ) -> None:
     path = tmp_path / "target.yaml"
     path.write_text(dump_target(s3.store, s3.config_section(USER), s3.config_section(OTHER), None))
     path.chmod(0o600)
     attached = type(s3).attach(load_target(path))
-    name = _new(names, "r2tg")
+    name = new_bucket_name("r2tg")
     with pytest.raises(PublicAccessUnavailable) as info:
         attached.make_bucket(name, public=True, objects={"k": b"v"})
     message = str(info.value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,21 +57,6 @@ def attached(s3: S3Emulator, tmp_path: Path) -> S3Emulator:
     return emulator
 
 
-@pytest.fixture
-def names(s3: S3Emulator) -> Iterator[list[str]]:
-    """Bucket names a test makes; whatever is left is deleted with the local admin view."""
-    made: list[str] = []
-    yield made
-    for name in made:
-        s3.delete_bucket(name)
-
-
-def new_name(names: list[str], prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    names.append(name)
-    return name
-
-
 def _public_bucket(
     attached: S3Emulator, local: S3Emulator, name: str, owner: str, objects: dict[str, bytes]
 ) -> None:
@@ -86,7 +71,7 @@ def _public_bucket(
 
 
 def test_attached_helpers_use_only_the_public_api(
-    s3: S3Emulator, attached: S3Emulator, names: list[str]
+    s3: S3Emulator, attached: S3Emulator, new_bucket_name: Callable[[str], str]
 ) -> None:
     assert attached.target is not None and attached.record is None
     assert attached.endpoint == s3.endpoint
@@ -100,9 +85,9 @@ def test_attached_helpers_use_only_the_public_api(
             admin()
     assert attached.config_section(OTHER).access_key_id == s3.keys[OTHER].access_key_id
 
-    private = new_name(names, "tgu")
-    public = new_name(names, "tgp")
-    theirs = new_name(names, "tgo")
+    private = new_bucket_name("tgu")
+    public = new_bucket_name("tgp")
+    theirs = new_bucket_name("tgo")
     started = time.time()
     assert attached.make_bucket(private, objects={"a.txt": b"a"}) == s3.bucket_url(private)
     _public_bucket(attached, s3, public, USER, {"b.txt": b"bb"})
@@ -135,8 +120,10 @@ def test_attached_helpers_use_only_the_public_api(
     attached.delete_bucket(private)  # gone already: no error
 
 
-def test_delete_bucket_aborts_unfinished_uploads(attached: S3Emulator, names: list[str]) -> None:
-    name = new_name(names, "tgm")
+def test_delete_bucket_aborts_unfinished_uploads(
+    attached: S3Emulator, new_bucket_name: Callable[[str], str]
+) -> None:
+    name = new_bucket_name("tgm")
     attached.make_bucket(name, objects={"k": b"k"})
     client = attached.client(USER)
     client.create_multipart_upload(Bucket=name, Key="big.bin")
@@ -144,7 +131,9 @@ def test_delete_bucket_aborts_unfinished_uploads(attached: S3Emulator, names: li
     assert not attached.bucket_exists(name)
 
 
-def test_a_target_without_other(s3: S3Emulator, tmp_path: Path, names: list[str]) -> None:
+def test_a_target_without_other(
+    s3: S3Emulator, tmp_path: Path, new_bucket_name: Callable[[str], str]
+) -> None:
     target = target_of(s3, tmp_path, with_other=False)
     assert not target.has_other
     attached = type(s3).attach(target)
@@ -157,7 +146,7 @@ def test_a_target_without_other(s3: S3Emulator, tmp_path: Path, names: list[str]
     ):
         with pytest.raises(EmulatorError, match="no other account in the target file"):
             needs_other()
-    name = new_name(names, "tgn")
+    name = new_bucket_name("tgn")
     attached.make_bucket(name, objects={"a": b"a"})
     assert attached.list_keys(name) == ["a"]
     attached.delete_bucket(name)
@@ -172,11 +161,11 @@ def test_a_readable_target_file_is_refused(s3: S3Emulator, tmp_path: Path) -> No
 
 
 def test_an_anonymous_read_is_forwarded_with_a_real_signature(
-    s3: S3Emulator, names: list[str]
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
 ) -> None:
     """The gate signs an anonymous read with its own key, x-amz-* headers included: a
     server that checks signatures (rclone serve s3) answers it."""
-    name = new_name(names, "tga")
+    name = new_bucket_name("tga")
     s3.make_bucket(name, OTHER, public=True, objects={"k.txt": b"public"})
     url = f"{s3.endpoint}/{name}/k.txt"
     resp = requests.get(url, headers={"x-amz-checksum-mode": "ENABLED"}, timeout=30)
@@ -185,9 +174,11 @@ def test_an_anonymous_read_is_forwarded_with_a_real_signature(
     assert s3.list_keys(name, None) == ["k.txt"]
 
 
-def test_a_copy_is_sized_by_a_signed_head(s3: S3Emulator, names: list[str]) -> None:
+def test_a_copy_is_sized_by_a_signed_head(
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
+) -> None:
     """A copy's size comes from the gate's HEAD to the server, signed with its key."""
-    name = new_name(names, "tgh")
+    name = new_bucket_name("tgh")
     s3.make_bucket(name, objects={"a.bin": b"x" * 1234})
     s3.client(USER).copy_object(
         Bucket=name, Key="b.bin", CopySource={"Bucket": name, "Key": "a.bin"}
@@ -196,17 +187,19 @@ def test_a_copy_is_sized_by_a_signed_head(s3: S3Emulator, names: list[str]) -> N
     assert [(e.op, e.size) for e in copies] == [("copy", 1234)]
 
 
-def test_create_of_an_owned_bucket_is_no_error(s3: S3Emulator, names: list[str]) -> None:
+def test_create_of_an_owned_bucket_is_no_error(
+    s3: S3Emulator, new_bucket_name: Callable[[str], str]
+) -> None:
     """S3Store.create() on the user's own bucket reuses it, also where the server answers
     409 BucketAlreadyExists (rclone serve s3, AWS outside us-east-1 for some callers); the
     other account's bucket is still 'taken by another account'."""
     config_section = get_store_class(s3.store).config_section
     config = SkycoreConfig(**{config_section: s3.config_section(USER)})
-    mine = new_name(names, "tgc")
+    mine = new_bucket_name("tgc")
     s3.make_bucket(mine)
     make_store(s3.store, mine, config).create()
     assert s3.bucket_exists(mine)
-    theirs = new_name(names, "tgt")
+    theirs = new_bucket_name("tgt")
     s3.make_bucket(theirs, OTHER)
     with pytest.raises(StorageAccessError, match="already taken by another account"):
         make_store(s3.store, theirs, config).create()
