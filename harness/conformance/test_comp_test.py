@@ -1,9 +1,10 @@
 """The seed's comprehensive manual test, automated: launch comp_test.yaml (the part of the
-selected store, the store's own twin comp_test_<store>.yaml, or the YAML its emulator class
-ships as ``comp_test``) and check its output the way the test plan does."""
+selected store, the store's own twin comp_test_<store>.yaml, or the YAML its emulator's
+package ships) and check its output the way the test plan does."""
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,12 +34,17 @@ def prefix(store: str) -> str:
 
 
 def comp_test_yaml(store: str) -> Path:
-    """The comp test YAML of ``store``: its emulator's own, its built-in twin, or the seed's."""
-    shipped = registry.get_emulator_class(store).comp_test
-    if shipped is not None:
-        return Path(shipped)
-    twin = FIXTURES / f"comp_test_{store}.yaml"
-    return twin if twin.exists() else FIXTURES / "comp_test.yaml"
+    """The comp test YAML of ``store``: its emulator's own (``comp_test``, else
+    ``comp_test_<store>.yaml`` beside the emulator's module), its built-in twin, or the
+    seed's."""
+    emulator = registry.get_emulator_class(store)
+    if emulator.comp_test is not None:
+        return Path(emulator.comp_test)
+    name = f"comp_test_{store}.yaml"
+    for candidate in (Path(inspect.getfile(emulator)).with_name(name), FIXTURES / name):
+        if candidate.exists():
+            return candidate
+    return FIXTURES / "comp_test.yaml"
 
 
 def local_path(value: str, yaml_dir: Path) -> str:

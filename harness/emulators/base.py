@@ -106,7 +106,8 @@ class RunningEmulator(GateClient, ABC):
         return bool(getattr(cls, capability))
 
     comp_test: ClassVar[Path | None] = None
-    """The store's own comp test YAML (shipped as package data); None: the built-in
+    """The store's own comp test YAML (shipped as package data); None: a
+    ``comp_test_<store>.yaml`` beside the emulator's module, else the built-in
     harness/conformance/fixtures/comp_test_<store>.yaml, else comp_test.yaml's part for the
     store."""
 
