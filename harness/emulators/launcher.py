@@ -215,14 +215,14 @@ def _class_files(classes: tuple[type, ...]) -> list[Path]:
 
 def _gate_files(emulator: type[Launchable]) -> list[Path]:
     """The code that runs inside ``emulator``'s gate: the gate package, the account names,
-    the modules of its gate protocol's classes and, for a protocol in a package of its own
-    (``harness/emulators/s3_gate/``), every module of that package; never the emulator's
-    test helpers."""
+    the modules of its gate protocol's classes and, for a protocol in a gate package
+    (``harness/emulators/s3_gate/``, or any package named ``*_gate``), every module of that
+    package; never the emulator's test helpers."""
     root = Path(harness.__file__).parent
     files = [*sorted((root / "gate").glob("*.py")), root / "accounts.py"]
     for path in _class_files(type(emulator.gate_protocol()).__mro__):
         package = path.parent
-        if package.parent == root / "emulators":
+        if package.parent == root / "emulators" or package.name.endswith("_gate"):
             files += sorted(package.glob("*.py"))
         files.append(path)
     return list(dict.fromkeys(files))
