@@ -1,9 +1,9 @@
 """``skycore jobs``: launch, queue, logs, cancel managed jobs (a click group).
 
-The main CLI adds it with ``cli.add_command(jobs)``; ``python -m skycore.cli.managed_jobs``
-runs it on its own. It reaches managed jobs through ``skycore.managed.core`` and reads their
-records from ``skycore.state.managed_jobs``. Errors a user can cause print as one paragraph
-(exit 2), never a traceback.
+The main CLI adds it with ``cli.add_command(jobs)`` (``python -m skycore.cli jobs ...`` runs
+it like the ``skycore`` script). It reaches managed jobs through ``skycore.managed.core`` and
+reads their records from ``skycore.state.managed_jobs``. Errors a user can cause print as one
+paragraph (exit 2), never a traceback.
 """
 
 from __future__ import annotations
@@ -234,11 +234,3 @@ def cancel_cmd(job_ids: tuple[int, ...], all_jobs: bool, yes: bool, wait_s: floa
             except TimeoutError as e:
                 console.print(f"Job {job_id}: {escape(str(e))} after {wait_s:.0f} s.")
 
-
-def main() -> None:
-    """``python -m skycore.cli.managed_jobs``: the jobs group on its own."""
-    jobs(prog_name="skycore jobs")
-
-
-if __name__ == "__main__":
-    main()

@@ -42,7 +42,7 @@ from tests.polling import wait_for
 pytestmark = pytest.mark.usefixtures("local_cloud")
 
 TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
-JOBS_CLI = [sys.executable, "-m", "skycore.cli.managed_jobs"]
+JOBS_CLI = [sys.executable, "-m", "skycore.cli", "jobs"]
 
 STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
 # A hang guard: the controller sees a preemption within about a second (its poll, 0.5 s, and
