@@ -233,4 +233,3 @@ def cancel_cmd(job_ids: tuple[int, ...], all_jobs: bool, yes: bool, wait_s: floa
                 console.print(f"Job {job_id} {_styled(job.status)}.")
             except TimeoutError as e:
                 console.print(f"Job {job_id}: {escape(str(e))} after {wait_s:.0f} s.")
-
