@@ -113,7 +113,7 @@ class AbstractStore(ABC):
     """URL schemes of the store's buckets; the first is the one skycore writes (default: the
     store's own name)."""
     cloud: ClassVar[str]
-    """The ``resources.cloud`` this store belongs to."""
+    """The ``resources.cloud`` this store belongs to (default: the store's own name)."""
     default_for_cloud: ClassVar[bool] = True
     """Used when a storage entry gives no ``store`` and ``resources.cloud`` is ``cloud``."""
     config_section: ClassVar[str]
@@ -129,8 +129,8 @@ class AbstractStore(ABC):
     """How messages call the service's endpoint (default: ``<store_name> endpoint``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A class that names its own store and not its schemes or config section gets its
-        name for them (a subclass of another store never takes that store's)."""
+        """A class that names its own store and not its schemes, config section or cloud gets
+        its name for them (a subclass of another store never takes that store's)."""
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("store_name")
         if isinstance(name, str):
@@ -138,6 +138,8 @@ class AbstractStore(ABC):
                 cls.schemes = (name,)
             if "config_section" not in cls.__dict__:
                 cls.config_section = name
+            if "cloud" not in cls.__dict__:
+                cls.cloud = name
 
     def __init__(self, name: str, config: SkycoreConfig, account: str | None = None) -> None:
         section = config.section(self.config_section)

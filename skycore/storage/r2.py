@@ -8,8 +8,6 @@ model, bucket-name rules and rclone provider. This module and its emulator modul
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import model_validator
 
 from skycore.storage.common import basic_name_problem
@@ -55,7 +53,3 @@ class R2Store(S3Store):
     @classmethod
     def name_problem(cls, name: str) -> str | None:
         return r2_name_problem(name)
-
-    @classmethod
-    def rclone_provider_for(cls, section: Any) -> str:
-        return cls.rclone_provider

@@ -89,8 +89,10 @@ class S3Store(AbstractStore):
 
     @classmethod
     def rclone_provider_for(cls, section: Any) -> str:
-        """rclone's ``provider``: AWS, or Other for any other S3 endpoint."""
-        return "Other" if section.endpoint_url else cls.rclone_provider
+        """rclone's ``provider``: AWS, or Other for any other endpoint of a store that keeps
+        AWS's; a store naming its own ``rclone_provider`` always gets it."""
+        aws = cls.rclone_provider == S3Store.rclone_provider
+        return "Other" if aws and section.endpoint_url else cls.rclone_provider
 
     @classmethod
     def rclone_config(cls, section: Any) -> str:
