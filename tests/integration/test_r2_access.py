@@ -26,12 +26,18 @@ pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(R2Emulator))
 ALL_USERS = 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'
 
 
+@pytest.fixture
+def own_bucket(s3: S3Emulator, new_bucket_name: Callable[[str], str]) -> str:
+    """A new bucket the user created with their own client (deleted after the test)."""
+    name = new_bucket_name("r2own")
+    s3.client(USER).create_bucket(Bucket=name)
+    return name
+
+
 def test_r2_answers_policy_acl_and_block_calls_501_not_implemented(
-    s3: S3Emulator, new_bucket_name: Callable[[str], str]
+    s3: S3Emulator, own_bucket: str
 ) -> None:
-    name = new_bucket_name("r2na")
-    client = s3.client(USER)
-    client.create_bucket(Bucket=name)
+    name, client = own_bucket, s3.client(USER)
     policy = json.dumps(public_read_policy(name))
     block = {"BlockPublicAcls": False, "RestrictPublicBuckets": False}
     calls: dict[str, Callable[[], Any]] = {
@@ -57,12 +63,8 @@ def test_r2_answers_policy_acl_and_block_calls_501_not_implemented(
     )
 
 
-def test_r2_refuses_an_acl_on_a_write_and_takes_private(
-    s3: S3Emulator, new_bucket_name: Callable[[str], str]
-) -> None:
-    name = new_bucket_name("r2wa")
-    client = s3.client(USER)
-    client.create_bucket(Bucket=name)
+def test_r2_refuses_an_acl_on_a_write_and_takes_private(s3: S3Emulator, own_bucket: str) -> None:
+    name, client = own_bucket, s3.client(USER)
     assert s3_error(
         lambda: client.put_object(Bucket=name, Key="pub", Body=b"x", ACL="public-read")
     ) == (501, "NotImplemented", "Header 'x-amz-acl' with value 'public-read' not implemented")
