@@ -66,6 +66,19 @@ def _account_key(target: Target, owner: str, section: Any) -> AccessKey:
     return AccessKey(section.access_key_id, section.secret_access_key)
 
 
+def made_up_keys(store: str) -> dict[str, AccessKey]:
+    """Access keys of ``store``'s emulator accounts (USER, OTHER) and a key no account has
+    (UNKNOWN), each ``store``'s own: ``<STORE><OWNER>KEY000N`` and ``<store>-<owner>-secret-``
+    padded to 40 characters."""
+    tag = "".join(c for c in store.upper() if c.isalnum())
+    return {
+        owner: AccessKey(
+            f"{tag}{owner.upper()}KEY{n:04d}", f"{store}-{owner}-secret-".ljust(40, "0")
+        )
+        for n, owner in enumerate((USER, OTHER, UNKNOWN), start=1)
+    }
+
+
 class S3Emulator(RunningEmulator):
     """moto's server, in memory, behind the S3 gate; started through
     harness.emulators.moto_server (moto with a key's ETag computed under the key's lock).
@@ -73,7 +86,8 @@ class S3Emulator(RunningEmulator):
     An S3-compatible store reuses it by subclassing: its own name, scheme, region, keys and
     public bucket, its own moto process and gate. A subclass that names its own ``store``
     and not its ``scheme``, ``cli_alias`` or ``public_dataset`` gets ``scheme = store``, no
-    alias and ``public_dataset = "<store>-public-datasets"`` (never S3's own).
+    alias, ``public_dataset = "<store>-public-datasets"`` and ``keys = made_up_keys(store)``
+    (never S3's own).
     """
 
     store = "s3"
@@ -105,6 +119,7 @@ class S3Emulator(RunningEmulator):
             cls.scheme = own.get("scheme", name)
             cls.cli_alias = own.get("cli_alias")
             cls.public_dataset = own.get("public_dataset", f"{name}-public-datasets")
+            cls.keys = own.get("keys") or made_up_keys(name)
 
     @classmethod
     def prepare(cls, home: Path) -> None:
