@@ -13,8 +13,9 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from skycore.deprecation import show_deprecations
 
@@ -44,34 +45,32 @@ def warn_broken(ep: EntryPoint, kind: str, problem: str) -> None:
     )
 
 
+@dataclass
 class PluginGroup(Generic[T]):
     """The classes registered under one entry-point group, keyed by entry-point name.
 
-    ``base`` returns the class every plug-in must subclass (a callable, so the registry can
-    import it lazily); ``name_of`` reads a plug-in's own name, which must equal its entry
-    point's; ``error`` makes the exception for a plug-in that breaks the contract; ``kind``
-    is what a plug-in is called in messages ("store", "emulator"); ``required``: no plug-in
-    at all is an error too.
+    ``contract`` names the class every plug-in must subclass; the module that defines it
+    registers it with :meth:`register_contract` (so the registry never imports it, and a
+    plug-in, which imports it to subclass it, always finds it registered). ``name_of`` reads
+    a plug-in's own name, which must equal its entry point's; ``error`` makes the exception
+    for a plug-in that breaks the contract; ``kind`` is what a plug-in is called in messages
+    ("store", "emulator"); ``required``: no plug-in at all is an error too.
     """
 
-    def __init__(
-        self,
-        group: str,
-        base: Callable[[], type[T]],
-        name_of: Callable[[type[T]], str],
-        error: Callable[[str], Exception],
-        kind: str,
-        required: bool = False,
-    ) -> None:
-        self.group = group
+    group: str
+    contract: str
+    name_of: Callable[[type[T]], str]
+    error: Callable[[str], Exception]
+    kind: str
+    required: bool = False
+    _base: type | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _cache: dict[str, type[T]] | None = field(default=None, init=False, repr=False)
+    _broken: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def register_contract(self, base: type) -> None:
+        """Every plug-in of this group must subclass ``base`` (called by its module)."""
         self._base = base
-        self._name_of = name_of
-        self._error = error
-        self.kind = kind
-        self._required = required
-        self._lock = threading.Lock()
-        self._cache: dict[str, type[T]] | None = None
-        self._broken: dict[str, str] = {}
 
     def classes(self) -> dict[str, type[T]]:
         """Every registered class by name, sorted (loaded on first use)."""
@@ -84,10 +83,10 @@ class PluginGroup(Generic[T]):
         """Register ``cls`` under its own name in this process only (a plug-in that no
         installed package declares, e.g. a test's)."""
         classes = self.classes()
-        classes[self._name_of(cls)] = cls
+        classes[self.name_of(cls)] = cls
         with self._lock:
             self._cache = dict(sorted(classes.items()))
-            self._broken.pop(self._name_of(cls), None)
+            self._broken.pop(self.name_of(cls), None)
 
     def broken(self) -> dict[str, str]:
         """The names whose plug-in failed to load, each with its one-paragraph error."""
@@ -99,7 +98,7 @@ class PluginGroup(Generic[T]):
         """Raise the group's error if the plug-in registered as ``name`` failed to load."""
         problem = self.broken().get(name)
         if problem is not None:
-            raise self._error(problem)
+            raise self.error(problem)
 
     def reset(self) -> None:
         """Forget what was loaded (after installing a package at run time)."""
@@ -109,12 +108,13 @@ class PluginGroup(Generic[T]):
 
     def _problem(self, ep: EntryPoint, cls: object, found: dict[str, type[T]]) -> str | None:
         """Why ``cls``, loaded from ``ep``, cannot be the plug-in ``ep.name`` (None: it can)."""
-        base = self._base()
-        if not (isinstance(cls, type) and issubclass(cls, base)):
-            return f"it is not a {base.__name__} subclass (docs/backends.md has the contract)."
-        if self._name_of(cls) != ep.name:
+        base = self._base
+        if base is None or not (isinstance(cls, type) and issubclass(cls, base)):
+            return f"it is not a {self.contract} subclass (docs/backends.md has the contract)."
+        name = self.name_of(cast("type[T]", cls))
+        if name != ep.name:
             return (
-                f"it loads a {self.kind} named '{self._name_of(cls)}'; the entry point's name "
+                f"it loads a {self.kind} named '{name}'; the entry point's name "
                 f"must be the {self.kind}'s name."
             )
         if found.get(ep.name, cls) is not cls:
@@ -146,8 +146,8 @@ class PluginGroup(Generic[T]):
                 continue
             if ep.name not in self._broken:
                 found[ep.name] = cls
-        if self._required and not found:
-            raise self._error(
+        if self.required and not found:
+            raise self.error(
                 f"No {self.kind} is registered (entry-point group {self.group}). Install "
                 "skycore into the environment you run it from ('pip install -e .' or "
                 "'make venv')."

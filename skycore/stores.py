@@ -35,24 +35,11 @@ BackendLoadError = StoreLoadError
 """The former name of ``StoreLoadError``, kept for code that catches it."""
 
 
-# Stands for the store contract until ``skycore.storage.api`` registers it: a plug-in loaded
-# before that cannot be an AbstractStore subclass.
-_NOT_LOADED = type("AbstractStore", (), {})
-_contract: list[type] = []
-
-
-def register_contract(base: type) -> None:
-    """Called by ``skycore.storage.api``: every store must subclass ``base``."""
-    _contract[:] = [base]
-
-
-def _base() -> type[AbstractStore]:
-    return _contract[0] if _contract else _NOT_LOADED  # type: ignore[return-value]
-
-
 _STORES: PluginGroup[AbstractStore] = PluginGroup(
-    GROUP, _base, lambda cls: cls.store_name, StoreLoadError, "store", required=True
+    GROUP, "AbstractStore", lambda cls: cls.store_name, StoreLoadError, "store", required=True
 )
+register_contract = _STORES.register_contract
+"""Called by ``skycore.storage.api``: every store must subclass its AbstractStore."""
 
 
 def store_classes() -> dict[str, type[AbstractStore]]:

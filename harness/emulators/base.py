@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import USER
 from harness.cloud.procs import LOOPBACK, Proc, http_ok, stop_process
-from harness.emulators import launcher
+from harness.emulators import launcher, registry
 from harness.emulators.gate_client import GateClient
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent, state_file
 from harness.gate.access_features import AccessFeatures
@@ -333,6 +333,9 @@ class RunningEmulator(GateClient, ABC):
     def rclone_config(self, owner: str | None = USER, bucket: str | None = None) -> str:
         """An rclone.conf section named ``remote`` reaching this emulator through the gate
         as ``owner`` (None: anonymous), able to reach ``bucket`` when given."""
+
+
+registry.register_contract(RunningEmulator)
 
 
 def no_other_account(emulator: RunningEmulator, owner: str) -> EmulatorError:

@@ -34,15 +34,11 @@ class EmulatorLoadError(CloudError, RuntimeError):
     CloudError, so the CLI shows its one paragraph)."""
 
 
-def _base() -> type[RunningEmulator]:
-    from harness.emulators.base import RunningEmulator
-
-    return RunningEmulator
-
-
 _EMULATORS: PluginGroup[RunningEmulator] = PluginGroup(
-    GROUP, _base, lambda cls: cls.store, EmulatorLoadError, "emulator"
+    GROUP, "RunningEmulator", lambda cls: cls.store, EmulatorLoadError, "emulator"
 )
+register_contract = _EMULATORS.register_contract
+"""Called by ``harness.emulators.base``: every emulator must subclass its RunningEmulator."""
 
 
 def emulator_classes() -> dict[str, type[RunningEmulator]]:

@@ -8,8 +8,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from skycore import logs, node, state
 from skycore.backend.batch import NodeStep, ShellStep, run_batch
@@ -17,9 +18,6 @@ from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
-
-if TYPE_CHECKING:
-    pass
 
 DRAIN_TIMEOUT_S = 600
 Say = Callable[[str], None]
@@ -154,24 +152,17 @@ def _unanswered_mounts(
     return found
 
 
+@dataclass
 class _StoreWait:
     """remount's wait for stores that do not answer: progress and the final error."""
 
-    def __init__(
-        self,
-        handle: ClusterHandle,
-        where: dict[str, str],
-        log_path: Path,
-        say: Say | None,
-        wait_s: float,
-    ) -> None:
-        self.handle = handle
-        self.where = where
-        self.log_path = log_path
-        self.say = say
-        self.wait_s = wait_s
-        self.started = time.monotonic()
-        self.said = False
+    handle: ClusterHandle
+    where: dict[str, str]
+    log_path: Path
+    say: Say | None
+    wait_s: float
+    started: float = field(default_factory=time.monotonic)
+    said: bool = False
 
     def tell(self, msg: str) -> None:
         logs.append(self.log_path, msg)

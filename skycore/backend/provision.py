@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from skycore import logs, node, provision
 from skycore.backend.handle import ClusterHandle
@@ -13,9 +12,6 @@ from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.provision import NodeStatus, ProvisionError
 from skycore.runner import CommandRunner
-
-if TYPE_CHECKING:
-    pass
 
 HEALTH_TIMEOUT_S = 30.0
 
