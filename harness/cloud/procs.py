@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from skycore.processes import start_detached
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -150,16 +152,7 @@ def start_process(
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start: {' '.join(argv)}\n".encode())
         log.flush()
         try:
-            popen = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=full_env,
-                cwd=cwd,
-                start_new_session=True,
-                pass_fds=tuple(pass_fds),
-            )
+            popen = start_detached(argv, log, full_env, cwd, pass_fds)
         except FileNotFoundError as e:
             raise HarnessProcessError(
                 f"Cannot start {argv[0]}: the program does not exist ({e}). Reinstall the "

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 import uuid
@@ -30,6 +29,7 @@ from skycore.errors import JobNotFound as JobNotFound
 from skycore.errors import UserError
 from skycore.managed import paths
 from skycore.managed.recovery import FAILOVER
+from skycore.processes import start_detached
 from skycore.state import managed_jobs as jstate
 from skycore.task import Task
 
@@ -101,16 +101,8 @@ def spawn_controller(job_id: int) -> int:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "skycore.managed.controller", str(job_id)],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            close_fds=True,
-        )
-    return proc.pid
+        argv = [sys.executable, "-m", "skycore.managed.controller", str(job_id)]
+        return start_detached(argv, out, env).pid
 
 
 def controller_alive(job_id: int) -> bool:
