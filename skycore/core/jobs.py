@@ -12,7 +12,7 @@ from pathlib import Path
 from skycore import backend, logs, state
 from skycore.backend import ClusterHandle, StageError
 from skycore.config import SkycoreConfig, load_config
-from skycore.node import mounts as node_mounts
+from skycore.node.mountd.rc import RCLONE_GONE
 from skycore.processes import pid_alive
 from skycore.task import Task
 
@@ -197,7 +197,7 @@ def check_node_drains(
         f"Draining the cached mounts on {nodes} failed after the run; nothing was unmounted, "
         "so no write is lost. Retry the command; if the store is unreachable, fix that first."
     )
-    if any(node_mounts.RCLONE_GONE in line for tail in failed.values() for line in tail):
+    if any(RCLONE_GONE in line for tail in failed.values() for line in tail):
         why = (
             f"Draining the cached mounts on {nodes} failed after the run: the rclone daemon "
             "serving them is gone. The files it had not uploaded are kept in its cache on the "

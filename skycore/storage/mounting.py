@@ -298,7 +298,7 @@ def tagged_remote(remote_path: str, dst: str) -> str:
     (``remote,description=skycore-<hash of dst>:path``; every backend has that option and it
     changes nothing but the Fs name), so two mounts of the same bucket stay two VFSes that
     ``vfs/stats fs=`` tells apart, each with its own cache folder (stable across remounts)."""
-    from skycore.node.mounts import remote_colon  # the node program's own parser
+    from skycore.node.mountd.copying import remote_colon  # the node program's own parser
 
     tag = hashlib.sha256(dst.encode()).hexdigest()[:10]
     j = remote_colon(remote_path)

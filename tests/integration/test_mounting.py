@@ -24,7 +24,7 @@ from harness.emulators.fleet import RunningEmulator
 from harness.testing.order_check import assert_visible_prefix
 from skycore import node
 from skycore.config import SkycoreConfig
-from skycore.node import mounts as node_mounts
+from skycore.node.mountd import rc as node_rc
 from skycore.node.mountd.refresher import ordered_mounts
 from skycore.storage import Storage, StorageMode, make_store, mounting
 from skycore.storage.azure import AzureConfig
@@ -229,7 +229,7 @@ def host_env(store_config: SkycoreConfig) -> Iterator[RcloneEnv]:
     # The test's rclone daemons (one per --transfers setting) end with it.
     for sock in base.glob("m/rcd-*/rc.sock"):
         with contextlib.suppress(Exception):
-            node_mounts.rc(str(sock), "core/quit", timeout=5)
+            node_rc.rc(str(sock), "core/quit", timeout=5)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -436,15 +436,15 @@ def remount_after_rclone_died(
     sock = mounting.mount_dirs(
         str(dst), host_env.mounts_base, StorageMode.MOUNT_CACHED, storage.mount_options
     ).rc_socket
-    fs = node_mounts.served(host_env.mounts_base)[0][str(dst)][1]
+    fs = node_rc.served(host_env.mounts_base)[0][str(dst)][1]
     deadline = time.monotonic() + 10
-    while node_mounts.rc(sock, "vfs/stats", {"fs": fs})["diskCache"]["uploadsQueued"] < len(names):
+    while node_rc.rc(sock, "vfs/stats", {"fs": fs})["diskCache"]["uploadsQueued"] < len(names):
         assert time.monotonic() < deadline, "the closed files were never queued for upload"
         time.sleep(0.05)
     assert not [e for e in store_emulator.events(storage.name) if e.key in names]
-    os.kill(int(node_mounts.rc(sock, "core/pid")["pid"]), 9)
+    os.kill(int(node_rc.rc(sock, "core/pid")["pid"]), 9)
     deadline = time.monotonic() + 10
-    while node_mounts.answers(sock):
+    while node_rc.answers(sock):
         assert time.monotonic() < deadline, "rclone did not die"
         time.sleep(0.05)
     with pytest.raises(OSError) as dead:
@@ -534,10 +534,10 @@ def test_cached_writer_never_waits_for_the_store(
             url = em.make_bucket(name, owner="user", public=False)
             refresh = MountOptions(refresh_s=1)
             mounts[kind] = mount_bucket(url, kind, store_config, host_env, options=refresh).dst
-        served = node_mounts.served(host_env.mounts_base)[0]
+        served = node_rc.served(host_env.mounts_base)[0]
         for dst in mounts.values():
             sock, fs = served[str(dst)]
-            kept_ns = node_mounts.rc(sock, "vfs/stats", {"fs": fs})["opt"]["DirCacheTime"]
+            kept_ns = node_rc.rc(sock, "vfs/stats", {"fs": fs})["opt"]["DirCacheTime"]
             assert kept_ns >= 365 * 24 * 3600 * 10**9, kept_ns  # never stale on its own
         faults = {k: em.add_fault(k, bucket=buckets[k], seconds=FAULT_GUARD_S) for k in FAULT_KINDS}
         # The refresher's listings now meet the faults: wait until one has failed (403).
@@ -610,13 +610,13 @@ def test_a_mount_registered_while_another_lists_keeps_its_order_keeper(
     try:
         mount_a = pool.submit(bash, storage_a.mount_command(str(dst_a), store_config, env=host_env))
         fault_events.wait_hits(em.store, outage, 1, timeout=60)
-        served = node_mounts.served(host_env.mounts_base)[0]
+        served = node_rc.served(host_env.mounts_base)[0]
         assert str(dst_a) in served, "A's listing was held before A was mounted"
         sock, fs_a = served[str(dst_a)]
         d = os.path.dirname(sock)
         dst_b = mount_bucket(urls["b"], "reg-b", store_config, host_env).dst
         dsts.append(dst_b)
-        fs_b = node_mounts.served(host_env.mounts_base)[0][str(dst_b)][1]
+        fs_b = node_rc.served(host_env.mounts_base)[0][str(dst_b)][1]
         assert fs_b in ordered_mounts(d), "B was not registered"
         assert not mount_a.done(), "A's mount did not wait for its listing"
         em.clear_faults(fault_id=outage["id"])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from skycore import backend, node
 from skycore.backend.batch import ShellStep
-from skycore.node import mounts as node_mounts
+from skycore.node.mountd.copying import split_remote
 from skycore.storage import mounting
 from skycore.storage.common import StorageMode
 
@@ -54,7 +54,7 @@ def test_a_lone_copy_is_not_rewritten() -> None:
 @given(st.lists(SEGMENT, min_size=1, max_size=4))
 def test_split_remote_finds_the_leaf(parts: list[str]) -> None:
     path = "remote:" + "/".join(parts)
-    parent, leaf = node_mounts.split_remote(path)
+    parent, leaf = split_remote(path)
     if len(parts) == 1:
         assert (parent, leaf) == (path, "")
     else:
@@ -64,11 +64,11 @@ def test_split_remote_finds_the_leaf(parts: list[str]) -> None:
 
 def test_split_remote_skips_quoted_connection_string_values() -> None:
     path = ':azureblob,account=a,endpoint="http://127.0.0.1:3/a":box/dir/f.txt'
-    assert node_mounts.split_remote(path) == (
+    assert split_remote(path) == (
         ':azureblob,account=a,endpoint="http://127.0.0.1:3/a":box/dir',
         "f.txt",
     )
-    assert node_mounts.split_remote(':s3,endpoint="http://h:1/x":bkt') == (
+    assert split_remote(':s3,endpoint="http://h:1/x":bkt') == (
         ':s3,endpoint="http://h:1/x":bkt',
         "",
     )

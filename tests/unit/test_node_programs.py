@@ -15,7 +15,7 @@ import pytest
 
 from skycore import node
 from skycore.backend import batch, job_parts
-from skycore.node import mounts as node_mounts
+from skycore.node.mountd.rc import RCLONE_GONE
 
 PROGRAMS = sorted(
     p.name for p in resources.files("skycore.node").iterdir() if p.name.endswith(".sh")
@@ -53,7 +53,7 @@ def test_the_mount_program_is_one_text_with_the_host_names(tmp_path: Path) -> No
     )
     assert drained.returncode == 0
     assert f"no rclone serving {tmp_path}/x; nothing to drain" in drained.stdout
-    assert node_mounts.RCLONE_GONE == "is not answering"
+    assert RCLONE_GONE == "is not answering"
 
 
 def test_a_batch_writes_its_files_then_runs_its_steps(tmp_path: Path) -> None:
