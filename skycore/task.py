@@ -37,6 +37,7 @@ from skycore.user_paths import (
     resolve_local_path,
     show,
 )
+from skycore.yaml_errors import yaml_problem
 
 
 def _lower(v: Any) -> Any:
@@ -257,12 +258,8 @@ class Task:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(e, "problem", None) or "syntax error"
-            raise TaskError(
-                f"{show(path)} is not valid YAML{where}: {problem}. Fix the syntax."
-            ) from None
+            problem = yaml_problem(e)
+            raise TaskError(f"{show(path)} is not valid YAML{problem}. Fix the syntax.") from None
         try:
             return cls.from_dict(data, env_overrides)
         except TaskError as e:
