@@ -6,7 +6,8 @@
 - launcher: sealing an emulator in its own network namespace and starting its gate;
   gate_client: the gate's admin API; records: the state file, write events, EmulatorError.
 - One module per store with the emulator and its test helpers (``<store>.py``), apart from
-  the gate protocol that runs inside the gate (``<store>_protocol.py``).
+  the code that runs inside the gate, a package per store (``<store>_gate/``: requests,
+  access, signatures, bookkeeping, protocol).
 """
 
 import importlib
