@@ -105,7 +105,8 @@ class Probes(BaseProbes):
                     f"md5Hash {got}",
                 )
         self.check_listed_digests(
-            [*seen, *self.listing("md5/").items()],
+            seen,
+            self.listing("md5/"),
             bodies,
             md5_b64,
             "lists an md5Hash that is not the body's MD5 (listing during uploads)",
