@@ -77,7 +77,7 @@ class Target(BaseModel):
 
     def section(self, owner: str) -> Any:
         """``owner``'s (user or other) config section as the store's own config model."""
-        from skycore.storage.registry import get_store_class
+        from skycore.stores import get_store_class
 
         if owner == "user":
             raw = self.user
@@ -125,7 +125,7 @@ def check_permissions(path: Path) -> None:
 
 def load_target(path: Path | str) -> Target:
     """Read and check a target file (permissions, fields, a registered store)."""
-    from skycore.storage.registry import store_names
+    from skycore.stores import store_names
 
     path = Path(path).expanduser()
     if not path.is_file():

@@ -14,7 +14,8 @@ section is kept unchecked.
 This module imports nothing of ``skycore.storage``: the stores come in by entry point, and
 the store contract (``skycore.storage.api``) registers its base class here when it is
 imported (which loading any store does first), so the config can ask which sections exist
-without importing the stores layer. ``skycore.storage.registry`` re-exports every name.
+without importing the stores layer. Its old path, ``skycore.storage.registry``, still resolves
+every name, with a warning.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def demo_buckets(store: str) -> list[tuple[str, str, bool]]:
 def skycore_config(running: dict[str, fleet.RunningEmulator], host: str, image: str) -> Any:
     """The skycore config of the local cloud: each running emulator's section, under the
     section name its store declares, and the docker engine."""
-    from skycore.storage.registry import get_store_class
+    from skycore.stores import get_store_class
 
     sections = {
         get_store_class(name).config_section: emu.config_section() for name, emu in running.items()

@@ -189,7 +189,7 @@ class S3Emulator(RunningEmulator):
     def config_section(self, owner: str = USER) -> Any:
         """``owner``'s config section (``AwsConfig``, ``R2Config``, ...): the target file's
         when attached, else the gate's endpoint with ``owner``'s keys."""
-        from skycore.storage.registry import get_store_class
+        from skycore.stores import get_store_class
 
         if self.target is not None:
             self._key(owner)
@@ -242,7 +242,7 @@ class S3Emulator(RunningEmulator):
         """Create the bucket as a user does (with the region as LocationConstraint where the
         store sends one), public by :meth:`make_public`. With S3's ACLs and no bucket
         policies, each object is written public-read too (a bucket ACL covers listing only)."""
-        from skycore.storage.registry import get_store_class
+        from skycore.stores import get_store_class
 
         client = self.client(owner)
         if public and self.target is not None:

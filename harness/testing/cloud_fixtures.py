@@ -82,7 +82,7 @@ def _target_cloud(target: Any) -> Path:
     from harness.accounts import USER
     from harness.cloud import cloud
     from skycore.config import DockerConfig, SkycoreConfig, save_config
-    from skycore.storage.registry import get_store_class
+    from skycore.stores import get_store_class
 
     host, image = cloud.up_docker(say=lambda _msg: None)
     section = get_store_class(target.store).config_section

@@ -151,7 +151,7 @@ def rclone_section(name: str, options: Mapping[str, str | None]) -> str:
 
 def rclone_config_text(config: SkycoreConfig) -> str:
     """rclone.conf with the remotes of every configured store (each store writes its own)."""
-    from skycore.storage.registry import store_classes
+    from skycore.stores import store_classes
 
     parts = [
         cls.rclone_config(section)

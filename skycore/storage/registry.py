@@ -1,45 +1,15 @@
-"""The registry of stores, by its place in the storage package: every name of
-``skycore.stores`` (the registry itself, a module that imports nothing of the stores layer,
-so the config can use it)."""
+"""Deprecated path: the store registry is ``skycore.stores`` (a leaf module the config can
+use without importing the stores layer); each old name still resolves, with a warning."""
 
-from skycore.stores import (
-    GROUP,
-    BackendLoadError,
-    StoreLoadError,
-    UnknownStoreError,
-    broken_store_names,
-    check_loaded,
-    clouds,
-    config_sections,
-    get_store_class,
-    load_problem,
-    make_store,
-    reset,
-    schemes,
-    section_model,
-    store_classes,
-    store_for_cloud,
-    store_for_scheme,
-    store_names,
-)
+from skycore.deprecation import forwarder, moved_names
 
-__all__ = [
-    "GROUP",
-    "BackendLoadError",
-    "StoreLoadError",
-    "UnknownStoreError",
-    "broken_store_names",
-    "check_loaded",
-    "clouds",
-    "config_sections",
-    "get_store_class",
-    "load_problem",
-    "make_store",
-    "reset",
-    "schemes",
-    "section_model",
-    "store_classes",
-    "store_for_cloud",
-    "store_for_scheme",
-    "store_names",
-]
+DEPRECATED = moved_names({
+    "skycore.stores": (
+        "GROUP", "BackendLoadError", "StoreLoadError", "UnknownStoreError", "broken_store_names",
+        "check_loaded", "clouds", "config_sections", "get_store_class", "load_problem",
+        "make_store", "reset", "schemes", "section_model", "store_classes", "store_for_cloud",
+        "store_for_scheme", "store_names",
+    ),
+})  # fmt: skip
+"""The names this old path still resolves: name -> the module to import it from now."""
+__getattr__ = forwarder(__name__, DEPRECATED)

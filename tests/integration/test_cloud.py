@@ -73,7 +73,7 @@ def test_world_is_seeded(local_cloud) -> None:
 
 def test_config_has_a_section_per_store(local_cloud) -> None:
     from skycore.config import load_config
-    from skycore.storage.registry import get_store_class
+    from skycore.stores import get_store_class
 
     config = load_config()
     for store in registry.store_names():

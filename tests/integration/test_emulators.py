@@ -31,7 +31,7 @@ from harness.emulators.fleet import (
 )
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator
-from skycore.storage.registry import get_store_class
+from skycore.stores import get_store_class
 from tests.integration.helpers import emulator_bucket
 
 ALL = [

@@ -15,7 +15,7 @@ from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED
 from harness.testing.plugin import selected_stores
 from skycore.config import load_config
-from skycore.storage.registry import get_store_class
+from skycore.stores import get_store_class
 
 pytestmark = pytest.mark.usefixtures("local_cloud")
 

@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness.emulators import registry as emulators
-from skycore import plugins
+from skycore import plugins, stores
 from skycore.config import SkycoreConfig
 from skycore.deprecation import SHOWN_ENV
 from skycore.errors import StoreLoadError, TaskError
-from skycore.storage import registry as stores
 from skycore.storage.common import parse_url
 from skycore.task import Task
 
@@ -189,7 +188,7 @@ def test_harness_up_and_conform_for_the_broken_store_are_one_paragraph(site: Pat
 def test_a_process_loading_the_plugins_shows_each_warning_once(site: Path) -> None:
     code = (
         "from harness.emulators.registry import store_names as e\n"
-        "from skycore.storage.registry import store_names as s\n"
+        "from skycore.stores import store_names as s\n"
         "print(sorted(set(s()) & set(e())))\n"
     )
     r = _cli(site, "-c", code)
