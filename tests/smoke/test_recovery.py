@@ -743,12 +743,18 @@ def test_worker_preempted_survivors_are_drained(
 
 
 def test_teardown_keeps_a_cluster_it_cannot_drain(
-    ckpt_bucket: TestBucket, managed: ManagedJobs, cluster_factory: Any, node_shell: Any
+    ckpt_bucket: TestBucket,
+    managed: ManagedJobs,
+    cluster_factory: Any,
+    node_shell: Any,
+    store_faults: Any,
 ) -> None:
     """A job's final teardown whose drain fails while a node is UP is retried with backoff,
     then keeps the cluster and ends the job FAILED saying to run 'skycore down': the node's
     cached writes are never thrown away, and that 'down' uploads them. The drain fails for
-    real: the node's rclone is frozen (SIGSTOP), so its rc socket does not answer."""
+    real: the node's rclone is frozen (SIGSTOP), so its rc socket does not answer. The store
+    refuses the bucket's requests from before the write until rclone is frozen, so the
+    write is still only on the node, however soon rclone tried to upload it."""
     cluster = cluster_factory("keep")
     mount = "/ckpt"
     spec = {
@@ -763,10 +769,11 @@ def test_teardown_keeps_a_cluster_it_cannot_drain(
     ctl = controller.Controller(job.job_id, out=out)
     ctl.config = load_config()
     ctl.teardown_tries, ctl.teardown_backoff = 2, (0.5,)
-    # A write the 5 s write-back has not uploaded yet, then the frozen rclone.
-    rc, said = node_shell(
-        cluster, 0, f"echo pending > {mount}/pending.txt && kill -STOP $(pidof rclone)"
-    )
+    # A write whose upload the store refuses, then the frozen rclone.
+    with store_faults.hold(ckpt_bucket.store, "deny", bucket=ckpt_bucket.name):
+        rc, said = node_shell(
+            cluster, 0, f"echo pending > {mount}/pending.txt && kill -STOP $(pidof rclone)"
+        )
     assert rc == 0, said
     try:
         ctl._end(JobStatus.SUCCEEDED, "the run finished")
