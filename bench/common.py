@@ -61,6 +61,35 @@ def add_rclone_flags_option(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument("--rclone-flags", default="", help=help_text)
 
 
+def add_upload_options(p: argparse.ArgumentParser) -> None:
+    """``--upload-concurrency`` and ``--chunk-size``: the mount options of the same names for
+    the mounts under test (default: the mount's defaults, what users get)."""
+    p.add_argument("--upload-concurrency", type=int, help="streams per uploaded file")
+    p.add_argument("--chunk-size", help="the upload's chunk size, e.g. 16M")
+
+
+def upload_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The mount options ``add_upload_options`` set, for ``MountOptions(**...)``; a usage error
+    when this skycore's mounts lack one."""
+    from dataclasses import fields
+
+    from skycore.storage.mounting import MountOptions
+
+    asked = {
+        k: v
+        for k, v in (
+            ("upload_concurrency", args.upload_concurrency),
+            ("chunk_size", args.chunk_size),
+        )
+        if v is not None
+    }
+    known = {f.name for f in fields(MountOptions)}
+    missing = sorted(set(asked) - known)
+    if missing:
+        p.error(f"this skycore's mounts have no option {', '.join(missing)}: run without it")
+    return asked
+
+
 # --- timing --------------------------------------------------------------------------------
 def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.05) -> Any:
     """Poll ``check`` until truthy and return its value; TimeoutError naming ``what``."""

@@ -23,12 +23,29 @@ every request on the run's bucket in the gate's log from the first write until t
 ended.
 
     .venv/bin/python bench/upload_order.py [--stores s3,gcs,azure,r2] [--sets big,small]
-        [--latency-ms 0 --latency-ms 30] [--repeat 1] [--no-check]
+        [--latency-ms 0 --latency-ms 30] [--wan [--wan-latency-ms 30]
+        [--wan-stream-mibps 8]] [--upload-concurrency N] [--chunk-size 16M] [--repeat 1]
+        [--no-check]
+
+``--wan`` adds (or, without --latency-ms, is the only) network: every request on the run's
+bucket waits 30 ms and every connection is capped at 8 MiB/s (the gate's ``stream-bandwidth``
+fault), as on a long-RTT link where one TCP stream is capped by its window. There the big
+set's ordered vs parallel speed is the headline figure. ``--upload-concurrency`` and
+``--chunk-size`` set those mount options on the ordered mount only: the parallel baseline is
+always ``transfers: 4`` with the defaults.
+
+Every duration is on the monotonic clock; the gate's event times (its wall clock) are mapped
+onto it by the clocks' offset, sampled at the start, after the drain and at the end of each
+run (bench_clock). A run whose offset moved by more than 50 ms is invalid: it is reported,
+run again (3 runs at most) and never in a median. Each run's figures are checked (no
+negative duration, nothing in the store before it was written or after the drain, no part
+longer than the whole run, counts that add up); an inconsistent run is a failure (exit 1).
 
 Prints one row per store x set x latency (ordered s, parallel s, ordered speed as a
 fraction of parallel speed, floor and ordered / floor, requests per file) and a table of
 the requests by kind; writes JSON to bench/results/upload_order-<timestamp>.json.
 Targets:
+- on --wan, big files on every store: ordered >= 0.9x parallel speed;
 - at 0 ms, every store and set: ordered >= 0.8x parallel speed (time ratio < 1.25);
 - at 30 ms, big files on s3, r2 and azure: ordered >= 0.9x parallel speed (GCS is
   reported, without a target);
@@ -53,6 +70,9 @@ from typing import Any
 
 import common
 from bench_checks import Target, add_check_option, verdict
+from bench_clock import ATTEMPTS, MAX_DRIFT_NS, ClockWatch, until_valid
+from bench_consistency import at_most, counts_add_up, in_order, negatives, parts_over_whole
+from bench_network import Network, add_wan_options, behind, wan_of
 
 from harness.emulators.fleet import start_all
 from harness.testing.order_check import WRITE_OPS, lost_keys, visible_prefix_violations
@@ -74,67 +94,108 @@ STRICT_PARALLEL_RATIO = 2.0  # per store, at 0 ms, every set: ordered time / par
 
 def one_run(
     store: str, em: Any, config: SkycoreConfig, env: mounting.RcloneEnv, n: int, size: int,
-    transfers: int, base: Path, latency_ms: float, flags: tuple[str, ...] = (),
+    options: MountOptions, base: Path, network: Network,
 ) -> dict[str, Any]:  # fmt: skip
-    """Mount a fresh bucket (behind a ``latency_ms`` fault if > 0), write ``n`` files of
-    ``size`` bytes, drain; the figures."""
+    """Mount a fresh bucket (behind ``network``), write ``n`` files of ``size`` bytes, drain;
+    the figures, every duration on the monotonic clock (the gate's event times mapped onto it,
+    the clock's offset sampled at the start, after the drain and at the end)."""
+    case_start = time.monotonic_ns()
+    watch = ClockWatch.start()
     bucket = f"order-{uuid.uuid4().hex[:10]}"
     url = em.make_bucket(bucket, owner="user", public=False)
     dst = base / f"{store}-{bucket}"
-    fault = em.add_fault("latency", ms=latency_ms, bucket=bucket) if latency_ms > 0 else None
+    names = [f"f-{i:04d}.bin" for i in range(n)]
     try:
-        storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-        storage.mount_options = MountOptions(transfers=transfers, extra_flags=flags)
-        common.mount(storage, dst, config, env)
-        names = [f"f-{i:04d}.bin" for i in range(n)]
-        payload = os.urandom(size)
-        log_offset = common.gate_log_offset(em)
-        start_ns = time.time_ns()
-        for name in names:
-            with open(dst / name, "wb") as f:
-                f.write(payload)
-        written_s = (time.time_ns() - start_ns) / 1e9
-        drained = common.drain(dst, env)
-        drained_s = (time.time_ns() - start_ns) / 1e9
-        if drained.returncode != 0:
-            raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
-        requests = common.gate_requests(em, bucket, log_offset)
-        events = em.events(bucket) if em.records_events else []
-        writes = [e for e in events if e.op in WRITE_OPS and e.key in names]
-        first_seen = list(dict.fromkeys(e.key for e in writes))
-        # Without a gate event for every file (e.g. a gate that misses some upload kinds) the
-        # order cannot be checked and the time is the drain's end (skycore's durability rule).
-        lost = lost_keys(events, names) if em.records_events else names
-        checked = not lost
-        violations = visible_prefix_violations(events, names) if em.records_events else []
-        in_store_s = (max(e.t_ns for e in writes) - start_ns) / 1e9 if checked else drained_s
-        out_of_place = sum(1 for a, b in zip(first_seen, names, strict=False) if a != b)
-        return {
-            "transfers": transfers,
-            "latency_ms": latency_ms,
-            "written_s": round(written_s, 3),
-            "in_store_s": round(in_store_s, 3),
-            "drained_s": round(drained_s, 3),
-            "events_seen": len(set(first_seen)),
-            "order_checked": checked,
-            "not_in_store_by_events": len(lost),
-            "in_order": False if violations else (True if checked else None),
-            "out_of_place": out_of_place if checked else None,
-            "deletes": sum(1 for e in events if e.op not in WRITE_OPS and e.key in names),
-            "order_violations": len(violations) if em.records_events else None,
-            "first_violation": violations[0].describe() if violations else None,
-            "requests": len(requests),
-            "requests_by_kind": dict(
-                Counter(common.request_kind(m, p, bucket) for m, p in requests).most_common()
-            ),
-        }
+        with behind(em, bucket, network):
+            storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
+            storage.mount_options = options
+            common.mount(storage, dst, config, env)
+            payload = os.urandom(size)
+            log_offset = common.gate_log_offset(em)
+            start = time.monotonic_ns()
+            for name in names:
+                with open(dst / name, "wb") as f:
+                    f.write(payload)
+            written = time.monotonic_ns()
+            drained = common.drain(dst, env)
+            drained_at = time.monotonic_ns()
+            watch.mark()
+            if drained.returncode != 0:
+                raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
+            requests = common.gate_requests(em, bucket, log_offset)
+            events = em.events(bucket) if em.records_events else []
     finally:
         try:
-            if fault is not None:
-                em.clear_faults(fault_id=fault["id"])
-        finally:
             common.unmount(dst, env)
+        finally:
             em.delete_bucket(bucket)
+    watch.stop()
+    case_wall_s = (time.monotonic_ns() - case_start) / 1e9
+    writes = [e for e in events if e.op in WRITE_OPS and e.key in names]
+    first_seen = list(dict.fromkeys(e.key for e in writes))
+    # Without a gate event for every file (e.g. a gate that misses some upload kinds) the
+    # order cannot be checked and the time is the drain's end (skycore's durability rule).
+    lost = lost_keys(events, names) if em.records_events else names
+    checked = not lost
+    violations = visible_prefix_violations(events, names) if em.records_events else []
+    drained_s = (drained_at - start) / 1e9
+
+    def since_start(t_ns: int) -> float:
+        return (watch.to_monotonic_ns(t_ns) - start) / 1e9
+
+    in_store_s = since_start(max(e.t_ns for e in writes)) if checked else drained_s
+    res: dict[str, Any] = {
+        "transfers": options.transfers,
+        "latency_ms": network.latency_ms,
+        "written_s": (written - start) / 1e9,
+        "first_in_store_s": since_start(min(e.t_ns for e in writes)) if writes else None,
+        "in_store_s": in_store_s,
+        "drained_s": drained_s,
+        "case_wall_s": case_wall_s,
+        **watch.as_json(),
+        "events_seen": len(set(first_seen)),
+        "order_checked": checked,
+        "not_in_store_by_events": len(lost),
+        "in_order": False if violations else (True if checked else None),
+        "out_of_place": (
+            sum(1 for a, b in zip(first_seen, names, strict=False) if a != b) if checked else None
+        ),
+        "deletes": sum(1 for e in events if e.op not in WRITE_OPS and e.key in names),
+        "order_violations": len(violations) if em.records_events else None,
+        "first_violation": violations[0].describe() if violations else None,
+        "requests": len(requests),
+        "requests_by_kind": dict(
+            Counter(common.request_kind(m, p, bucket) for m, p in requests).most_common()
+        ),
+    }
+    res["inconsistent"] = inconsistencies(res, n, watch.drift_ns / 1e9)
+    for key in ("written_s", "first_in_store_s", "in_store_s", "drained_s", "case_wall_s"):
+        res[key] = None if res[key] is None else round(res[key], 3)
+    return res
+
+
+def inconsistencies(run: dict[str, Any], n: int, slack_s: float) -> list[str]:
+    """What in one run's figures cannot be: a negative duration, a step before the one it
+    follows, a part longer than the case, a count over the files written or a total that is
+    not its parts' sum. ``slack_s``: how far the clocks' offset moved (a figure taken from the
+    gate's event times may be off by that much)."""
+    keys = ("written_s", "first_in_store_s", "in_store_s", "drained_s", "case_wall_s")
+    durations = {k: run[k] for k in keys}
+    return [
+        *negatives(durations),
+        *in_order([("written_s", run["written_s"]), ("in_store_s", run["in_store_s"])], slack_s),
+        *in_order([("in_store_s", run["in_store_s"]), ("drained_s", run["drained_s"])], slack_s),
+        *in_order(
+            [("first_in_store_s", run["first_in_store_s"]), ("in_store_s", run["in_store_s"])]
+        ),
+        *parts_over_whole("case_wall_s", run["case_wall_s"], durations),
+        *at_most(
+            "the files written",
+            n,
+            {k: run[k] for k in ("events_seen", "not_in_store_by_events", "out_of_place")},
+        ),
+        *counts_add_up("requests", run["requests"], run["requests_by_kind"]),
+    ]
 
 
 def per_file(runs: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
@@ -153,21 +214,47 @@ def per_file(runs: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
 
 def measure_case(
     store: str, em: Any, config: SkycoreConfig, env: mounting.RcloneEnv, set_name: str,
-    latency_ms: float, base: Path, flags: tuple[str, ...], repeat: int, failures: list[str],
+    network: Network, base: Path, flags: tuple[str, ...], upload: dict[str, Any], repeat: int,
+    failures: list[str],
 ) -> dict[str, Any]:  # fmt: skip
-    """Ordered and parallel runs (``repeat`` each, median) of one store, set and latency."""
+    """Ordered and parallel runs (``repeat`` valid ones each, median) of one store, set and
+    network. A run whose clocks drifted apart is run again (``bench_clock.ATTEMPTS`` in all)
+    and kept apart; one with inconsistent figures is a failure. ``upload``: mount options for
+    the ordered mount (the parallel baseline keeps the defaults)."""
     n, size = SETS[set_name]
-    case = f"{store} {set_name} {latency_ms:g}ms"
+    case = f"{store} {set_name} {network.label}"
     runs: dict[int, list[dict[str, Any]]] = {t: [] for t in MODES}
+    invalid: dict[int, list[dict[str, Any]]] = {t: [] for t in MODES}
     for _ in range(repeat):
         for transfers in MODES:
-            t0 = time.monotonic()
-            try:
-                res = one_run(store, em, config, env, n, size, transfers, base, latency_ms, flags)
-            except Exception as e:  # a failed run is reported, never hidden
-                failures.append(f"{case} transfers={transfers}: {e}")
+            options = MountOptions(
+                transfers=transfers, extra_flags=flags, **(upload if transfers == 1 else {})
+            )
+
+            def attempt(options: MountOptions = options) -> dict[str, Any] | None:
+                try:
+                    return one_run(store, em, config, env, n, size, options, base, network)
+                except Exception as e:  # a failed run is reported, never hidden
+                    failures.append(f"{case} transfers={options.transfers}: {e}")
+                    return None
+
+            res, drifted = until_valid(attempt, lambda r: r is None or r["clock_valid"])
+            drifted_runs = [r for r in drifted if r is not None]
+            invalid[transfers] += drifted_runs
+            for r in drifted_runs:
+                print(f"INVALID RUN (clock offset moved {r['clock_drift_ms']} ms): {case} "
+                      f"transfers={transfers}, run again", flush=True)  # fmt: skip
+            if res is None:
+                if drifted_runs:
+                    failures.append(f"{case} transfers={transfers}: no valid run in {ATTEMPTS}")
                 continue
-            res["case_wall_s"] = round(time.monotonic() - t0, 1)
+            if res["inconsistent"]:
+                failures.extend(
+                    f"{case} transfers={transfers}: INCONSISTENT {p}" for p in res["inconsistent"]
+                )
+                print("\n".join(failures[-len(res["inconsistent"]) :]), flush=True)
+                invalid[transfers].append(res)
+                continue
             runs[transfers].append(res)
             if transfers == 1 and not res["order_checked"]:
                 failures.append(
@@ -189,9 +276,11 @@ def measure_case(
     return {
         "store": store,
         "set": set_name,
-        "latency_ms": latency_ms,
+        **network.as_json(),
+        "network": network.label,
         "files": n,
         "file_bytes": size,
+        "ordered_options": {k: v for k, v in upload.items()},
         "ordered_s": med[1],
         "parallel_s": med[PARALLEL],
         "ordered_over_parallel_time": ratio,
@@ -201,6 +290,7 @@ def measure_case(
         "order_checked_on_server": all(r["order_checked"] for r in runs[1]),
         "requests_per_file": {MODES[t]: per_file(rs, n) for t, rs in runs.items()},
         "runs": {MODES[t]: rs for t, rs in runs.items()},
+        "invalid_runs": {MODES[t]: rs for t, rs in invalid.items()},
     }
 
 
@@ -210,8 +300,10 @@ def add_floor(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     zero = [
         r for r in rows
         if r["store"] == row["store"] and r["set"] == row["set"] and r["latency_ms"] == 0
+        and r["stream_mibps"] is None
     ]  # fmt: skip
-    if row["set"] != "small" or not zero or not zero[0]["ordered_s"]:
+    wan = row["stream_mibps"] is not None  # a capped stream is no round trip per file
+    if row["set"] != "small" or wan or not zero or not zero[0]["ordered_s"]:
         return
     per_file_0 = zero[0]["ordered_s"] / row["files"]
     floor = row["files"] * (row["latency_ms"] / 1000 + per_file_0)
@@ -229,8 +321,13 @@ def ordered_over(name: str, row: dict[str, Any], base: str, limit: float) -> lis
 
 def targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
     """The upload-order targets a row has (none for other latencies, or GCS big at 30 ms, or
-    the floor's without a 0 ms run: ``has_zero``)."""
-    name = f"{row['store']} {row['set']} {row['latency_ms']:g}ms"
+    the floor's without a 0 ms run: ``has_zero``; on the WAN profile, big files on every
+    store)."""
+    name = f"{row['store']} {row['set']} {row['network']}"
+    if row["stream_mibps"] is not None:
+        if row["set"] != "big":
+            return []
+        return ordered_over(name, row, "parallel", round(TARGET_BIG_RATIO, 3))
     if row["latency_ms"] == 0:
         return ordered_over(name, row, "parallel", TARGET_TIME_RATIO)
     if row["latency_ms"] != LATENCY_TARGET_MS:
@@ -245,7 +342,9 @@ def targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
 def strict_targets_of(row: dict[str, Any], has_zero: bool) -> list[Target]:
     """The strict-order targets a row has: at 30 ms the small set's ordered / floor time
     (with a 0 ms run: ``has_zero``), at 0 ms every set's ordered / parallel time."""
-    name = f"strict-order {row['store']} {row['set']} {row['latency_ms']:g}ms"
+    name = f"strict-order {row['store']} {row['set']} {row['network']}"
+    if row["stream_mibps"] is not None:
+        return []
     if row["latency_ms"] == 0:
         return ordered_over(name, row, "parallel", STRICT_PARALLEL_RATIO)
     if row["latency_ms"] == LATENCY_TARGET_MS and row["set"] == "small" and has_zero:
@@ -272,26 +371,32 @@ def print_tables(rows: list[dict[str, Any]], version: str) -> None:
         return common.cell(pf["total"] if pf else None, missing="-")
 
     common.print_table(
-        [("store", "<6"), ("set", "<6"), ("ms", ">4"), ("ordered s", ">10"),
+        [("store", "<6"), ("set", "<6"), ("network", "<24"), ("ordered s", ">10"),
          ("parallel s", ">11"), ("ordered/parallel", ">17"), ("floor s", ">8"),
-         ("ordered/floor", ">14"), ("req/file ord", ">13"), ("req/file par", ">13")],
+         ("ordered/floor", ">14"), ("req/file ord", ">13"), ("req/file par", ">13"),
+         ("invalid runs", ">13")],
         [
-            (r["store"], r["set"], f"{r['latency_ms']:g}",
+            (r["store"], r["set"], r["network"],
              common.cell(r["ordered_s"] or None, missing="nan"),
              common.cell(r["parallel_s"] or None, missing="nan"),
              common.cell(r["ordered_speed_vs_parallel"], ".2f", "-", "x"),
              common.cell(r["floor_s"], missing="-"),
              common.cell(r["ordered_over_floor"], ".2f", "-", "x"),
-             req(r, "ordered"), req(r, "parallel"))
+             req(r, "ordered"), req(r, "parallel"),
+             "/".join(str(len(v)) for v in r["invalid_runs"].values()))
             for r in rows
         ],
     )  # fmt: skip
+    print(
+        "invalid runs: ordered/parallel runs left out, run again (the clocks' offset moved "
+        f"more than {MAX_DRIFT_NS / 1e6:g} ms) or with inconsistent figures (a failure)"
+    )
     print("\nRequests per uploaded file on the run's bucket, by kind (gate log)")
     common.print_table(
-        [("store", "<6"), ("set", "<6"), ("ms", ">4"), ("mode", "<9"), ("total", ">6"),
+        [("store", "<6"), ("set", "<6"), ("network", "<24"), ("mode", "<9"), ("total", ">6"),
          ("by kind", "<")],
         [
-            (r["store"], r["set"], f"{r['latency_ms']:g}", mode,
+            (r["store"], r["set"], r["network"], mode,
              common.cell(pf["total"] if pf else None, missing="-"),
              ", ".join(f"{k} {v:.2f}" for k, v in pf["by_kind"].items()) if pf else "-")
             for r in rows
@@ -308,8 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-ms",
         type=float,
         action="append",
-        help="the gate's latency fault per request, repeatable (default: 0 and 30; 0: none)",
+        help="the gate's latency fault per request, repeatable (default: 0 and 30, or none "
+        "with --wan; 0: none)",
     )
+    add_wan_options(parser)
+    common.add_upload_options(parser)
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (median)")
     common.add_rclone_flags_option(
         parser, "extra rclone flags for both daemons (experiments), e.g. '--s3-disable-checksum'"
@@ -320,9 +428,14 @@ def main(argv: list[str] | None = None) -> int:
     stores = common.names(args.stores)
     sets = common.names(args.sets)
     # 0 ms first: the floor of the small set needs the 0 ms per-file time.
-    latencies = sorted(set(args.latency_ms or [0.0, LATENCY_TARGET_MS]))
+    wan = wan_of(parser, args)
+    latencies = sorted(set(args.latency_ms or ([] if wan else [0.0, LATENCY_TARGET_MS])))
     if any(ms < 0 for ms in latencies):
         parser.error("--latency-ms must be >= 0")
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    upload = common.upload_options(parser, args)
+    networks = [Network(ms) for ms in latencies] + ([wan] if wan else [])
     ems = start_all(stores=stores)
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
@@ -330,16 +443,16 @@ def main(argv: list[str] | None = None) -> int:
     with common.host_mounts(ems, "sko-") as (config, base, env):
         for store in stores:
             for set_name in sets:
-                for ms in latencies:
+                for network in networks:
                     row = measure_case(
-                        store, ems[store], config, env, set_name, ms, base, flags, args.repeat,
-                        failures,
+                        store, ems[store], config, env, set_name, network, base, flags, upload,
+                        args.repeat, failures,
                     )  # fmt: skip
                     add_floor(row, rows)
                     rows.append(row)
                     walls = [r["case_wall_s"] for rs in row["runs"].values() for r in rs]
                     print(
-                        f"{store:6} {set_name:5} {ms:4g}ms ordered {row['ordered_s']}s "
+                        f"{store:6} {set_name:5} {network.label} ordered {row['ordered_s']}s "
                         f"parallel {row['parallel_s']}s -> ordered at "
                         f"{row['ordered_speed_vs_parallel']}x parallel speed"
                         + (f", {row['ordered_over_floor']}x floor" if row["floor_s"] else "")
@@ -363,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
             "rclone": version,
             "parallel_transfers": PARALLEL,
             "latencies_ms": latencies,
+            "wan": wan.as_json() if wan else None,
+            "ordered_options": upload,
+            "clock_max_drift_ms": MAX_DRIFT_NS / 1e6,
             "rclone_flags": list(flags),
             "loadavg_before": load_before,
             "loadavg_after": load_after,
