@@ -239,7 +239,7 @@ def _kind(kind: str, doc: str) -> Callable[..., contextlib.AbstractContextManage
     ) -> contextlib.AbstractContextManager[Any]:
         return self.inject(store, kind, **options)
 
-    inject.__name__ = inject.__qualname__ = kind
+    inject.__name__ = inject.__qualname__ = kind.replace("-", "_")
     inject.__doc__ = doc
     return inject
 
@@ -334,7 +334,8 @@ class StoreFaults:
         "errors", "A share ``rate`` of requests gets ``status`` (503) in the API's error format."
     )
     latency = _kind("latency", "Every request waits ``ms`` first.")
-    bandwidth = _kind("bandwidth", "Bodies flow at ``mibps`` MiB/s.")
+    bandwidth = _kind("bandwidth", "Bodies flow at ``mibps`` MiB/s in total.")
+    stream_bandwidth = _kind("stream-bandwidth", "Each request's body flows at ``mibps`` MiB/s.")
     reset = _kind("reset", "A share ``rate`` of connections is reset in the middle of a body.")
     deny = _kind("deny", "403 AccessDenied, as when the credentials were revoked.")
     corrupt = _kind(
@@ -394,7 +395,7 @@ def _describe(fault: dict[str, Any]) -> str:
 @click.option("--rate", type=float, help="Share of requests hit (errors, reset, corrupt; 1).")
 @click.option("--status", type=int, help="HTTP status of 'errors' (default 503).")
 @click.option("--ms", type=float, help="Delay of 'latency' in milliseconds.")
-@click.option("--mibps", type=float, help="Throughput of 'bandwidth' in MiB/s.")
+@click.option("--mibps", type=float, help="MiB/s of 'bandwidth' (all), 'stream-bandwidth' (each).")
 @click.option("--bucket", help="Only requests on this bucket (container).")
 @click.option(
     "--method",
@@ -415,8 +416,8 @@ def fault_command(
     method: str | None,
     fault_id: int | None,
 ) -> None:
-    """Make STORE misbehave through its gate: outage, errors, latency, bandwidth, reset,
-    deny, corrupt; or clear / list its faults."""
+    """Make STORE misbehave through its gate: outage, errors, latency, bandwidth,
+    stream-bandwidth, reset, deny, corrupt; or clear / list its faults."""
     from harness.emulators import fleet
 
     try:

@@ -96,10 +96,10 @@ class GateClient:
     # --- injected faults (harness.gate.faults) -------------------------------------------
 
     def add_fault(self, kind: str, **options: Any) -> dict[str, Any]:
-        """Start a fault in this store's gate (outage, errors, latency, bandwidth, reset,
-        deny, corrupt; options seconds, max_hits, rate, status, ms, mibps, bucket, method;
-        until cleared unless seconds or max_hits end it). Returns the fault as the gate
-        shows it (its ``id`` clears it)."""
+        """Start a fault in this store's gate (outage, errors, latency, bandwidth,
+        stream-bandwidth, reset, deny, corrupt; options seconds, max_hits, rate, status, ms,
+        mibps, bucket, method; until cleared unless seconds or max_hits end it). Returns the
+        fault as the gate shows it (its ``id`` clears it)."""
         body = {"kind": kind, **{k: v for k, v in options.items() if v is not None}}
         return dict(self._admin("POST", "faults", body))
 

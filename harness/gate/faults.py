@@ -10,6 +10,11 @@ Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
   own error format (S3 SlowDown, GCS JSON, Azure ServerBusy).
 - ``latency``: every request waits ``ms`` before it is forwarded.
 - ``bandwidth``: bodies (both ways) flow at ``mibps`` MiB/s in total.
+- ``stream-bandwidth``: each request's body (both ways) flows at ``mibps`` MiB/s on its own,
+  as one long-RTT TCP stream is capped by its window; many requests go faster together.
+  Every body it paces is a hit, and the fault keeps a record of its last streams
+  (``streams``: method, path, bytes both ways, ``waited_s``, start and end on the gate's
+  monotonic clock). Under ``bandwidth`` too, a body waits for the slower.
 - ``reset``: a share ``rate`` of requests has its connection reset in the middle of a body.
 - ``deny``: 403 AccessDenied, as when the credentials were revoked.
 - ``corrupt``: a share ``rate`` of object writes is forwarded (the object is written
@@ -32,9 +37,23 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-KINDS = ("outage", "errors", "latency", "bandwidth", "reset", "deny", "corrupt")
+from harness.gate.pacing import TokenBucket, slowest
+
+KINDS = (
+    "outage",
+    "errors",
+    "latency",
+    "bandwidth",
+    "stream-bandwidth",
+    "reset",
+    "deny",
+    "corrupt",
+)
+PACED = ("bandwidth", "stream-bandwidth")
+"""Kinds that slow bodies down: they take ``mibps`` and hit no one request (no max_hits)."""
 METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH")
 MAX_LOG = 10_000
+MAX_STREAMS = 64  # stream records a stream-bandwidth fault keeps
 MAX_ENDED = 10_000  # ended faults kept for state lookups (GET /__gate__/faults/state)
 ENDED_BY = ("cleared", "seconds", "hits")
 
@@ -62,9 +81,10 @@ class Fault:
     ended: str | None = None
     """Why the fault ended (one of ENDED_BY), None while it lasts."""
     hits: int = 0
-    _tokens: float = field(default=0.0, repr=False)
     _credit: float = field(default=0.0, repr=False)
-    _refill: float = field(default=0.0, repr=False)
+    _bucket: TokenBucket | None = field(default=None, repr=False)
+    """A ``bandwidth`` fault's bucket, shared by every request it hits."""
+    _streams: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def ends_at_ns(self) -> int | None:
@@ -90,6 +110,8 @@ class Fault:
         """The fault as the admin API shows it."""
         data = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
         data["ends_at_ns"] = self.ends_at_ns
+        if self.kind == "stream-bandwidth":
+            data["streams"] = [dict(s) for s in self._streams]
         return data
 
 
@@ -110,8 +132,8 @@ def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
     fault.mibps = _number(data.get("mibps", 0.0), "mibps", low=0.0)
     if kind == "latency" and fault.ms <= 0:
         raise FaultSpecError("latency needs ms > 0")
-    if kind == "bandwidth" and fault.mibps <= 0:
-        raise FaultSpecError("bandwidth needs mibps > 0")
+    if kind in PACED and fault.mibps <= 0:
+        raise FaultSpecError(f"{kind} needs mibps > 0 (--mibps: MiB/s)")
     bucket = data.get("bucket")
     if bucket is not None and (not isinstance(bucket, str) or not bucket):
         raise FaultSpecError("bucket must be a non-empty string")
@@ -123,9 +145,9 @@ def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
             raise FaultSpecError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     fault.method = method
     fault.max_hits = _max_hits(data.get("max_hits"), kind)
-    fault._tokens = fault.mibps * (1 << 20) * 0.05
     fault._credit = 1.0 - fault.rate  # the first request is hit
-    fault._refill = time.monotonic()
+    if kind == "bandwidth":
+        fault._bucket = TokenBucket.shared(fault.mibps)
     return fault
 
 
@@ -134,8 +156,8 @@ def _max_hits(value: Any, kind: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise FaultSpecError(f"max_hits must be a positive integer, not {value!r}")
-    if kind == "bandwidth":
-        raise FaultSpecError("max_hits does not apply to bandwidth, which hits no one request")
+    if kind in PACED:
+        raise FaultSpecError(f"max_hits does not apply to {kind}, which ends when cleared")
     return value
 
 
@@ -296,19 +318,55 @@ class FaultTable:
                 if where[0] == bucket and key in (None, where[1]):
                     del self._corrupted[where]
 
-    def bandwidth_delay(self, faults: list[Fault], nbytes: int) -> float:
+    def bandwidth_delay(
+        self, faults: list[Fault], nbytes: int, own: TokenBucket | None = None
+    ) -> float:
         """Seconds to wait before passing ``nbytes`` under the bandwidth faults given (a token
-        bucket per fault, shared by every request it hits)."""
-        delay = 0.0
+        bucket per fault, shared by every request it hits) and ``own``, the request's own
+        bucket (stream-bandwidth): the slowest says."""
+        buckets = [f._bucket for f in faults if f._bucket is not None]
+        if own is not None:
+            buckets.append(own)
         with self._lock:
-            now = time.monotonic()
+            return slowest(buckets, nbytes, time.monotonic())
+
+    # --- streams paced by stream-bandwidth ---------------------------------------------
+
+    def open_stream(self, faults: list[Fault], method: str, path: str) -> list[dict[str, Any]]:
+        """A request's body starts under the stream-bandwidth ``faults``: each counts a hit
+        and keeps a record of the stream (its last MAX_STREAMS); the records."""
+        now = time.monotonic()
+        records = []
+        with self._lock:
             for fault in faults:
-                if fault.kind != "bandwidth" or fault.mibps <= 0:
-                    continue
-                rate = fault.mibps * (1 << 20)
-                fault._tokens = min(rate * 0.05, fault._tokens + (now - fault._refill) * rate)
-                fault._refill = now
-                fault._tokens -= nbytes
-                if fault._tokens < 0:
-                    delay = max(delay, -fault._tokens / rate)
-        return delay
+                record: dict[str, Any] = {
+                    "method": method,
+                    "path": path[:200],
+                    "request_bytes": 0,
+                    "response_bytes": 0,
+                    "waited_s": 0.0,
+                    "started_s": now,
+                    "ended_s": None,
+                }
+                fault.hits += 1
+                fault._streams.append(record)
+                del fault._streams[:-MAX_STREAMS]
+                records.append(record)
+        return records
+
+    def note_stream(
+        self, records: list[dict[str, Any]], side: str, nbytes: int, waited: float
+    ) -> None:
+        """``nbytes`` of a stream's body passed on ``side`` (``request_bytes`` or
+        ``response_bytes``) after the gate held them ``waited`` seconds."""
+        with self._lock:
+            for record in records:
+                record[side] += nbytes
+                record["waited_s"] += waited
+
+    def close_stream(self, records: list[dict[str, Any]]) -> None:
+        """The request of these stream records is over."""
+        now = time.monotonic()
+        with self._lock:
+            for record in records:
+                record["ended_s"] = now

@@ -1,6 +1,6 @@
 """How the gate moves bytes: the headers it forwards, request and response bodies streamed
-in chunks (throttled by bandwidth faults, cut by reset faults), small responses read whole,
-and a connection reset on purpose."""
+in chunks (paced by bandwidth and stream-bandwidth faults, cut by reset faults), small
+responses read whole, and a connection reset on purpose."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from harness.gate.faults import Fault, FaultTable
+from harness.gate.pacing import TokenBucket, slice_bytes
 
 SENT_STATUS = "sent_status"
 """Request key: the status of a streamed response whose headers went out."""
@@ -79,20 +80,67 @@ def forwarded_headers(
     return headers
 
 
-async def throttle(table: FaultTable, faults: list[Fault], nbytes: int) -> None:
-    """Wait as long as the bandwidth ``faults`` make ``nbytes`` take."""
-    delay = table.bandwidth_delay(faults, nbytes)
-    if delay > 0:
-        await asyncio.sleep(delay)
+class Pace:
+    """How one request's bodies are slowed: the ``bandwidth`` faults' buckets, shared with
+    every request they hit, and the ``stream-bandwidth`` faults' cap on this request alone
+    (each direction on its own, at the slowest cap). A piece waits for the slower; the
+    stream faults keep a record of the request (FaultTable.open_stream)."""
+
+    def __init__(
+        self, table: FaultTable, faults: list[Fault], streams: list[Fault], request: web.Request
+    ) -> None:
+        self.table = table
+        self.faults = faults
+        self.streams = streams
+        self.request = request
+        mibps = min((f.mibps for f in streams), default=0.0)
+        self.chunk = slice_bytes(mibps) if mibps else CHUNK
+        """The size of the pieces bodies are read in (fine enough to flow smoothly)."""
+        self._sides = {
+            side: TokenBucket.stream(mibps) for side in ("request_bytes", "response_bytes") if mibps
+        }
+        self._records: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, table: FaultTable, faults: list[Fault], request: web.Request) -> Pace | None:
+        """The pace of ``request`` under the active ``faults`` that apply to it (None when
+        none slows bodies: the gate then moves them at full speed)."""
+        shared = [f for f in faults if f.kind == "bandwidth"]
+        streams = [f for f in faults if f.kind == "stream-bandwidth"]
+        return cls(table, shared, streams, request) if shared or streams else None
+
+    async def passing(self, side: str, nbytes: int) -> None:
+        """Wait until ``nbytes`` more of the body may pass on ``side`` (``request_bytes``:
+        from the client; ``response_bytes``: to it)."""
+        own = self._sides.get(side)
+        delay = self.table.bandwidth_delay(self.faults, nbytes, own)
+        if own is not None:
+            if self._records is None:
+                request = self.request
+                self._records = self.table.open_stream(
+                    self.streams, request.method, request.raw_path
+                )
+            self.table.note_stream(self._records, side, nbytes, delay)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def __enter__(self) -> Pace:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        """The request is over (its stream records say when)."""
+        if self._records is not None:
+            self.table.close_stream(self._records)
 
 
-async def request_body(
-    request: web.Request, table: FaultTable, faults: list[Fault]
-) -> AsyncIterator[bytes]:
-    """The request body in chunks, throttled by ``faults``."""
-    async for piece in request.content.iter_chunked(CHUNK):
-        if faults:
-            await throttle(table, faults, len(piece))
+async def request_body(request: web.Request, pace: Pace | None) -> AsyncIterator[bytes]:
+    """The request body in chunks, paced by ``pace``."""
+    if pace is None:
+        async for piece in request.content.iter_chunked(CHUNK):
+            yield piece
+        return
+    async for piece in request.content.iter_chunked(pace.chunk):
+        await pace.passing("request_bytes", len(piece))
         yield piece
 
 
@@ -129,13 +177,12 @@ def whole(up: Any, payload: bytes, added: Mapping[str, str] | None = None) -> we
 async def stream(
     request: web.Request,
     up: Any,
-    table: FaultTable,
-    faults: list[Fault],
+    pace: Pace | None,
     reset: bool,
     added: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
     """Stream the upstream response ``up`` to the client (with the gate's ``added``
-    headers), throttled by ``faults``; with ``reset``, the connection is reset half-way."""
+    headers), paced by ``pace``; with ``reset``, the connection is reset half-way."""
     resp = web.StreamResponse(status=up.status, reason=up.reason)
     for name, value in up.headers.items():
         if name.lower() in HOP_BY_HOP:
@@ -154,9 +201,9 @@ async def stream(
     expected = up.content_length
     reset_at = (expected or CHUNK) // 2 if reset else None
     sent = 0
-    async for piece in up.content.iter_chunked(CHUNK):
-        if faults:
-            await throttle(table, faults, len(piece))
+    async for piece in up.content.iter_chunked(CHUNK if pace is None else pace.chunk):
+        if pace is not None:
+            await pace.passing("response_bytes", len(piece))
         if reset_at is not None and sent + len(piece) >= reset_at:
             await resp.write(piece[: max(0, reset_at - sent)])
             abort(request)

@@ -13,6 +13,7 @@ events. The admin API under ``/__gate__/`` (harness.gate.admin) is never forward
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,7 @@ class _Decision:
     identity: str | None
     verdict: Verdict
     faults: list[Fault] = field(default_factory=list)
-    """Active bandwidth and reset faults that apply to the bodies."""
+    """Active bandwidth and stream-bandwidth faults that apply to the bodies."""
     reset: bool = False
     corrupt: list[Fault] = field(default_factory=list)
     """Active corrupt faults that apply to the answer if the write succeeds."""
@@ -213,7 +214,7 @@ class Gate:
             if fault.kind == "errors" and self.faults.roll(fault):
                 decision.verdict = self.protocol.fault_verdict(fault.status)
                 return
-        decision.faults = [f for f in faults if f.kind == "bandwidth"]
+        decision.faults = [f for f in faults if f.kind in ("bandwidth", "stream-bandwidth")]
         decision.reset = any(f.kind == "reset" and self.faults.roll(f) for f in faults)
         if self.protocol.corrupts(decision.ex, decision.access):
             decision.corrupt = [f for f in faults if f.kind == "corrupt"]
@@ -262,39 +263,39 @@ class Gate:
         added = self.protocol.response_headers(ex, access, identity)
         body: bytes | None = request.get("body")
         headers = relay.forwarded_headers(request, extra, body)
+        pace = relay.Pace.of(self.faults, decision.faults, request) if decision.faults else None
         data: Any = body
         if body is None and request.body_exists:
-            data = relay.request_body(request, self.faults, decision.faults)
+            data = relay.request_body(request, pace)
         host, port = self.upstream
         url = URL(f"http://{host}:{port}{target}", encoded=True)
-        async with self.session.request(
-            request.method,
-            url,
-            headers=headers,
-            data=data,
-            allow_redirects=False,
-            compress=None,
-        ) as up:
-            if self._wants_whole_response(request, decision, up):
-                payload = await up.read()
+        with pace or contextlib.nullcontext():
+            async with self.session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                compress=None,
+            ) as up:
+                if self._wants_whole_response(request, decision, up):
+                    payload = await up.read()
+                    if 200 <= up.status < 300:
+                        payload = await asyncio.to_thread(
+                            self.protocol.after_success,
+                            ex,
+                            access,
+                            identity,
+                            relay.Upstream(up.status, dict(up.headers)),
+                            payload,
+                        )
+                        wrong, changed = self._corrupt(decision, up, payload)
+                        payload = payload if changed is None else changed
+                        added = {**added, **wrong}
+                    return relay.whole(up, payload, added)
                 if 200 <= up.status < 300:
-                    payload = await asyncio.to_thread(
-                        self.protocol.after_success,
-                        ex,
-                        access,
-                        identity,
-                        relay.Upstream(up.status, dict(up.headers)),
-                        payload,
-                    )
-                    wrong, changed = self._corrupt(decision, up, payload)
-                    payload = payload if changed is None else changed
-                    added = {**added, **wrong}
-                return relay.whole(up, payload, added)
-            if 200 <= up.status < 300:
-                added = {**added, **self._corrupt(decision, up, None)[0]}
-            return await relay.stream(
-                request, up, self.faults, decision.faults, decision.reset, added
-            )
+                    added = {**added, **self._corrupt(decision, up, None)[0]}
+                return await relay.stream(request, up, pace, decision.reset, added)
 
     def _wants_whole_response(self, request: web.Request, decision: _Decision, up: Any) -> bool:
         ex, access = decision.ex, decision.access

@@ -145,8 +145,9 @@ def upload_events(local_cloud: object):
 def store_faults(local_cloud: object) -> Iterator[object]:
     """Faults of the stores as context managers (harness.cloud.chaos.StoreFaults):
     ``with store_faults.outage(store, seconds=30, bucket=b): ...``; also errors, latency,
-    bandwidth, reset, deny. Scope them to the test's bucket so that tests can share a store.
-    Every fault started is cleared after the test."""
+    bandwidth, stream_bandwidth (``stream-bandwidth``), reset, deny, corrupt. Scope them to
+    the test's bucket so that tests can share a store. Every fault started is cleared after
+    the test."""
     from harness.cloud.chaos import StoreFaults
 
     faults = StoreFaults()

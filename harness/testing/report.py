@@ -103,6 +103,7 @@ FAULT_COLORS = {
     "errors": "#e07b39",
     "latency": "#3b7dd8",
     "bandwidth": "#6aa84f",
+    "stream-bandwidth": "#a4c639",
     "reset": "#c0392b",
     "deny": "#8e44ad",
 }
