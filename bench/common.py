@@ -69,11 +69,11 @@ def add_upload_options(p: argparse.ArgumentParser) -> None:
 
 
 def upload_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
-    """The mount options ``add_upload_options`` set, for ``MountOptions(**...)``; a usage error
-    when this skycore's mounts lack one."""
-    from dataclasses import fields
+    """The upload options ``add_upload_options`` set, as keywords of ``storage_entry``; a
+    usage error when this skycore's file_mounts entries lack one."""
+    import inspect
 
-    from skycore.storage.mounting import MountOptions
+    from skycore.storage import Storage
 
     asked = {
         k: v
@@ -83,11 +83,27 @@ def upload_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> dict
         )
         if v is not None
     }
-    known = {f.name for f in fields(MountOptions)}
-    missing = sorted(set(asked) - known)
+    missing = sorted(set(asked) - set(inspect.signature(Storage.from_spec).parameters))
     if missing:
         p.error(f"this skycore's mounts have no option {', '.join(missing)}: run without it")
     return asked
+
+
+def storage_entry(
+    url: str, mode: str, flags: tuple[str, ...] = (), transfers: int | None = None, **upload: Any
+) -> Storage:
+    """The bucket ``url`` as a task YAML's file_mounts entry with these options makes it (the
+    mount defaults users get for what is not given), plus the rclone global ``flags``."""
+    from dataclasses import replace
+
+    from skycore.storage import Storage
+
+    storage = Storage.from_spec(
+        name=None, source=url, store=None, mode=mode, transfers=transfers, **upload
+    )
+    if flags:
+        storage.mount_options = replace(storage.mount_options, extra_flags=flags)
+    return storage
 
 
 # --- timing --------------------------------------------------------------------------------

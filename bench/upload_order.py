@@ -77,8 +77,7 @@ from bench_network import Network, add_wan_options, behind, wan_of
 from harness.emulators.fleet import start_all
 from harness.testing.order_check import WRITE_OPS, lost_keys, visible_prefix_violations
 from skycore.config import SkycoreConfig
-from skycore.storage import Storage, mounting
-from skycore.storage.mounting import MountOptions
+from skycore.storage import mounting
 
 SETS = {"big": (8, 32 << 20), "small": (200, 64 << 10)}
 PARALLEL = 4
@@ -94,9 +93,10 @@ STRICT_PARALLEL_RATIO = 2.0  # per store, at 0 ms, every set: ordered time / par
 
 def one_run(
     store: str, em: Any, config: SkycoreConfig, env: mounting.RcloneEnv, n: int, size: int,
-    options: MountOptions, base: Path, network: Network,
+    entry: dict[str, Any], base: Path, network: Network,
 ) -> dict[str, Any]:  # fmt: skip
-    """Mount a fresh bucket (behind ``network``), write ``n`` files of ``size`` bytes, drain;
+    """Mount a fresh bucket (behind ``network``; ``entry``: keywords of
+    ``common.storage_entry``, the mount's options), write ``n`` files of ``size`` bytes, drain;
     the figures, every duration on the monotonic clock (the gate's event times mapped onto it,
     the clock's offset sampled at the start, after the drain and at the end)."""
     case_start = time.monotonic_ns()
@@ -107,8 +107,7 @@ def one_run(
     names = [f"f-{i:04d}.bin" for i in range(n)]
     try:
         with behind(em, bucket, network):
-            storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT_CACHED")
-            storage.mount_options = options
+            storage = common.storage_entry(url, "MOUNT_CACHED", **entry)
             common.mount(storage, dst, config, env)
             payload = os.urandom(size)
             log_offset = common.gate_log_offset(em)
@@ -145,7 +144,7 @@ def one_run(
 
     in_store_s = since_start(max(e.t_ns for e in writes)) if checked else drained_s
     res: dict[str, Any] = {
-        "transfers": options.transfers,
+        "transfers": storage.mount_options.transfers,
         "latency_ms": network.latency_ms,
         "written_s": (written - start) / 1e9,
         "first_in_store_s": since_start(min(e.t_ns for e in writes)) if writes else None,
@@ -227,15 +226,13 @@ def measure_case(
     invalid: dict[int, list[dict[str, Any]]] = {t: [] for t in MODES}
     for _ in range(repeat):
         for transfers in MODES:
-            options = MountOptions(
-                transfers=transfers, extra_flags=flags, **(upload if transfers == 1 else {})
-            )
+            entry = {"flags": flags, "transfers": transfers, **(upload if transfers == 1 else {})}
 
-            def attempt(options: MountOptions = options) -> dict[str, Any] | None:
+            def attempt(entry: dict[str, Any] = entry) -> dict[str, Any] | None:
                 try:
-                    return one_run(store, em, config, env, n, size, options, base, network)
+                    return one_run(store, em, config, env, n, size, entry, base, network)
                 except Exception as e:  # a failed run is reported, never hidden
-                    failures.append(f"{case} transfers={options.transfers}: {e}")
+                    failures.append(f"{case} transfers={entry['transfers']}: {e}")
                     return None
 
             res, drifted = until_valid(attempt, lambda r: r is None or r["clock_valid"])
