@@ -44,16 +44,29 @@ class Network:
 
 
 @contextlib.contextmanager
-def behind(emulator: Any, bucket: str, network: Network) -> Iterator[None]:
-    """Keep ``bucket`` of ``emulator`` behind ``network``'s faults while the block runs."""
+def behind(emulator: Any, bucket: str, network: Network) -> Iterator[dict[str, int]]:
+    """Keep ``bucket`` of ``emulator`` behind ``network``'s faults while the block runs; the
+    dict it gives is filled, when the block ends, with each fault's hits by kind (a fault
+    with none was never applied: ``unapplied`` names it)."""
     ids: list[int] = []
+    hits: dict[str, int] = {}
     try:
         for kind, options in network.faults():
             ids.append(emulator.add_fault(kind, bucket=bucket, **options)["id"])
-        yield
+        yield hits
     finally:
         for fault_id in ids:
-            emulator.clear_faults(fault_id=fault_id)
+            for ended in emulator.clear_faults(fault_id=fault_id):
+                hits[ended["kind"]] = hits.get(ended["kind"], 0) + int(ended.get("hits", 0))
+
+
+def unapplied(hits: dict[str, int]) -> list[str]:
+    """A problem for each of the network's faults that hit no request."""
+    return [
+        f"the {kind} fault hit no request: the run was not behind it"
+        for kind, count in hits.items()
+        if count == 0
+    ]
 
 
 def add_wan_options(parser: argparse.ArgumentParser) -> None:

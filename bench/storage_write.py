@@ -48,7 +48,7 @@ from typing import Any
 import common
 from bench_checks import Target, add_check_option, verdict
 from bench_consistency import in_order, negatives, parts_over_whole
-from bench_network import Network, add_wan_options, behind, wan_of
+from bench_network import Network, add_wan_options, behind, unapplied, wan_of
 
 from harness.emulators.fleet import start_all
 from skycore.config import SkycoreConfig
@@ -115,7 +115,7 @@ def bench_sdk(
     url = em.make_bucket(bucket, owner="user", public=False)
     path = base / f"{name}-sdk.bin"
     try:
-        with behind(em, bucket, network):
+        with behind(em, bucket, network) as fault_hits:
             storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
             storage.check(config)
             store = make_store(storage.store, storage.name, config, storage.account)
@@ -128,7 +128,8 @@ def bench_sdk(
     finally:
         path.unlink(missing_ok=True)
         em.delete_bucket(bucket)
-    return row(name, "SDK", size, t_write, t_store, time.perf_counter() - case_start)
+    wall = time.perf_counter() - case_start
+    return row(name, "SDK", size, t_write, t_store, wall, fault_hits=fault_hits)
 
 
 def bench_mount(
@@ -142,7 +143,7 @@ def bench_mount(
     url = em.make_bucket(bucket, owner="user", public=False)
     dst = base / f"{name}-{mode.lower()}"
     try:
-        with behind(em, bucket, network):
+        with behind(em, bucket, network) as fault_hits:
             storage = common.storage_entry(url, mode, **entry)
             common.mount(storage, dst, config, env)
             store = make_store(storage.store, storage.name, config, storage.account)
@@ -157,7 +158,7 @@ def bench_mount(
             common.unmount(dst, env)
         em.delete_bucket(bucket)
     wall = time.perf_counter() - case_start
-    return row(name, mode, size, t_write, t_store, wall, drained.returncode == 0)
+    return row(name, mode, size, t_write, t_store, wall, drained.returncode == 0, fault_hits)
 
 
 def bench_store(
@@ -182,15 +183,18 @@ def row(
     t_store: float | None,
     case_wall: float | None = None,
     drained: bool = True,
+    fault_hits: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """One line of the results: how long the writer was blocked and, for a store, how long
     until the checkpoint was in it (``t_store``) and how long the whole case took (bucket,
-    mount, write, upload, unmount: ``case_wall``). ``inconsistent``: what in them cannot be."""
+    mount, write, upload, unmount: ``case_wall``). ``inconsistent``: what in them cannot be,
+    or a fault of the network that hit no request (``fault_hits``: hits by kind)."""
     figures = {"write_s": t_write, "in_store_s": t_store, "case_wall_s": case_wall}
     problems = [
         *negatives(figures),
         *in_order([("write_s", t_write), ("in_store_s", t_store)]),
         *parts_over_whole("case_wall_s", case_wall, {"write_s": t_write, "in_store_s": t_store}),
+        *unapplied(fault_hits or {}),
     ]
     return {
         "store": store,
@@ -199,6 +203,7 @@ def row(
         "write_mib_s": round(size / 2**20 / t_write, 1) if t_write > 0 else None,
         "end_to_end_mib_s": round(size / 2**20 / t_store, 1) if t_store else None,
         "drained": drained,
+        "fault_hits": fault_hits or {},
         "inconsistent": problems,
     }
 

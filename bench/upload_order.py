@@ -72,7 +72,7 @@ import common
 from bench_checks import Target, add_check_option, verdict
 from bench_clock import ATTEMPTS, MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_consistency import at_most, counts_add_up, in_order, negatives, parts_over_whole
-from bench_network import Network, add_wan_options, behind, wan_of
+from bench_network import Network, add_wan_options, behind, unapplied, wan_of
 
 from harness.emulators.fleet import start_all
 from harness.testing.order_check import WRITE_OPS, lost_keys, visible_prefix_violations
@@ -106,7 +106,7 @@ def one_run(
     dst = base / f"{store}-{bucket}"
     names = [f"f-{i:04d}.bin" for i in range(n)]
     try:
-        with behind(em, bucket, network):
+        with behind(em, bucket, network) as fault_hits:
             storage = common.storage_entry(url, "MOUNT_CACHED", **entry)
             common.mount(storage, dst, config, env)
             payload = os.urandom(size)
@@ -145,6 +145,7 @@ def one_run(
     in_store_s = since_start(max(e.t_ns for e in writes)) if checked else drained_s
     res: dict[str, Any] = {
         "transfers": storage.mount_options.transfers,
+        "fault_hits": fault_hits,
         "latency_ms": network.latency_ms,
         "written_s": (written - start) / 1e9,
         "first_in_store_s": since_start(min(e.t_ns for e in writes)) if writes else None,
@@ -167,7 +168,7 @@ def one_run(
             Counter(common.request_kind(m, p, bucket) for m, p in requests).most_common()
         ),
     }
-    res["inconsistent"] = inconsistencies(res, n, watch.drift_ns / 1e9)
+    res["inconsistent"] = inconsistencies(res, n, watch.drift_ns / 1e9) + unapplied(fault_hits)
     for key in ("written_s", "first_in_store_s", "in_store_s", "drained_s", "case_wall_s"):
         res[key] = None if res[key] is None else round(res[key], 3)
     return res

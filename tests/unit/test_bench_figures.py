@@ -189,3 +189,9 @@ def test_bad_wan_values_are_a_usage_error_naming_the_option(
     with pytest.raises(SystemExit):
         network.wan_of(parser, parser.parse_args(argv))
     assert field in capsys.readouterr().err
+
+
+def test_a_network_fault_that_hit_nothing_is_named() -> None:
+    assert network.unapplied({"latency": 12, "stream-bandwidth": 3}) == []
+    (problem,) = network.unapplied({"latency": 12, "stream-bandwidth": 0})
+    assert problem.startswith("the stream-bandwidth fault hit no request")
