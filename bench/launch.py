@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 from bench_checks import Target, add_check_option, verdict
+from bench_consistency import negatives, parts_over_whole
 from rich.console import Console
 from rich.table import Table
 
@@ -154,7 +155,11 @@ def _one(workload: str, path: Path, nodes: int, run_id: str, out: Console) -> di
                 raise RuntimeError(
                     f"{phase} launch of {name} failed ({res.job_status}); logs in {res.log_dir}"
                 )
-            stages = {s.stage.value: round(s.seconds, 3) for s in res.stages}
+            raw = {s.stage.value: s.seconds for s in res.stages}
+            record.setdefault("inconsistent", []).extend(
+                f"{workload} {nodes} node(s) {phase}: {p}" for p in stage_problems(raw, total)
+            )
+            stages = {k: round(v, 3) for k, v in raw.items()}
             launcher = sum(stages.get(s, 0.0) for s in LAUNCHER_STAGES)
             record[phase] = {
                 "total_s": round(total, 3),
@@ -186,6 +191,15 @@ def _one(workload: str, path: Path, nodes: int, run_id: str, out: Console) -> di
         finally:
             record["down_s"] = round(time.monotonic() - t0, 3)
     return record
+
+
+def stage_problems(stages: dict[str, float], total: float) -> list[str]:
+    """What cannot be in one launch's figures: a negative stage, a stage or the stages
+    together (they run one after another) longer than the launch's total."""
+    return [
+        *negatives({**stages, "total_s": total}),
+        *parts_over_whole("total_s", total, {**stages, "stages together": sum(stages.values())}),
+    ]
 
 
 def _median(records: list[dict[str, Any]], phase: str, key: str = "total_s") -> float | None:
@@ -385,7 +399,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     out.print(f"Results: {path}")
-    return verdict(targets, args.no_check)
+    failures = [
+        f"INCONSISTENT {p}"
+        for by_nodes in runs.values()
+        for recs in by_nodes.values()
+        for r in recs
+        for p in r.get("inconsistent", [])
+    ]
+    return verdict(targets, args.no_check, failures)
 
 
 if __name__ == "__main__":

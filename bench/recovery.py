@@ -14,6 +14,11 @@ reached the bucket). Per preemption it measures, from the moment the node was re
 Needs the local cloud ('harness up'). Works in a temporary SKYCORE_HOME (a copy of the
 cloud's config); prints a table and saves JSON under bench/results/.
 
+Every figure is a difference of wall-clock times taken on this machine; the clocks' offset
+(wall minus monotonic) is sampled at each trial's start and end, and a trial during which it
+moved by more than 50 ms is invalid: reported, run again (3 runs at most), never in the
+summary. A trial whose steps are out of order or negative is a failure (INCONSISTENT).
+
 A measurement that never happened (no RECOVERING event, no "nodes up", no new step before
 --trial-timeout) is null in the JSON and makes the trial FAILED, never 0 s. The run exits 1
 when a trial failed, and when a target was missed unless --no-check (exploratory runs).
@@ -25,6 +30,7 @@ after the trial.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -37,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_checks import Target, add_check_option, verdict
+from bench_clock import MAX_DRIFT_NS, ClockWatch, until_valid
+from bench_consistency import in_order, negatives
 from common import ROOT, arg_parser, cell, print_table, save_results, wait_for
 
 from harness.accounts import USER
@@ -53,6 +61,7 @@ DETECT_TARGET_S = 5.0
 TRAINING_TARGET_S = 20.0
 STEP_RE = re.compile(r"^step (\d+) \S+ t=([\d.]+)$", re.M)
 RESUME_RE = re.compile(r"^RESUME step=(\d+) \S+ t=([\d.]+)$", re.M)
+STEPS = ("detect_s", "node_back_s", "running_s", "first_step_s")  # in the order they happen
 
 
 def fresh_home(base: Path) -> Path:
@@ -123,7 +132,12 @@ def one_trial(
     job: jstate.ManagedJob, store: str, bucket: str, n: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Wait for a fresh checkpoint in the bucket, preempt, measure the way back. What was not
-    seen within ``args.trial_timeout`` is None and the row says why the trial failed."""
+    seen within ``args.trial_timeout`` is None and the row says why the trial failed.
+
+    Every time here is another process's wall clock (the preemption's, the controller's
+    events, the program's log), so the clocks' offset is sampled at the start and at the end:
+    a trial during which it moved is invalid (``clock_valid``), its figures untrusted."""
+    watch = ClockWatch.start()
     row: dict[str, Any] = {
         "trial": n,
         "detect_s": None,
@@ -187,9 +201,11 @@ def one_trial(
     finally:
         if frozen:
             os.kill(frozen, signal.SIGCONT)
-    missing = [
-        k for k in ("detect_s", "node_back_s", "running_s", "first_step_s") if row[k] is None
-    ]
+    watch.stop()
+    row.update(watch.as_json())
+    steps = [(k, row[k]) for k in STEPS]
+    row["inconsistent"] = negatives(dict(steps)) + in_order(steps)
+    missing = [k for k in STEPS if row[k] is None]
     if missing and not row["error"]:
         row["error"] = f"not measured: {', '.join(missing)}"
 
@@ -238,6 +254,7 @@ def main() -> int:
     job = core.launch(task_yaml(base, url, args), name="bench-recovery", use_spot=True)
     print(f"managed job {job.job_id} on cluster {job.cluster}; log {job.log_path}", flush=True)
     rows: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
     aborted = None
     try:
         wait_for(
@@ -246,8 +263,17 @@ def main() -> int:
             180,
         )
         for n in range(1, args.trials + 1):
-            rows.append(one_trial(job, args.store, bucket, n, args))
-            if rows[-1]["error"]:
+            row, drifted = until_valid(
+                functools.partial(one_trial, job, args.store, bucket, n, args),
+                lambda r: r["clock_valid"] or bool(r["error"]),
+            )
+            invalid += drifted
+            for r in drifted:
+                print(f"INVALID trial {n} (clock offset moved {r['clock_drift_ms']} ms): run again")
+            if row is None:
+                break
+            rows.append(row)
+            if row["error"]:
                 break  # the job is not where the next trial expects it
     except (TimeoutError, chaos.ChaosError) as e:
         aborted = str(e)  # recorded as a failure below, with whatever was measured
@@ -275,13 +301,16 @@ def main() -> int:
         values = [r[key] for r in rows]
         return None if not values or None in values else max(values)
 
-    keys = ("detect_s", "node_back_s", "running_s", "first_step_s")
+    keys = STEPS
     totals = {k: summary(k) for k in keys}
     targets = [
         Target("detection (max over trials)", worst("detect_s"), DETECT_TARGET_S),
         Target("back to training (max over trials)", worst("first_step_s"), TRAINING_TARGET_S),
     ]
     failures = [f"trial {r['trial']}: {r['error']}" for r in rows if r["error"]]
+    failures += [f"trial {r['trial']}: INCONSISTENT {p}" for r in rows for p in r["inconsistent"]]
+    if invalid and len(rows) < args.trials:
+        failures.append(f"{len(invalid)} trial(s) invalid (the clocks' offset moved)")
     if aborted:
         failures.append(f"aborted: {aborted}")
     if len(rows) < args.trials:
@@ -306,6 +335,8 @@ def main() -> int:
             "step_seconds": args.step_seconds,
             "poll_interval_s": 0.5,
             "trials": rows,
+            "invalid_trials": invalid,
+            "clock_max_drift_ms": MAX_DRIFT_NS / 1e6,
             "summary": totals,
             "targets": {t.name: t.as_json() for t in targets},
             "failures": failures,

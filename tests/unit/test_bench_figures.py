@@ -195,3 +195,11 @@ def test_a_network_fault_that_hit_nothing_is_named() -> None:
     assert network.unapplied({"latency": 12, "stream-bandwidth": 3}) == []
     (problem,) = network.unapplied({"latency": 12, "stream-bandwidth": 0})
     assert problem.startswith("the stream-bandwidth fault hit no request")
+
+
+def test_launch_finds_stages_longer_than_the_launch() -> None:
+    launch = bench_module("launch")
+    assert launch.stage_problems({"provision": 3.0, "setup": 2.0}, 6.0) == []
+    problems = launch.stage_problems({"provision": 3.0, "setup": 4.0}, 6.0)
+    assert problems == ["stages together (7.0) is longer than total_s (6.0)"]
+    assert launch.stage_problems({"provision": -1.0}, 6.0) == ["provision is negative (-1.0)"]
