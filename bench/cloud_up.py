@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from bench_checks import Target, add_check_option, verdict
+from bench_consistency import negatives
 
 TARGET_WARM_UP_S = 3.0
 
@@ -35,6 +36,9 @@ def main() -> int:
     subprocess.run([*harness, "up"], check=True)  # make sure it is up (may take a while)
     up = [timed([*harness, "up"]) for _ in range(args.runs)]
     status = [timed([*harness, "status"]) for _ in range(args.runs)]
+    timings = {f"up run {i}": t for i, t in enumerate(up)}
+    timings |= {f"status run {i}": t for i, t in enumerate(status)}
+    failures = [f"INCONSISTENT {p}" for p in negatives(timings)]
     # Every warm 'harness up' must be under the target, not just the typical one.
     target = Target("warm harness up (max over runs)", max(up), TARGET_WARM_UP_S)
     result = {
@@ -50,7 +54,7 @@ def main() -> int:
     print(f"harness up (already up): median {statistics.median(up):.2f} s, max {max(up):.2f} s")
     print(f"harness status:          median {statistics.median(status):.2f} s")
     print(f"saved {out}")
-    return verdict([target], args.no_check)
+    return verdict([target], args.no_check, failures)
 
 
 if __name__ == "__main__":

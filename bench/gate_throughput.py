@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_checks import Target, add_check_option, verdict
+from bench_consistency import negatives
 from common import arg_parser, cell, print_table, save_results
 
 from harness.accounts import USER
@@ -90,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(f"{store}: {e.stderr.strip().splitlines()[-1:]}")
             finally:
                 s3.delete_bucket(bucket)
+            rates = {f"{store} direct run {i}": r for i, r in enumerate(direct)}
+            rates |= {f"{store} gate run {i}": r for i, r in enumerate(gate)}
+            failures += [f"INCONSISTENT {p}" for p in negatives(rates)]
+            failures += [f"INCONSISTENT {k} is 0 MiB/s" for k, v in rates.items() if v == 0]
             d = statistics.median(direct) if direct else None
             g = statistics.median(gate) if gate else None
             ratio = g / d if d and g else None

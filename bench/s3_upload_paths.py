@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench_consistency import negatives, parts_over_whole
 from common import RCLONE, arg_parser, cell, print_table, save_results
 
 from harness.emulators.fleet import start_all
@@ -131,7 +132,15 @@ def main(argv: list[str] | None = None) -> int:
                         row = out
                     elif "before" in complete:
                         row["complete_s"] = complete["after"] - complete["before"]
-                    rows.setdefault(name, []).append(row)
+                    steps = sum(row.get(k, 0.0) for k in ("parts_s", "complete_s"))
+                    problems = [
+                        *negatives(row),
+                        *parts_over_whole("total_s", row["total_s"], row),
+                        *parts_over_whole("total_s", row["total_s"], {"parts and complete": steps}),
+                    ]  # fmt: skip
+                    failures += [f"{name}: INCONSISTENT {p}" for p in problems]
+                    if not problems:
+                        rows.setdefault(name, []).append(row)
                 except Exception as e:  # a failed trial is reported, never hidden
                     failures.append(f"{name}: {e}")
     finally:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_checks import Target, add_check_option, verdict
+from bench_consistency import in_order, negatives
 from common import add_stores_option, arg_parser, cell, names, print_table, save_results
 from recovery import fresh_home
 
@@ -168,6 +169,28 @@ def one_store(store: str, base: Path, writes: int, files: int) -> dict[str, Any]
         kit.close(failed=failed)
 
 
+def summary_problems(name: str, stats: dict[str, float | None], n: int) -> list[str]:
+    """What cannot be in one ``summary``: a negative time, best over median over p90, or not
+    ``n`` values."""
+    steps = [(f"{name} {k}", stats[k]) for k in ("best", "median", "p90")]
+    problems = [*negatives(dict(steps)), *in_order(steps)]
+    if stats["n"] != n:
+        problems.append(f"{name} n is {stats['n']}, not the {n} measured")
+    return problems
+
+
+def figure_problems(figures: dict[str, Any], writes: int, files: int) -> list[str]:
+    """What cannot be in one store's figures (every summary checked)."""
+    problems = []
+    for side, kinds in figures.get("checkpoints", {}).items():
+        for what, stats in kinds.items():
+            problems += summary_problems(f"checkpoint {side} {what}", stats, writes)
+    for kind, sides in figures.get("creates", {}).items():
+        for side, stats in sides.items():
+            problems += summary_problems(f"create {kind} {side}", stats, files)
+    return problems
+
+
 def store_targets(store: str, figures: dict[str, Any]) -> list[Target]:
     """The targets of one store's figures (None: not measured)."""
     ckpt = figures.get("checkpoints") or {}
@@ -232,6 +255,9 @@ def main() -> int:
                 results[store] = {}
                 continue
             print_store(store, results[store])
+            for problem in figure_problems(results[store], args.writes, args.files):
+                failures.append(f"{store}: INCONSISTENT {problem}")
+                print(failures[-1])
     finally:
         shutil.rmtree(base, ignore_errors=True)
     targets = [t for store, figures in results.items() for t in store_targets(store, figures)]
