@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StrictStr,
     ValidationError,
 )
 
@@ -102,6 +103,8 @@ class StorageSpec(_Strict):
     mode: Annotated[Literal["COPY", "MOUNT", "MOUNT_CACHED"], BeforeValidator(_upper)] = "MOUNT"
     persistent: StrictBool = True
     transfers: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    upload_concurrency: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    chunk_size: StrictStr | StrictInt | None = None  # a size with a unit, checked per store
 
 
 class TaskSpec(_Strict):
@@ -432,6 +435,8 @@ def _resolve_file_mounts(
                     mode=sspec.mode,
                     persistent=sspec.persistent,
                     transfers=sspec.transfers,
+                    upload_concurrency=sspec.upload_concurrency,
+                    chunk_size=sspec.chunk_size,
                     default_store=default_store,
                     field=field,
                 )

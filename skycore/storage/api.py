@@ -27,7 +27,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from skycore.storage import mounting
+from skycore.storage import mounting, upload_tuning
 from skycore.storage.common import (
     BucketUrl,
     StorageAccessError,
@@ -375,11 +375,25 @@ class AbstractStore(ABC):
     """rclone global options (name, value) for the write-back uploads of this store's
     MOUNT_CACHED mounts, set per mount (``MountOptions.upload_config``)."""
 
+    upload_parts: ClassVar[upload_tuning.PartLimits | None] = None
+    """What the store accepts for one part of a multipart upload (None: rclone uploads each
+    file in one stream), for a mount's ``upload_concurrency`` and ``chunk_size``."""
+
     def cached_mount_options(self, options: mounting.MountOptions) -> mounting.MountOptions:
-        """``options`` of a MOUNT_CACHED mount of this store with its upload options set."""
+        """``options`` of a MOUNT_CACHED mount of this store with its upload options set (the
+        store's own win over the mount's)."""
         if not self.cached_upload_config:
             return options
-        return replace(options, upload_config=self.cached_upload_config)
+        config = dict(options.upload_config) | dict(self.cached_upload_config)
+        return replace(options, upload_config=tuple(config.items()))
+
+    def upload_mount_options(
+        self, mode: StorageMode, options: mounting.MountOptions
+    ) -> mounting.MountOptions:
+        """``options`` of a mount of this store in ``mode`` with its upload tuning
+        (storage/upload_tuning) and, for MOUNT_CACHED, the store's upload options."""
+        options = upload_tuning.tuned(self.upload_parts, mode, options)
+        return self.cached_mount_options(options) if mode is StorageMode.MOUNT_CACHED else options
 
     def mount_command(
         self,
@@ -391,9 +405,7 @@ class AbstractStore(ABC):
         env: mounting.RcloneEnv = mounting.NODE_ENV,
     ) -> str:
         """Bash a node runs to mount the bucket at ``dst`` in ``mode`` (idempotent)."""
-        options = options or mounting.MountOptions()
-        if mode is StorageMode.MOUNT_CACHED:
-            options = self.cached_mount_options(options)
+        options = self.upload_mount_options(mode, options or mounting.MountOptions())
         return mounting.mount_command(self.rclone_path(prefix, anonymous), dst, mode, options, env)
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from skycore.storage.api import AbstractStore, AccessInfo
 from skycore.storage.common import StorageAccessError, basic_name_problem
+from skycore.storage.upload_tuning import MiB, PartLimits
 
 
 class AzureConfig(BaseModel):
@@ -63,6 +64,10 @@ class AzureBlobStore(AbstractStore):
     url_has_account = True
     endpoint_label = "blob endpoint"
     section: AzureConfig
+    upload_parts = PartLimits(
+        MiB, 4000 * MiB, default_streams=16, default_chunk=4 * MiB,
+        rule="an Azure block is at most 4000 MiB; skycore asks for 1 MiB or more",
+    )  # fmt: skip
     cached_upload_config = (("MultiThreadCutoff", "1"),)
     """Cached mounts upload every non-empty file with rclone's multi-thread copy, which reads
     it straight from the cache file. rclone 1.75.2's other Azure upload paths send a copy of

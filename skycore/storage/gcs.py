@@ -66,7 +66,14 @@ def gcs_rclone_endpoint(api_endpoint: str) -> str:
 
 
 class GcsStore(AbstractStore):
-    """A GCS bucket."""
+    """A GCS bucket.
+
+    A file goes up in one stream whatever its size (``upload_parts`` None): rclone's GCS
+    backend sends one resumable upload whose chunks go one after another (the Google API
+    client's upload, 16 MiB chunks) and has neither a chunk writer nor a writer-at, so
+    rclone's multi-thread upload cannot split it; GCS's own ways to send parts at once
+    (parallel composite uploads, the XML API's multipart upload) are not in rclone's GCS
+    backend."""
 
     store_name = "gcs"
     schemes = ("gs",)

@@ -79,6 +79,8 @@ class MountOptions:
     mount with other values gets a daemon of its own. ``upload_config`` is rclone global
     options (name, value) for this mount alone, sent as ``mount/mount``'s ``_config``: they
     apply to its VFS, so to its write-back uploads (the store's ``cached_upload_config``).
+    ``upload_concurrency``, ``chunk_size``: the entry's upload tuning (None: default, see
+    storage/upload_tuning), sent as ``remote_params`` (``,name=value`` backend options).
     """
 
     transfers: int = 1
@@ -87,6 +89,9 @@ class MountOptions:
     refresh_s: float = 10.0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
     upload_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    upload_concurrency: int | None = None
+    chunk_size: int | None = None
+    remote_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -293,18 +298,18 @@ def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
     return "max_background"
 
 
-def tagged_remote(remote_path: str, dst: str) -> str:
-    """``remote_path`` with a connection-string parameter naming the mount point
-    (``remote,description=skycore-<hash of dst>:path``; every backend has that option and it
-    changes nothing but the Fs name), so two mounts of the same bucket stay two VFSes that
-    ``vfs/stats fs=`` tells apart, each with its own cache folder (stable across remounts)."""
+def tagged_remote(remote_path: str, dst: str, params: str = "") -> str:
+    """``remote_path`` with the mount's backend ``params`` and one naming the mount point
+    (``remote,description=skycore-<hash of dst>...:path``: every backend has it and it changes
+    only the Fs name), so two mounts of the same bucket stay two VFSes that ``vfs/stats fs=``
+    tells apart, each with its own cache folder (stable across remounts)."""
     from skycore.node.mountd.copying import remote_colon  # the node program's own parser
 
     tag = hashlib.sha256(dst.encode()).hexdigest()[:10]
     j = remote_colon(remote_path)
     if j < 0:
         return remote_path
-    return f"{remote_path[:j]},description=skycore-{tag}{remote_path[j:]}"
+    return f"{remote_path[:j]},description=skycore-{tag}{params}{remote_path[j:]}"
 
 
 def _mount_spec(req: MountRequest, env: RcloneEnv) -> dict[str, Any]:
@@ -315,7 +320,7 @@ def _mount_spec(req: MountRequest, env: RcloneEnv) -> dict[str, Any]:
     return {
         "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
         "transfers": transfers, "extra": list(extra),
-        "fs": tagged_remote(req.remote_path, req.dst), "dst": req.dst,
+        "fs": tagged_remote(req.remote_path, req.dst, req.options.remote_params), "dst": req.dst,
         "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
         "refresh": refresh_every(req.mode, req.options),
         "remote": req.remote_path, "mode": req.mode.value,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from skycore.storage.api import AbstractStore, AccessInfo
 from skycore.storage.common import StorageError, basic_name_problem, is_ip_address
+from skycore.storage.upload_tuning import GiB, MiB, PartLimits
 
 _TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
 
@@ -78,6 +79,10 @@ class S3Store(AbstractStore):
     location_constraint: ClassVar[bool] = True
     """create_bucket sends the region as LocationConstraint (outside us-east-1)."""
     section: AwsConfig
+    upload_parts = PartLimits(
+        5 * MiB, 5 * GiB, default_streams=4, default_chunk=5 * MiB,
+        rule="an S3 multipart upload takes parts of 5 MiB to 5 GiB",
+    )  # fmt: skip
 
     @classmethod
     def error_status(cls, e: Exception) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from skycore import state
 from skycore.config import SkycoreConfig
-from skycore.storage import mounting
+from skycore.storage import mounting, upload_tuning
 from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
     BucketUrl,
@@ -82,22 +82,26 @@ class Storage:
         mode: str = "MOUNT",
         persistent: bool = True,
         transfers: int | None = None,
+        upload_concurrency: int | None = None,
+        chunk_size: str | int | None = None,
         default_store: str | None = None,
         field: str = "file_mounts",
     ) -> Storage:
-        """Resolve a storage dict (name, source, store, mode, persistent, transfers) or raise
-        StorageSpecError / BucketNameError naming ``field`` and the fix.
+        """Resolve a storage dict (name, source, store, mode, persistent and the upload tuning)
+        or raise StorageSpecError / BucketNameError naming ``field`` and the fix.
 
         ``transfers`` (MOUNT_CACHED only) is how many cached files upload at once; the default
-        1 keeps uploads in creation order."""
+        1 keeps uploads in creation order. ``upload_concurrency`` and ``chunk_size``: see
+        storage/upload_tuning."""
         smode = StorageMode(mode)
         store_t = get_store_class(store, f"{field}.store").store_name if store else None
-        if transfers is not None and smode is not StorageMode.MOUNT_CACHED:
-            raise StorageSpecError(
-                f"{field}.transfers applies to mode MOUNT_CACHED only (this entry is "
-                f"{smode.value}); remove transfers or use mode: MOUNT_CACHED."
-            )
-        options = mounting.MountOptions(transfers=transfers or 1)
+
+        def options(st: str) -> mounting.MountOptions:
+            tuning = (get_store_class(st).upload_parts, upload_concurrency, chunk_size)
+            streams, chunk = upload_tuning.entry_tuning(st, smode, transfers, tuning, field)
+            opts = mounting.MountOptions(transfers=transfers or 1)
+            return replace(opts, upload_concurrency=streams, chunk_size=chunk)
+
         if source is not None and is_cloud_url(source):
             url = parse_url(source, f"{field}.source")
             if name is not None:
@@ -121,7 +125,7 @@ class Storage:
                 prefix=url.prefix,
                 account=url.account,
                 yaml_field=field,
-                mount_options=options,
+                mount_options=options(url.store),
             )
         if name is None:
             if source is None:
@@ -167,7 +171,7 @@ class Storage:
             persistent=persistent,
             kind="sky_managed",
             yaml_field=field,
-            mount_options=options,
+            mount_options=options(store_t),
         )
 
     def to_spec_dict(self) -> dict[str, Any]:
@@ -180,9 +184,7 @@ class Storage:
             if self.source is not None:
                 out["source"] = self.source
         out["persistent"] = self.persistent
-        if self.mount_options.transfers != 1:
-            out["transfers"] = self.mount_options.transfers
-        return out
+        return out | upload_tuning.entry_fields(self.mount_options)
 
     # --- identity -----------------------------------------------------------------------------
     @property
@@ -363,6 +365,8 @@ class Storage:
             "anonymous": anonymous,
             "read_only": read_only or opts.read_only,
             "transfers": opts.transfers,
+            "upload_concurrency": opts.upload_concurrency,
+            "chunk_size": opts.chunk_size,
         }
 
     @classmethod
@@ -379,6 +383,8 @@ class Storage:
             mount_options=mounting.MountOptions(
                 transfers=int(spec.get("transfers", 1)),
                 read_only=bool(spec.get("read_only", False)),
+                upload_concurrency=spec.get("upload_concurrency"),
+                chunk_size=spec.get("chunk_size"),
             ),
         )
         storage._access = AccessInfo(
@@ -406,8 +412,8 @@ class Storage:
         """The idempotent node step that mounts the bucket at ``dst`` in this entry's mode.
 
         Read-only (writes fail at once with EROFS) when the last access check found the user
-        cannot write; call ``access`` or ``prepare`` first. A MOUNT_CACHED mount gets its
-        store's upload options (``cached_mount_options``)."""
+        cannot write; call ``access`` or ``prepare`` first. The mount gets its upload tuning
+        and its store's upload options (``upload_mount_options``)."""
         if not self.mode.is_mount:
             raise StorageSpecError(
                 f"{self.yaml_field}: mode COPY is not mounted; use copy_command."
@@ -417,8 +423,7 @@ class Storage:
         if read_only and not opts.read_only:
             opts = replace(opts, read_only=True)
         st = self.store_obj(config)
-        if self.mode is StorageMode.MOUNT_CACHED:
-            opts = st.cached_mount_options(opts)
+        opts = st.upload_mount_options(self.mode, opts)
         remote = st.rclone_path(self.prefix, anonymous)
         return mounting.mount_step(remote, dst, self.mode, opts, env)
 

@@ -138,7 +138,11 @@ def test_a_store_sets_rclone_options_for_its_cached_uploads_only() -> None:
     assert parallel[0]["rc_config"] == {"MultiThreadCutoff": "1"}  # whatever the transfers
     assert azure_cached[0]["dir"].endswith("/rcd-t1")  # the node's one daemon, as before
     assert node_specs(script("azure://skyuser/box", "MOUNT"))[0]["rc_config"] == {}
-    assert node_specs(script("s3://bucket-a", "MOUNT_CACHED"))[0]["rc_config"] == {}
+    # An ordered S3 mount sends a file bigger than one part in parts (storage/upload_tuning);
+    # a parallel one keeps rclone's defaults.
+    ordered_s3 = node_specs(script("s3://bucket-a", "MOUNT_CACHED"))
+    assert ordered_s3[0]["rc_config"] == {"MultiThreadCutoff": "5242881B"}
+    assert node_specs(script("s3://bucket-a", "MOUNT_CACHED", transfers=4))[0]["rc_config"] == {}
 
 
 def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
