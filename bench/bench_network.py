@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,21 @@ def behind(emulator: Any, bucket: str, network: Network) -> Iterator[dict[str, i
         for fault_id in ids:
             for ended in emulator.clear_faults(fault_id=fault_id):
                 hits[ended["kind"]] = hits.get(ended["kind"], 0) + int(ended.get("hits", 0))
+
+
+@contextlib.contextmanager
+def fresh_bucket(
+    emulator: Any, prefix: str, network: Network
+) -> Iterator[tuple[str, dict[str, int]]]:
+    """A new bucket of the user's (named ``prefix``-random) behind ``network`` while the block
+    runs: (its URL, the faults' hits as ``behind`` fills them). Deleted at the end."""
+    bucket = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    url = emulator.make_bucket(bucket, owner="user", public=False)
+    try:
+        with behind(emulator, bucket, network) as hits:
+            yield url, hits
+    finally:
+        emulator.delete_bucket(bucket)
 
 
 def unapplied(hits: dict[str, int]) -> list[str]:

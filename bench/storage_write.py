@@ -41,14 +41,13 @@ import shlex
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import common
 from bench_checks import Target, add_check_option, verdict
 from bench_consistency import in_order, negatives, parts_over_whole
-from bench_network import Network, add_wan_options, behind, unapplied, wan_of
+from bench_network import Network, add_wan_options, fresh_bucket, unapplied, wan_of
 
 from harness.emulators.fleet import start_all
 from skycore.config import SkycoreConfig
@@ -111,11 +110,9 @@ def bench_sdk(
     """Write the checkpoint to local disk, then upload it with the store's SDK (its
     defaults): the way to save a checkpoint without a mount."""
     case_start = time.perf_counter()
-    bucket = f"bench-sdk-{uuid.uuid4().hex[:8]}"
-    url = em.make_bucket(bucket, owner="user", public=False)
     path = base / f"{name}-sdk.bin"
-    try:
-        with behind(em, bucket, network) as fault_hits:
+    with fresh_bucket(em, "bench-sdk", network) as (url, fault_hits):
+        try:
             storage = Storage.from_spec(name=None, source=url, store=None, mode="MOUNT")
             storage.check(config)
             store = make_store(storage.store, storage.name, config, storage.account)
@@ -125,9 +122,8 @@ def bench_sdk(
             t_store = time.perf_counter() - t0
             if "ckpt.bin" not in store.list_keys("ckpt.bin"):
                 raise RuntimeError(f"SDK upload to {url} returned but the object is not listed")
-    finally:
-        path.unlink(missing_ok=True)
-        em.delete_bucket(bucket)
+        finally:
+            path.unlink(missing_ok=True)
     wall = time.perf_counter() - case_start
     return row(name, "SDK", size, t_write, t_store, wall, fault_hits=fault_hits)
 
@@ -139,11 +135,10 @@ def bench_mount(
     """Write the checkpoint into a fresh ``mode`` mount (``entry``: keywords of
     ``common.storage_entry``, the mount's options); the time until it is listed."""
     case_start = time.perf_counter()
-    bucket = f"bench-{mode.lower().replace('_', '-')}-{uuid.uuid4().hex[:8]}"
-    url = em.make_bucket(bucket, owner="user", public=False)
     dst = base / f"{name}-{mode.lower()}"
-    try:
-        with behind(em, bucket, network) as fault_hits:
+    prefix = f"bench-{mode.lower().replace('_', '-')}"
+    with fresh_bucket(em, prefix, network) as (url, fault_hits):
+        try:
             storage = common.storage_entry(url, mode, **entry)
             common.mount(storage, dst, config, env)
             store = make_store(storage.store, storage.name, config, storage.account)
@@ -153,10 +148,9 @@ def bench_mount(
             drained = common.drain(dst, env)
             if drained.returncode != 0:
                 print(f"{name} {mode}: drain failed: {drained.stderr[-1000:]}", file=sys.stderr)
-    finally:
-        if dst.exists():
-            common.unmount(dst, env)
-        em.delete_bucket(bucket)
+        finally:
+            if dst.exists():
+                common.unmount(dst, env)
     wall = time.perf_counter() - case_start
     return row(name, mode, size, t_write, t_store, wall, drained.returncode == 0, fault_hits)
 
@@ -270,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{network.label}, MOUNT_CACHED options {upload or 'defaults'})"
     )
     common.print_table(
-        [("store", "<6"), ("target", "<13"), ("write s", ">8"), ("MiB/s", ">8"),
+        [("store", "<9"), ("target", "<13"), ("write s", ">8"), ("MiB/s", ">8"),
          ("in store s", ">11"), ("e2e MiB/s", ">10"), ("case s", ">8"), ("figures", "<")],
         [
             (r["store"], r["target"], common.cell(r["write_s"]),
