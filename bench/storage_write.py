@@ -47,6 +47,7 @@ from typing import Any
 import common
 from bench_checks import Target, add_check_option, verdict
 from bench_consistency import in_order, negatives, parts_over_whole
+from bench_memory import PeakRss
 from bench_network import Network, add_wan_options, fresh_bucket, unapplied, wan_of
 
 from harness.emulators.fleet import start_all
@@ -142,17 +143,19 @@ def bench_mount(
             storage = common.storage_entry(url, mode, **entry)
             common.mount(storage, dst, config, env)
             store = make_store(storage.store, storage.name, config, storage.account)
-            t0 = time.perf_counter()
-            t_write = write_file(dst / "ckpt.bin", size, block)
-            t_store = wait_in_store(store, "ckpt.bin", t0)
-            drained = common.drain(dst, env)
+            with PeakRss(env.config_file) as rss:
+                t0 = time.perf_counter()
+                t_write = write_file(dst / "ckpt.bin", size, block)
+                t_store = wait_in_store(store, "ckpt.bin", t0)
+                drained = common.drain(dst, env)
             if drained.returncode != 0:
                 print(f"{name} {mode}: drain failed: {drained.stderr[-1000:]}", file=sys.stderr)
         finally:
             if dst.exists():
                 common.unmount(dst, env)
     wall = time.perf_counter() - case_start
-    return row(name, mode, size, t_write, t_store, wall, drained.returncode == 0, fault_hits)
+    res = row(name, mode, size, t_write, t_store, wall, drained.returncode == 0, fault_hits)
+    return {**res, "rclone_peak_rss_mib": rss.peak_mib}
 
 
 def bench_store(
@@ -265,11 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.print_table(
         [("store", "<9"), ("target", "<13"), ("write s", ">8"), ("MiB/s", ">8"),
-         ("in store s", ">11"), ("e2e MiB/s", ">10"), ("case s", ">8"), ("figures", "<")],
+         ("in store s", ">11"), ("e2e MiB/s", ">10"), ("case s", ">8"), ("rclone MiB", ">11"),
+         ("figures", "<")],
         [
             (r["store"], r["target"], common.cell(r["write_s"]),
              common.cell(r["write_mib_s"], ".1f"), common.cell(r["in_store_s"]),
              common.cell(r["end_to_end_mib_s"], ""), common.cell(r["case_wall_s"], ".1f"),
+             common.cell(r.get("rclone_peak_rss_mib"), ".0f"),
              "INCONSISTENT" if r["inconsistent"] else "ok")
             for r in rows
         ],

@@ -72,6 +72,7 @@ import common
 from bench_checks import Target, add_check_option, verdict
 from bench_clock import ATTEMPTS, MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_consistency import at_most, counts_add_up, in_order, negatives, parts_over_whole
+from bench_memory import PeakRss
 from bench_network import Network, add_wan_options, behind, unapplied, wan_of
 
 from harness.emulators.fleet import start_all
@@ -111,13 +112,14 @@ def one_run(
             common.mount(storage, dst, config, env)
             payload = os.urandom(size)
             log_offset = common.gate_log_offset(em)
-            start = time.monotonic_ns()
-            for name in names:
-                with open(dst / name, "wb") as f:
-                    f.write(payload)
-            written = time.monotonic_ns()
-            drained = common.drain(dst, env)
-            drained_at = time.monotonic_ns()
+            with PeakRss(env.config_file) as rss:
+                start = time.monotonic_ns()
+                for name in names:
+                    with open(dst / name, "wb") as f:
+                        f.write(payload)
+                written = time.monotonic_ns()
+                drained = common.drain(dst, env)
+                drained_at = time.monotonic_ns()
             watch.mark()
             if drained.returncode != 0:
                 raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
@@ -146,6 +148,7 @@ def one_run(
     res: dict[str, Any] = {
         "transfers": storage.mount_options.transfers,
         "fault_hits": fault_hits,
+        "rclone_peak_rss_mib": rss.peak_mib,
         "latency_ms": network.latency_ms,
         "written_s": (written - start) / 1e9,
         "first_in_store_s": since_start(min(e.t_ns for e in writes)) if writes else None,
@@ -286,6 +289,10 @@ def measure_case(
         "floor_s": None,
         "ordered_over_floor": None,
         "order_checked_on_server": all(r["order_checked"] for r in runs[1]),
+        "rclone_peak_rss_mib": {
+            MODES[t]: max((r["rclone_peak_rss_mib"] for r in rs), default=None)
+            for t, rs in runs.items()
+        },
         "requests_per_file": {MODES[t]: per_file(rs, n) for t, rs in runs.items()},
         "runs": {MODES[t]: rs for t, rs in runs.items()},
         "invalid_runs": {MODES[t]: rs for t, rs in invalid.items()},
@@ -372,7 +379,7 @@ def print_tables(rows: list[dict[str, Any]], version: str) -> None:
         [("store", "<6"), ("set", "<6"), ("network", "<24"), ("ordered s", ">10"),
          ("parallel s", ">11"), ("ordered/parallel", ">17"), ("floor s", ">8"),
          ("ordered/floor", ">14"), ("req/file ord", ">13"), ("req/file par", ">13"),
-         ("invalid runs", ">13")],
+         ("invalid runs", ">13"), ("rclone MiB ord/par", ">19")],
         [
             (r["store"], r["set"], r["network"],
              common.cell(r["ordered_s"] or None, missing="nan"),
@@ -381,13 +388,16 @@ def print_tables(rows: list[dict[str, Any]], version: str) -> None:
              common.cell(r["floor_s"], missing="-"),
              common.cell(r["ordered_over_floor"], ".2f", "-", "x"),
              req(r, "ordered"), req(r, "parallel"),
-             "/".join(str(len(v)) for v in r["invalid_runs"].values()))
+             "/".join(str(len(v)) for v in r["invalid_runs"].values()),
+             "/".join(common.cell(v, ".0f", "-") for v in r["rclone_peak_rss_mib"].values()))
             for r in rows
         ],
     )  # fmt: skip
     print(
         "invalid runs: ordered/parallel runs left out, run again (the clocks' offset moved "
-        f"more than {MAX_DRIFT_NS / 1e6:g} ms) or with inconsistent figures (a failure)"
+        f"more than {MAX_DRIFT_NS / 1e6:g} ms) or with inconsistent figures (a failure); "
+        "rclone MiB: the peak RSS of the benchmark's rclone daemons together (as on one node) "
+        "while the files were written and drained, the largest over the runs"
     )
     print("\nRequests per uploaded file on the run's bucket, by kind (gate log)")
     common.print_table(
