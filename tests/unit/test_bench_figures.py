@@ -203,3 +203,19 @@ def test_launch_finds_stages_longer_than_the_launch() -> None:
     problems = launch.stage_problems({"provision": 3.0, "setup": 4.0}, 6.0)
     assert problems == ["stages together (7.0) is longer than total_s (6.0)"]
     assert launch.stage_problems({"provision": -1.0}, 6.0) == ["provision is negative (-1.0)"]
+
+
+def test_rclone_memory_sums_the_marked_rclone_processes_only(tmp_path: Path) -> None:
+    memory = bench_module("bench_memory")
+    procs = {
+        "10": (b"/venv/bin/rclone\0rcd\0--config\0/tmp/sko-1/rclone.conf\0", 1000),
+        "11": (b"/venv/bin/rclone\0rcd\0--config\0/tmp/sko-1/rclone.conf\0", 500),
+        "12": (b"/venv/bin/rclone\0serve\0s3\0--config\0/other.conf\0", 9000),
+        "13": (b"bash\0-c\0echo /tmp/sko-1/rclone.conf\0", 7000),
+    }
+    for pid, (cmdline, kib) in procs.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(cmdline)
+        (tmp_path / pid / "status").write_text(f"Name:\tx\nVmRSS:\t{kib} kB\n")
+    (tmp_path / "self").mkdir()
+    assert memory.rss_kib("/tmp/sko-1/rclone.conf", proc=tmp_path) == 1500
