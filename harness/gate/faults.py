@@ -133,7 +133,7 @@ def parse_fault(data: Any, fault_id: int, now_ns: int) -> Fault:
     if kind == "latency" and fault.ms <= 0:
         raise FaultSpecError("latency needs ms > 0")
     if kind in PACED and fault.mibps <= 0:
-        raise FaultSpecError(f"{kind} needs mibps > 0 (--mibps: MiB/s)")
+        raise FaultSpecError(f"{kind} needs mibps > 0, in MiB/s (--mibps N on the command line)")
     bucket = data.get("bucket")
     if bucket is not None and (not isinstance(bucket, str) or not bucket):
         raise FaultSpecError("bucket must be a non-empty string")
@@ -157,7 +157,7 @@ def _max_hits(value: Any, kind: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise FaultSpecError(f"max_hits must be a positive integer, not {value!r}")
     if kind in PACED:
-        raise FaultSpecError(f"max_hits does not apply to {kind}, which ends when cleared")
+        raise FaultSpecError(f"max_hits does not apply to {kind}: it lasts until cleared")
     return value
 
 

@@ -106,6 +106,7 @@ FAULT_COLORS = {
     "stream-bandwidth": "#a4c639",
     "reset": "#c0392b",
     "deny": "#8e44ad",
+    "corrupt": "#d4ac0d",
 }
 
 

@@ -38,6 +38,17 @@ def test_bad_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
         parse_fault(spec, 1, 0)
 
 
+def test_every_kind_has_its_fixture_and_its_colour() -> None:
+    """``store_faults.stream_bandwidth(...)`` as for every kind, and the report draws it."""
+    from harness.cloud.chaos import StoreFaults
+    from harness.testing.report import FAULT_COLORS
+
+    for kind in KINDS:
+        assert getattr(StoreFaults, kind.replace("-", "_")).__name__ == kind.replace("-", "_")
+    assert set(FAULT_COLORS) == set(KINDS)
+    assert len(set(FAULT_COLORS.values())) == len(KINDS)
+
+
 def test_a_spec_as_the_admin_api_shows_it() -> None:
     """A kind of its own, narrowed like any fault, with its stream records (none yet)."""
     assert "stream-bandwidth" in KINDS and "bandwidth" in KINDS
