@@ -14,7 +14,8 @@ Kinds (``harness fault STORE KIND``, the ``store_faults`` fixture):
   as one long-RTT TCP stream is capped by its window; many requests go faster together.
   Every body it paces is a hit, and the fault keeps a record of its last streams
   (``streams``: method, path, bytes both ways, ``waited_s``, start and end on the gate's
-  monotonic clock). Under ``bandwidth`` too, a body waits for the slower.
+  monotonic clock). Under ``bandwidth`` too, a body waits for the slower. Both pace the
+  bodies the gate streams; the small ones it reads whole pass at once.
 - ``reset``: a share ``rate`` of requests has its connection reset in the middle of a body.
 - ``deny``: 403 AccessDenied, as when the credentials were revoked.
 - ``corrupt``: a share ``rate`` of object writes is forwarded (the object is written

@@ -263,7 +263,7 @@ class Gate:
         added = self.protocol.response_headers(ex, access, identity)
         body: bytes | None = request.get("body")
         headers = relay.forwarded_headers(request, extra, body)
-        pace = relay.Pace.of(self.faults, decision.faults, request) if decision.faults else None
+        pace = relay.Pace.of(self.faults, decision.faults, request)
         data: Any = body
         if body is None and request.body_exists:
             data = relay.request_body(request, pace)
