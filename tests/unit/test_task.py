@@ -156,6 +156,14 @@ def test_yaml_errors_are_one_paragraph(tmp_path: Path) -> None:
             {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT_CACHED", "transfers": 0}}},
             ".transfers",
         ),
+        (
+            {"file_mounts": {"/a": {"source": "s3://b", "mode": "COPY", "upload_concurrency": 4}}},
+            "a.upload_concurrency applies to a writable MOUNT or MOUNT_CACHED only",
+        ),
+        (
+            {"file_mounts": {"/a": {"source": "s3://b", "mode": "MOUNT", "chunk_size": "1MiB"}}},
+            "a.chunk_size: 1MiB is out of range for s3",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(data: Any, expected: str) -> None:
