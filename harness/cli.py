@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def _say(message: str) -> None:
-    console.print(message)
+    console.print(message, markup=False, soft_wrap=True)
 
 
 @click.group()
@@ -63,7 +63,8 @@ def _selected(stores: tuple[str, ...]) -> tuple[str, ...] | None:
 def up(stores: tuple[str, ...]) -> None:
     """Start everything that is not running yet (safe to run twice): dockerd, the node
     image and the emulators of every store, or only of the stores named with --store. The
-    skycore config gets the started stores' sections; every other section is kept."""
+    skycore config gets the started stores' sections; every other section is kept. Steps
+    that do not need each other run side by side; each prints one line with its time."""
     selected = _selected(stores)
     started = time.monotonic()
     info = cloud.up(say=_say, stores=selected)

@@ -21,7 +21,7 @@ from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
 from harness.accounts import OTHER, USER
-from harness.cloud import dockerd, nodes, system
+from harness.cloud import bringup, dockerd, nodes, steps
 from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
@@ -99,19 +99,15 @@ def up(
     stores = registry.store_names() if stores is None else tuple(stores)
     registry.check_stores(stores)
     with _lock():
+        if with_docker and not Path("/dev/fuse").exists():
+            raise CloudError(
+                "/dev/fuse is absent, so nodes cannot FUSE-mount storage. Load the fuse "
+                "module (modprobe fuse) or run on a machine that has /dev/fuse."
+            )
         need_node = any(registry.get_emulator_class(s).needs_node for s in stores)
-        system.ensure_packages(say, need_node=need_node)
-        host, image = "", ""
-        if with_docker:
-            if not Path("/dev/fuse").exists():
-                raise CloudError(
-                    "/dev/fuse is absent, so nodes cannot FUSE-mount storage. Load the fuse "
-                    "module (modprobe fuse) or run on a machine that has /dev/fuse."
-                )
-            host = dockerd.ensure_dockerd(say)
-            image = nodes.ensure_node_image(host, say)
-        running = fleet.start_all(stores=stores)
-        seed_world(running, say)
+        made = bringup.Bringup(stores, need_node, seed_world)
+        steps.run_steps(bringup.plan(made, with_docker=with_docker), say)
+        host, image, running = made.host, made.image, made.running
         path = merge_config(skycore_config(running, host, image))
         info = CloudInfo(
             docker_host=host,
@@ -137,13 +133,13 @@ def up(
 def up_docker(say: Say = print) -> tuple[str, str]:
     """Only the engine and the node image: (docker host, image tag)."""
     with _lock():
-        system.ensure_packages(say, need_node=False)
-        host = dockerd.ensure_dockerd(say)
-        return host, nodes.ensure_node_image(host, say)
+        made = bringup.Bringup((), False, seed_world)
+        steps.run_steps(bringup.plan(made, with_emulators=False), say)
+        return made.host, made.image
 
 
-def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> None:
-    """Create the buckets that exist before any task (idempotent).
+def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> int:
+    """Create the buckets that exist before any task (idempotent); return how many it made.
 
     A store whose emulator process is the one seeded last time is skipped without a request.
     """
@@ -152,6 +148,7 @@ def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> N
         seeded = json.loads(marker.read_text())
     except (OSError, ValueError):
         seeded = {}
+    made = 0
     for store, emu in running.items():
         identity = [emu.record.pid, emu.record.start_time, emu.endpoint]
         if seeded.get(store) == identity:
@@ -160,9 +157,11 @@ def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> N
             if not emu.bucket_exists(name, owner):
                 objects = SEED_OBJECTS if owner == OTHER else _demo_objects()
                 emu.make_bucket(name, owner=owner, public=public, objects=objects)
-                say(f"  seeded {store} bucket {name} (owner {owner}, public={public})")
+                say(f"seeded {store} bucket {name} (owner {owner}, public={public})")
+                made += 1
         seeded[store] = identity
     marker.write_text(json.dumps(seeded))
+    return made
 
 
 def _demo_objects() -> dict[str, bytes]:

@@ -4,7 +4,7 @@
 The image is tagged ``skycore-node:<hash>`` where the hash covers the recipe (suite,
 packages, mirror-independent) and the rclone binary copied into it, so it is rebuilt only when
 the recipe changes. The rootfs tarball is cached in ``$HARNESS_HOME/images`` so a fresh
-engine only needs the ~2 s import, not the ~30 s debootstrap.
+engine only needs the ~2 s import, not the minute of debootstrap.
 """
 
 from __future__ import annotations
@@ -137,21 +137,44 @@ def _ensure_image(
 ) -> str:
     """``tag`` on the engine: present, imported from its cached rootfs tarball, or built
     with ``build`` (tarball path -> tarball) and imported."""
+    if not image_present(docker_host, tag):
+        ensure_rootfs(tag, build)
+        import_image(docker_host, tag, say)
+    return tag
+
+
+def rootfs_tarball(tag: str) -> Path:
+    """Where the rootfs tarball of image ``tag`` is cached."""
+    return harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
+
+
+def image_present(docker_host: str, tag: str) -> bool:
+    """True if the engine at ``docker_host`` has the image ``tag``."""
     client = docker.DockerClient(base_url=docker_host, version="auto", timeout=300)
     try:
-        try:
-            client.images.get(tag)
-            return tag
-        except ImageNotFound:
-            pass
-        tarball = harness_home() / "images" / f"{tag.replace(':', '-')}.tar"
-        if not tarball.exists():
-            build(tarball)
-        say(f"Importing {tarball.name} as {tag}...")
-        _import(docker_host, tarball, tag)
-        return tag
+        client.images.get(tag)
+        return True
+    except ImageNotFound:
+        return False
     finally:
         client.close()
+
+
+def ensure_rootfs(tag: str, build: Callable[[Path], Path]) -> bool:
+    """The rootfs tarball of ``tag`` in the cache, built with ``build`` if it is not there;
+    True if it was built now."""
+    tarball = rootfs_tarball(tag)
+    if tarball.exists():
+        return False
+    build(tarball)
+    return True
+
+
+def import_image(docker_host: str, tag: str, say: Callable[[str], None] = print) -> None:
+    """Import the cached rootfs tarball of ``tag`` into the engine as ``tag``."""
+    tarball = rootfs_tarball(tag)
+    say(f"importing {tarball.name} as {tag}")
+    _import(docker_host, tarball, tag)
 
 
 def build_rootfs(
@@ -172,8 +195,7 @@ def build_rootfs(
     mirror = debian_mirror()
     tarball.parent.mkdir(parents=True, exist_ok=True)
     log_path = logs_dir() / "node-image-build.log"
-    started = time.monotonic()
-    say(f"Building the node image with debootstrap from {mirror} (about 30 s; cached after)...")
+    say(f"building with debootstrap from {mirror} (about a minute, once; log {log_path})")
     with tempfile.TemporaryDirectory(dir=tarball.parent, prefix="rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         cmd = [
@@ -184,7 +206,7 @@ def build_rootfs(
             str(rootfs),
             mirror,
         ]
-        _run_with_progress(cmd, log_path, say, started)
+        _run_with_progress(cmd, log_path, say)
         if rclone is not None:
             dest = rootfs / NODE_RCLONE.lstrip("/")
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +217,6 @@ def build_rootfs(
             ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True
         )
         partial.replace(tarball)
-    say(f"Node rootfs built in {time.monotonic() - started:.0f} s ({tarball}).")
     return tarball
 
 
@@ -237,11 +258,9 @@ def ensure_user_image(docker_host: str, say: Callable[[str], None] = print) -> s
     return _ensure_image(docker_host, user_image_tag(), build, say)
 
 
-def _run_with_progress(
-    cmd: list[str], log_path: Path, say: Callable[[str], None], started: float
-) -> None:
-    """Run ``cmd``, log everything, and echo debootstrap's phase changes with elapsed time
-    (plus a package count every few seconds while it downloads)."""
+def _run_with_progress(cmd: list[str], log_path: Path, say: Callable[[str], None]) -> None:
+    """Run ``cmd``, log everything, and echo debootstrap's phase changes (plus a package
+    count every few seconds while it downloads)."""
     seen: set[str] = set()
     retrieved, last_count = 0, time.monotonic()
     with open(log_path, "w") as log:
@@ -256,10 +275,10 @@ def _run_with_progress(
                 retrieved += 1
                 if time.monotonic() - last_count > 5:
                     last_count = time.monotonic()
-                    say(f"  [{last_count - started:5.1f}s] downloaded {retrieved} packages")
+                    say(f"debootstrap: downloaded {retrieved} packages")
             if phase and phase not in seen:
                 seen.add(phase)
-                say(f"  [{time.monotonic() - started:5.1f}s] {line[3:].strip()}")
+                say(f"debootstrap: {line[3:].strip()}")
         code = proc.wait()
     if code != 0:
         tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])

@@ -17,13 +17,20 @@ REQUIRED: dict[str, str] = {
     "debootstrap": "debootstrap",
     "rsync": "rsync",
 }
+# What the node rootfs build needs: installed first, alone, so the build can start while
+# apt installs the rest.
+ROOTFS_TOOLS: dict[str, str] = {"debootstrap": "debootstrap"}
 # Node.js is only installed if absent (the machine may carry its own).
 OPTIONAL_IF_ABSENT: dict[str, str] = {"node": "nodejs", "npm": "npm"}
 
 
-def missing_packages(need_node: bool = True, extra: dict[str, str] | None = None) -> list[str]:
+def missing_packages(
+    need_node: bool = True,
+    extra: dict[str, str] | None = None,
+    required: dict[str, str] = REQUIRED,
+) -> list[str]:
     """Debian packages whose binaries are not on PATH (or in /usr/sbin)."""
-    wanted = dict(REQUIRED)
+    wanted = dict(required)
     if need_node:
         wanted.update(OPTIONAL_IF_ABSENT)
     wanted.update(extra or {})
@@ -36,12 +43,14 @@ def ensure_packages(
     say: Callable[[str], None] = print,
     need_node: bool = True,
     extra: dict[str, str] | None = None,
+    required: dict[str, str] = REQUIRED,
 ) -> list[str]:
     """Install what is missing with apt; return the packages installed (empty if none).
 
-    ``extra`` maps more binaries to their Debian packages (e.g. chromium for the report test).
+    ``required`` maps binaries to the Debian packages that ship them (default: all the local
+    cloud needs); ``extra`` maps more (e.g. chromium for the report test).
     """
-    missing = missing_packages(need_node, extra)
+    missing = missing_packages(need_node, extra, required)
     if not missing:
         return []
     if os.geteuid() != 0 or not shutil.which("apt-get"):
@@ -49,7 +58,7 @@ def ensure_packages(
             f"The local cloud needs these Debian packages: {' '.join(missing)}. Install them "
             f"(as root: apt-get install -y {' '.join(missing)}) and run 'harness up' again."
         )
-    say(f"Installing system packages with apt: {' '.join(missing)} (about a minute)...")
+    say(f"installing with apt: {' '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     lists = Path("/var/lib/apt/lists")
     steps: list[list[str]] = []
@@ -68,7 +77,7 @@ def ensure_packages(
                 f"'{' '.join(cmd)}' failed (exit {result.returncode}): {tail}. Fix apt "
                 "(network to the Debian mirror, dpkg lock) and run 'harness up' again."
             )
-    still = missing_packages(need_node, extra)
+    still = missing_packages(need_node, extra, required)
     if still:
         raise CloudError(
             f"apt installed {' '.join(missing)} but {' '.join(still)} is still not on PATH; "

@@ -8,7 +8,9 @@ module in skycore/storage.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ __all__ = [
     "WriteEvent",
     "emulator_class",
     "get",
+    "prepare_all",
     "start_all",
     "status_all",
     "stop_all",
@@ -42,6 +45,20 @@ __all__ = [
 def _lock(home: Path) -> FileLock:
     home.mkdir(parents=True, exist_ok=True)
     return FileLock(str(home / "emulators.lock"), timeout=LOCK_TIMEOUT)
+
+
+@contextlib.contextmanager
+def _holding_lock(home: Path, doing: str) -> Iterator[None]:
+    """The emulators' lock held while ``doing``; EmulatorError if another process holds it
+    too long."""
+    try:
+        with _lock(home):
+            yield
+    except Timeout:
+        raise EmulatorError(
+            f"Another process has held {home / 'emulators.lock'} for {LOCK_TIMEOUT:.0f} s while "
+            f"{doing}. Wait for it to finish, or stop it and start again."
+        ) from None
 
 
 def stores() -> tuple[str, ...]:
@@ -99,6 +116,21 @@ def _healthy_or_busy(emulator: RunningEmulator, patience: float = 20.0) -> bool:
     return False
 
 
+def prepare_all(
+    home: Path | None = None, stores: tuple[str, ...] | list[str] | None = None
+) -> None:
+    """Install or locate what the emulators of ``stores`` (default: every registered one)
+    need, without starting them (Azurite's npm install, for one), so it can run beside other
+    set-up work; ``start_all`` then finds it done. Serialised with ``start_all`` by the same
+    file lock."""
+    home = harness_home(home, create=False)
+    stores = tuple(registry.store_names() if stores is None else stores)
+    _check_stores(stores)
+    with _holding_lock(home, "preparing the emulators"):
+        for store in stores:
+            emulator_class(store).prepare(home)
+
+
 def start_all(
     home: Path | None = None, stores: tuple[str, ...] | list[str] | None = None
 ) -> dict[str, RunningEmulator]:
@@ -112,23 +144,17 @@ def start_all(
     home = harness_home(home, create=False)
     stores = tuple(registry.store_names() if stores is None else stores)
     _check_stores(stores)
-    try:
-        with _lock(home):
-            if len(stores) == 1:
-                return {stores[0]: _start_one(home, stores[0])}
-            with ThreadPoolExecutor(max_workers=len(stores)) as pool:
-                futures = {s: pool.submit(_start_one, home, s) for s in stores}
-            errors = [f.exception() for f in futures.values() if f.exception() is not None]
-            if errors:
-                if len(errors) == 1:
-                    raise errors[0]  # type: ignore[misc]
-                raise EmulatorError("\n\n".join(str(e) for e in errors))
-            return {s: f.result() for s, f in futures.items()}
-    except Timeout:
-        raise EmulatorError(
-            f"Another process has held {home / 'emulators.lock'} for {LOCK_TIMEOUT:.0f} s while "
-            "starting the emulators. Wait for it to finish, or stop it and start again."
-        ) from None
+    with _holding_lock(home, "starting the emulators"):
+        if len(stores) == 1:
+            return {stores[0]: _start_one(home, stores[0])}
+        with ThreadPoolExecutor(max_workers=len(stores)) as pool:
+            futures = {s: pool.submit(_start_one, home, s) for s in stores}
+        errors = [f.exception() for f in futures.values() if f.exception() is not None]
+        if errors:
+            if len(errors) == 1:
+                raise errors[0]  # type: ignore[misc]
+            raise EmulatorError("\n\n".join(str(e) for e in errors))
+        return {s: f.result() for s, f in futures.items()}
 
 
 def get(store: str, home: Path | None = None) -> RunningEmulator:

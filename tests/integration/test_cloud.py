@@ -3,11 +3,12 @@ what up started."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.cloud import cloud
+from harness.cloud import bringup, cloud
 from harness.cloud.procs import Proc
 from harness.emulators import fleet as emulators
 from harness.emulators import registry
@@ -21,6 +22,20 @@ def test_second_up_is_a_no_op(local_cloud) -> None:
     assert after == before  # the same processes, nothing restarted
     assert not [line for line in said if "seeded" in line or "Starting" in line], said
     assert info.image == local_cloud.image and info.docker_host == local_cloud.docker_host
+
+
+def test_cli_up_prints_one_timed_line_per_step(local_cloud) -> None:
+    """Each step of ``harness up`` ends with one line: the time since up started, the step,
+    its result and its own duration."""
+    up = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "up"], capture_output=True, text=True, timeout=300
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    lines = up.stdout.splitlines()
+    for step in bringup.plan(bringup.Bringup(registry.store_names(), True, cloud.seed_world)):
+        timed = rf"\[ *\d+\.\d s\] {re.escape(step.name)}: .+ \(\d+\.\d s\)"
+        assert len([line for line in lines if re.fullmatch(timed, line)]) == 1, (step, lines)
+    assert "Local cloud is up" in up.stdout
 
 
 def _emulator_rows() -> list[str]:
