@@ -26,9 +26,12 @@ $(VENV)/.installed: pyproject.toml
 	awk -v s="$$start" -v how="$$how" '{printf "[%5.1f s] venv: installed with %s\n", $$1 - s, how}' /proc/uptime
 	@touch $@
 
-## Bring the local cloud up: apt packages, dockerd, node image, emulators, config.
-up: venv
-	$(BIN)/harness up
+## Bring the local cloud up: apt packages, dockerd, node image, emulators, config. apt
+## installs debootstrap (with the system's python, stdlib only) while the venv installs.
+up:
+	@$(PYTHON) -m harness.cloud.system & early=$$!; \
+	$(MAKE) --no-print-directory venv; made=$$?; wait $$early; \
+	[ $$made = 0 ] && $(BIN)/harness up
 
 down: venv
 	$(BIN)/harness down

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,9 @@ REQUIRED: dict[str, str] = {
 # What the node rootfs build needs: installed first, alone, so the build can start while
 # apt installs the rest.
 ROOTFS_TOOLS: dict[str, str] = {"debootstrap": "debootstrap"}
+# apt-get waits for another apt's lock (``make up`` installs the rootfs tools beside the
+# venv) instead of failing at once.
+APT_GET = ("apt-get", "-o", "DPkg::Lock::Timeout=600")
 # Node.js is only installed if absent (the machine may carry its own).
 OPTIONAL_IF_ABSENT: dict[str, str] = {"node": "nodejs", "npm": "npm"}
 
@@ -63,13 +67,13 @@ def ensure_packages(
     lists = Path("/var/lib/apt/lists")
     steps: list[list[str]] = []
     if not any(lists.glob("*Packages*")):
-        steps.append(["apt-get", "update"])
-    steps.append(["apt-get", "install", "-y", "--no-install-recommends", *missing])
+        steps.append([*APT_GET, "update"])
+    steps.append([*APT_GET, "install", "-y", "--no-install-recommends", *missing])
     for cmd in steps:
         result = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if result.returncode != 0 and cmd[1] == "install":
+        if result.returncode != 0 and "install" in cmd:
             # The package lists may be stale: refresh once and retry.
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+            subprocess.run([*APT_GET, "update"], env=env, capture_output=True, text=True)
             result = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
@@ -84,3 +88,25 @@ def ensure_packages(
             "check the apt log and install it by hand."
         )
     return missing
+
+
+def install_rootfs_tools_ahead() -> None:
+    """What the node rootfs build needs, installed before the venv exists (this module and
+    harness.cloud.steps use the standard library only), so ``make up`` does it beside the
+    venv install. Prints one timed line; a failure is only reported: ``harness up`` tries
+    again and stops there."""
+    from harness.cloud.steps import progress_line
+
+    started = time.monotonic()
+    try:
+        installed = ensure_packages(lambda _message: None, False, required=ROOTFS_TOOLS)
+    except CloudError as e:
+        print(progress_line(time.monotonic() - started, "apt: rootfs tools", f"not yet ({e})"))
+        return
+    if installed:
+        took = time.monotonic() - started
+        print(progress_line(took, "apt: rootfs tools", f"installed {' '.join(installed)}", took))
+
+
+if __name__ == "__main__":
+    install_rootfs_tools_ahead()

@@ -175,3 +175,29 @@ def test_plans_without_docker_or_emulators_leave_their_steps_out() -> None:
     assert emulators_only[bringup.APT] == ()
     docker_only = _needs(bringup.plan(_made(), with_emulators=False))
     assert set(docker_only) == {bringup.APT} | DOCKER_STEPS
+
+
+def test_the_ahead_install_runs_on_the_system_python_before_the_venv_exists() -> None:
+    """``make up`` runs harness.cloud.system with the system's python beside the venv
+    install: it and what it imports may use the standard library only."""
+    import ast
+    import sys
+
+    import harness.cloud.steps
+    import harness.cloud.system
+    import harness.errors
+
+    allowed = {"harness.errors", "harness.cloud.steps"}
+    for module in (harness.cloud.system, harness.cloud.steps, harness.errors):
+        assert module.__file__ is not None
+        tree = ast.parse(Path(module.__file__).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or name in allowed, (module, name)
