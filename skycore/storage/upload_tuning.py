@@ -29,19 +29,15 @@ MAX_STREAMS = 64
 """The most streams one file may use (the same bound as ``transfers``)."""
 
 ORDERED_STREAMS = 8
-"""Streams per file of an ordered MOUNT_CACHED mount, by default. An ordered mount uploads
-one file at a time; the mount it replaces uploads 4 at once (``transfers: 4``), one stream
-each. With a per-stream cap of window / RTT, one file needs more streams than that to match
-it, since each file also pays its own round trips (start, commit, the read-back of the new
-object) that a parallel mount overlaps: 8 is twice the parallel mount's streams. The streams
-of a cached upload read their parts straight from the cache file, so they cost connections,
-not memory (rclone buffers a part only when the source is not a local file)."""
-
-ORDERED_CHUNK = 5 * MiB
-"""Part size of an ordered MOUNT_CACHED mount, by default: the smallest part S3 accepts
-(and rclone's S3 default). Smaller parts let a mid-sized file use more of its streams (a 32
-MiB file is 7 parts of 5 MiB, all at once; of 8 MiB it would be 4); the cost is one request
-per part. Files of at most one part stay one request each."""
+"""Streams per file of an ordered MOUNT_CACHED mount, by default, at least (a store whose
+rclone backend sends more by default keeps its own: Azure's 16). An ordered mount uploads one
+file at a time; the mount it replaces uploads 4 at once (``transfers: 4``), one stream each
+on S3 (a file under rclone's 200 MiB upload cutoff is one PUT). With a per-stream cap of
+window / RTT, one file needs more streams than that to match it, since each file also pays
+its own round trips (start, commit, the read-back of the new object) that a parallel mount
+overlaps: 8 is twice the parallel mount's streams. The streams of a cached upload read their
+parts straight from the cache file, so they cost connections, not memory (rclone buffers a
+part only when the source is not a local file)."""
 
 MOUNT_BUFFER_BUDGET = 64 * MiB
 """The most memory a writable MOUNT's uploads may buffer per file being written (streams x
@@ -51,7 +47,10 @@ flight in memory, and a node's whole rclone must stay within 100 MiB."""
 
 @dataclass(frozen=True)
 class PartLimits:
-    """What a store accepts for one part of a multipart upload, and rclone's defaults."""
+    """What a store accepts for one part of a multipart upload, and its rclone backend's
+    defaults. ``default_chunk`` is also an ordered mount's part size: the smaller the part,
+    the more streams a mid-sized file uses (a 32 MiB file is 7 parts of S3's 5 MiB, all sent
+    at once; of 8 MiB it would be 4), at one request per part."""
 
     min_bytes: int
     max_bytes: int
@@ -139,14 +138,15 @@ def streams_and_chunk(
     limits: PartLimits | None, mode: StorageMode, options: MountOptions
 ) -> tuple[int | None, int | None]:
     """(streams per file, part size) a mount's uploads get; None where the store's rclone
-    default stands. An ordered mount gets ORDERED_STREAMS parts of ORDERED_CHUNK unless its
-    entry says otherwise; any other mount keeps the store's defaults unless it says."""
+    default stands. An ordered mount gets ORDERED_STREAMS streams (or the store's default, if
+    more) of the store's default part size unless its entry says otherwise; any other mount
+    keeps the store's defaults unless its entry says."""
     if limits is None or options.read_only or not mode.is_mount:
         return None, None
     streams, chunk = options.upload_concurrency, options.chunk_size
     if ordered(mode, options):
-        streams = streams or ORDERED_STREAMS
-        chunk = chunk or max(ORDERED_CHUNK, limits.min_bytes)
+        streams = streams or max(ORDERED_STREAMS, limits.default_streams)
+        chunk = chunk or limits.default_chunk
     return streams, chunk
 
 

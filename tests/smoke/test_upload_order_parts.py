@@ -22,7 +22,7 @@ from harness.testing.buckets import SKY_MANAGED
 from harness.testing.order_check import DELETE_OPS, assert_visible_prefix
 
 MIB = 1 << 20
-BIG = 24 * MIB  # 5 parts of the default 5 MiB
+BIG = 24 * MIB  # 5 parts of S3's 5 MiB, 6 blocks of Azure's 4 MiB
 SMALL = [64 * 1024, 1024, 300 * 1024]
 STREAM_MIBPS = 16  # a 5 MiB part takes ~0.3 s: parts sent one after another cannot overlap
 PREFIX = "parts/"

@@ -16,7 +16,7 @@ from skycore.storage.api import AccessInfo
 from skycore.storage.azure import AzureConfig
 from skycore.storage.gcs import GcpConfig
 from skycore.storage.s3 import AwsConfig
-from skycore.storage.upload_tuning import ORDERED_CHUNK, ORDERED_STREAMS, parse_size, show_size
+from skycore.storage.upload_tuning import ORDERED_STREAMS, parse_size, show_size
 from skycore.task import Task, TaskError
 
 MIB = 1 << 20
@@ -47,7 +47,7 @@ def test_an_ordered_mount_sends_a_file_bigger_than_a_part_in_parallel_parts() ->
     assert spec["fs"].startswith("skycore-s3,description=skycore-")
     assert spec["fs"].endswith(f",upload_concurrency={ORDERED_STREAMS},chunk_size=5Mi:bucket-a")
     # rclone's multi-thread upload takes files over one part; one part or less is one PUT.
-    assert spec["rc_config"] == {"MultiThreadCutoff": f"{ORDERED_CHUNK + 1}B"}
+    assert spec["rc_config"] == {"MultiThreadCutoff": f"{5 * MIB + 1}B"}  # S3's part size
     assert spec["dir"].endswith("/rcd-t1")  # still the node's one daemon
 
 
@@ -70,7 +70,7 @@ def test_a_parallel_mount_keeps_the_store_defaults_unless_its_entry_says() -> No
 
 def test_azure_keeps_its_own_cutoff_and_gets_the_streams() -> None:
     spec = node_spec({"source": "azure://skyuser/box", "mode": "MOUNT_CACHED"})
-    assert ",upload_concurrency=8,chunk_size=5Mi:" in spec["fs"]
+    assert ",upload_concurrency=16,chunk_size=4Mi:" in spec["fs"]  # rclone's Azure defaults
     assert spec["rc_config"] == {"MultiThreadCutoff": "1"}  # AzureBlobStore says why
 
 
