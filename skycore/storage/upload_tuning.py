@@ -160,7 +160,7 @@ def tuned(limits: PartLimits | None, mode: StorageMode, options: MountOptions) -
     params = f",upload_concurrency={streams}" if streams is not None else ""
     params += f",chunk_size={rclone_size(chunk)}" if chunk is not None else ""
     config = dict(options.upload_config)
-    if mode is StorageMode.MOUNT_CACHED:
+    if mode is StorageMode.MOUNT_CACHED and streams != 1:  # one stream: one PUT is better
         config["MultiThreadCutoff"] = f"{(chunk or limits.default_chunk) + 1}B"
     return replace(
         options,

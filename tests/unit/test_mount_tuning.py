@@ -56,6 +56,9 @@ def test_the_entry_sets_streams_and_part_size() -> None:
     spec = node_spec(entry | {"upload_concurrency": 4, "chunk_size": "16MiB"})
     assert spec["fs"].endswith(",upload_concurrency=4,chunk_size=16Mi:bucket-a")
     assert spec["rc_config"] == {"MultiThreadCutoff": f"{16 * MIB + 1}B"}
+    one = node_spec(entry | {"upload_concurrency": 1})  # parts one after another: no gain
+    assert one["fs"].endswith(",upload_concurrency=1,chunk_size=5Mi:bucket-a")
+    assert one["rc_config"] == {}
 
 
 def test_a_parallel_mount_keeps_the_store_defaults_unless_its_entry_says() -> None:
