@@ -45,44 +45,62 @@ class Network:
 
 
 @contextlib.contextmanager
-def behind(emulator: Any, bucket: str, network: Network) -> Iterator[dict[str, int]]:
-    """Keep ``bucket`` of ``emulator`` behind ``network``'s faults while the block runs; the
-    dict it gives is filled, when the block ends, with each fault's hits by kind (a fault
-    with none was never applied: ``unapplied`` names it)."""
-    ids: list[int] = []
-    hits: dict[str, int] = {}
+def behind(emulator: Any, bucket: str, network: Network) -> Iterator[dict[str, Any]]:
+    """Keep ``bucket`` of ``emulator`` behind ``network``'s faults while the block runs. The
+    dict it gives is filled when the block ends: per kind, the fault's ``hits`` and, if it
+    was gone or ended before the block did (the gate restarted, or a client cleared every
+    fault), why (``ended``); ``not_held`` turns that into problems."""
+    started: list[tuple[str, int]] = []
+    held: dict[str, Any] = {}
     try:
         for kind, options in network.faults():
-            ids.append(emulator.add_fault(kind, bucket=bucket, **options)["id"])
-        yield hits
+            started.append((kind, emulator.add_fault(kind, bucket=bucket, **options)["id"]))
+        yield held
     finally:
-        for fault_id in ids:
-            for ended in emulator.clear_faults(fault_id=fault_id):
-                hits[ended["kind"]] = hits.get(ended["kind"], 0) + int(ended.get("hits", 0))
+        for kind, fault_id in started:
+            cleared = emulator.clear_faults(fault_id=fault_id)
+            if cleared:
+                held[kind] = {"hits": int(cleared[0].get("hits", 0)), "ended": None}
+            else:  # ended before the block did, or unknown to the gate
+                held[kind] = {"hits": None, "ended": _why_gone(emulator, fault_id)}
+
+
+def _why_gone(emulator: Any, fault_id: int) -> str:
+    try:
+        return str(emulator.fault(fault_id).get("ended") or "gone")
+    except Exception:  # a restarted gate no longer knows the fault
+        return "unknown to the gate (restarted?)"
 
 
 @contextlib.contextmanager
 def fresh_bucket(
     emulator: Any, prefix: str, network: Network
-) -> Iterator[tuple[str, dict[str, int]]]:
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """A new bucket of the user's (named ``prefix``-random) behind ``network`` while the block
-    runs: (its URL, the faults' hits as ``behind`` fills them). Deleted at the end."""
+    runs: (its URL, what ``behind`` records of its faults). Deleted at the end."""
     bucket = f"{prefix}-{uuid.uuid4().hex[:8]}"
     url = emulator.make_bucket(bucket, owner="user", public=False)
     try:
-        with behind(emulator, bucket, network) as hits:
-            yield url, hits
+        with behind(emulator, bucket, network) as held:
+            yield url, held
     finally:
         emulator.delete_bucket(bucket)
 
 
-def unapplied(hits: dict[str, int]) -> list[str]:
-    """A problem for each of the network's faults that hit no request."""
-    return [
-        f"the {kind} fault hit no request: the run was not behind it"
-        for kind, count in hits.items()
-        if count == 0
-    ]
+def not_held(network: Network, held: dict[str, Any]) -> list[str]:
+    """Why a run was not behind ``network`` for all its length (``held``: what ``behind``
+    recorded): a fault never recorded, ended early, or that hit no request. Such a run is
+    invalid, like one whose clocks drifted apart: run again, never averaged in."""
+    problems = []
+    for kind, _ in network.faults():
+        state = held.get(kind)
+        if state is None:
+            problems.append(f"the {kind} fault was not recorded")
+        elif state["ended"] is not None:
+            problems.append(f"the {kind} fault ended before the run did ({state['ended']})")
+        elif not state["hits"]:
+            problems.append(f"the {kind} fault hit no request")
+    return problems
 
 
 def add_wan_options(parser: argparse.ArgumentParser) -> None:

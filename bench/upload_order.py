@@ -36,8 +36,10 @@ always ``transfers: 4`` with the defaults.
 
 Every duration is on the monotonic clock; the gate's event times (its wall clock) are mapped
 onto it by the clocks' offset, sampled at the start, after the drain and at the end of each
-run (bench_clock). A run whose offset moved by more than 50 ms is invalid: it is reported,
-run again (3 runs at most) and never in a median. Each run's figures are checked (no
+run (bench_clock). A run whose offset moved by more than 50 ms is invalid, and so is one
+whose bucket was not behind its network for the whole run (a fault ended early: the gate
+restarted, or a client cleared every fault): it is reported, run again (3 runs at most) and
+never in a median. Each run's figures are checked (no
 negative duration, nothing in the store before it was written or after the drain, no part
 longer than the whole run, counts that add up); an inconsistent run is a failure (exit 1).
 
@@ -73,7 +75,7 @@ from bench_checks import Target, add_check_option, verdict
 from bench_clock import ATTEMPTS, MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_consistency import at_most, counts_add_up, in_order, negatives, parts_over_whole
 from bench_memory import PeakRss
-from bench_network import Network, add_wan_options, behind, unapplied, wan_of
+from bench_network import Network, add_wan_options, behind, not_held, wan_of
 
 from harness.emulators.fleet import start_all
 from harness.testing.order_check import WRITE_OPS, lost_keys, visible_prefix_violations
@@ -107,7 +109,7 @@ def one_run(
     dst = base / f"{store}-{bucket}"
     names = [f"f-{i:04d}.bin" for i in range(n)]
     try:
-        with behind(em, bucket, network) as fault_hits:
+        with behind(em, bucket, network) as held:
             storage = common.storage_entry(url, "MOUNT_CACHED", **entry)
             common.mount(storage, dst, config, env)
             payload = os.urandom(size)
@@ -147,7 +149,8 @@ def one_run(
     in_store_s = since_start(max(e.t_ns for e in writes)) if checked else drained_s
     res: dict[str, Any] = {
         "transfers": storage.mount_options.transfers,
-        "fault_hits": fault_hits,
+        "network_faults": held,
+        "network_problems": not_held(network, held),
         "rclone_peak_rss_mib": rss.peak_mib,
         "latency_ms": network.latency_ms,
         "written_s": (written - start) / 1e9,
@@ -171,7 +174,8 @@ def one_run(
             Counter(common.request_kind(m, p, bucket) for m, p in requests).most_common()
         ),
     }
-    res["inconsistent"] = inconsistencies(res, n, watch.drift_ns / 1e9) + unapplied(fault_hits)
+    res["valid"] = watch.valid and not res["network_problems"]
+    res["inconsistent"] = inconsistencies(res, n, watch.drift_ns / 1e9)
     for key in ("written_s", "first_in_store_s", "in_store_s", "drained_s", "case_wall_s"):
         res[key] = None if res[key] is None else round(res[key], 3)
     return res
@@ -239,12 +243,15 @@ def measure_case(
                     failures.append(f"{case} transfers={entry['transfers']}: {e}")
                     return None
 
-            res, drifted = until_valid(attempt, lambda r: r is None or r["clock_valid"])
+            res, drifted = until_valid(attempt, lambda r: r is None or r["valid"])
             drifted_runs = [r for r in drifted if r is not None]
             invalid[transfers] += drifted_runs
             for r in drifted_runs:
-                print(f"INVALID RUN (clock offset moved {r['clock_drift_ms']} ms): {case} "
-                      f"transfers={transfers}, run again", flush=True)  # fmt: skip
+                why = r["network_problems"] + (
+                    [] if r["clock_valid"] else [f"clock offset moved {r['clock_drift_ms']} ms"]
+                )
+                print(f"INVALID RUN ({'; '.join(why)}): {case} transfers={transfers}, run again",
+                      flush=True)  # fmt: skip
             if res is None:
                 if drifted_runs:
                     failures.append(f"{case} transfers={transfers}: no valid run in {ATTEMPTS}")
@@ -395,7 +402,8 @@ def print_tables(rows: list[dict[str, Any]], version: str) -> None:
     )  # fmt: skip
     print(
         "invalid runs: ordered/parallel runs left out, run again (the clocks' offset moved "
-        f"more than {MAX_DRIFT_NS / 1e6:g} ms) or with inconsistent figures (a failure); "
+        f"more than {MAX_DRIFT_NS / 1e6:g} ms, or the network's faults did not last the run) "
+        "or with inconsistent figures (a failure); "
         "rclone MiB: the peak RSS of the benchmark's rclone daemons together (as on one node) "
         "while the files were written and drained, the largest over the runs"
     )

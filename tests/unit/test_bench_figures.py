@@ -191,10 +191,19 @@ def test_bad_wan_values_are_a_usage_error_naming_the_option(
     assert field in capsys.readouterr().err
 
 
-def test_a_network_fault_that_hit_nothing_is_named() -> None:
-    assert network.unapplied({"latency": 12, "stream-bandwidth": 3}) == []
-    (problem,) = network.unapplied({"latency": 12, "stream-bandwidth": 0})
-    assert problem.startswith("the stream-bandwidth fault hit no request")
+def test_a_run_not_behind_its_network_all_along_is_named() -> None:
+    wan = network.Network(30.0, 8.0)
+    held = {"latency": {"hits": 12, "ended": None}, "stream-bandwidth": {"hits": 3, "ended": None}}
+    assert network.not_held(wan, held) == []
+    gone = {**held, "stream-bandwidth": {"hits": None, "ended": "unknown to the gate"}}
+    assert network.not_held(wan, gone) == [
+        "the stream-bandwidth fault ended before the run did (unknown to the gate)"
+    ]
+    assert network.not_held(wan, {"latency": {"hits": 0, "ended": None}}) == [
+        "the latency fault hit no request",
+        "the stream-bandwidth fault was not recorded",
+    ]
+    assert network.not_held(network.Network(0.0), {}) == []
 
 
 def test_launch_finds_stages_longer_than_the_launch() -> None:
