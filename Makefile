@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 ## Bring the local cloud up: apt packages, dockerd, node image, emulators, config. apt
-## installs debootstrap (with the system's python, stdlib only) while the venv installs.
+## installs mmdebstrap (with the system's python, stdlib only) while the venv installs.
 up:
 	@$(PYTHON) -m harness.cloud.system & early=$$!; \
 	$(MAKE) --no-print-directory venv; made=$$?; wait $$early; \

@@ -2,10 +2,11 @@
 
 What needs what (a fresh machine's slow steps are apt, the node rootfs and Azurite):
 
-- apt: rootfs tools: debootstrap, alone, so the rootfs build starts early;
+- apt: rootfs tools: mmdebstrap, alone, so the rootfs build starts early (``make up``
+  installs it beside the venv already);
 - apt: packages: the rest (docker.io, fuse3, rsync; Node.js if absent), after the first (one
   apt at a time);
-- node rootfs: debootstrap into the image cache, after the rootfs tools;
+- node rootfs: mmdebstrap into the image cache, after the rootfs tools;
 - dockerd: after the packages (docker.io);
 - node image: ``docker import`` of the cached rootfs, after the node rootfs and dockerd;
 - emulator installs: Azurite from npm, after the packages only if they bring Node.js;
@@ -74,7 +75,7 @@ class Bringup:
         if engine is not None and nodes.image_present(engine.host, tag):
             return "not needed (the engine has the image)"
         nodes.ensure_rootfs(tag, lambda tarball: nodes.build_rootfs(tarball, self.rclone, say))
-        return "built with debootstrap"
+        return f"built with {nodes.BUILDER}"
 
     def node_image(self, say: Say) -> str:
         self.image = self._tag()

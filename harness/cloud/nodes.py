@@ -1,10 +1,10 @@
-"""The node image: a Debian rootfs made with debootstrap and turned into an image with
+"""The node image: a Debian rootfs made with mmdebstrap and turned into an image with
 ``docker import`` (no registry is reachable, so nothing is ever pulled).
 
 The image is tagged ``skycore-node:<hash>`` where the hash covers the recipe (suite,
 packages, mirror-independent) and the rclone binary copied into it, so it is rebuilt only when
 the recipe changes. The rootfs tarball is cached in ``$HARNESS_HOME/images`` so a fresh
-engine only needs the ~2 s import, not the minute of debootstrap.
+engine only needs the ~2 s import, not the build (about 40 s).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,11 +26,13 @@ from harness.errors import CloudError
 from harness.paths import harness_home, logs_dir
 
 RECIPE_VERSION = 1
+BUILDER = "mmdebstrap"
+MERGED_USR_HOOKS = "/usr/share/mmdebstrap/hooks/merged-usr"
 SUITE = "bookworm"
 PACKAGES = ("fuse3", "rsync", "ca-certificates", "procps", "python3")
 REPOSITORY = "skycore-node"
 NODE_RCLONE = "/usr/local/bin/rclone"
-# Set up inside the rootfs after debootstrap: rclone, a login profile, fuse allowed to root.
+# Set up inside the rootfs after the build: rclone, a login profile, fuse allowed to root.
 POST_BUILD = r"""
 set -e
 chmod 0755 usr/local/bin/rclone
@@ -85,6 +86,7 @@ def recipe_hash(rclone: Path | None = None) -> str:
     """Hash of everything that decides the image's content."""
     recipe = {
         "version": RECIPE_VERSION,
+        "builder": [BUILDER, MERGED_USR_HOOKS],
         "suite": SUITE,
         "packages": sorted(PACKAGES),
         "post_build": POST_BUILD,
@@ -120,7 +122,7 @@ def debian_mirror() -> str:
                 return url
     raise CloudError(
         f"No Debian '{SUITE}' mirror found in /etc/apt/sources.list(.d). The node image is "
-        f"built with debootstrap from the machine's own mirror: add a '{SUITE}' apt source."
+        f"built with {BUILDER} from the machine's own mirror: add a '{SUITE}' apt source."
     )
 
 
@@ -185,37 +187,38 @@ def build_rootfs(
     packages: tuple[str, ...] = PACKAGES,
     post_build: str = POST_BUILD,
 ) -> Path:
-    """debootstrap a rootfs of ``suite`` with ``packages``, add rclone (unless None), run
+    """Build a minbase rootfs of ``suite`` with ``packages`` (mmdebstrap: apt downloads and
+    installs, about twice as fast as debootstrap), add rclone (unless None), run
     ``post_build`` in it and pack it into ``tarball``."""
-    if not shutil.which("debootstrap", path="/usr/sbin:/usr/bin:/sbin:/bin"):
+    if not shutil.which(BUILDER, path="/usr/sbin:/usr/bin:/sbin:/bin"):
         raise CloudError(
-            "debootstrap is not installed. Run 'harness up' as root (it installs it) or "
-            "'apt-get install -y debootstrap'."
+            f"{BUILDER} is not installed. Run 'harness up' as root (it installs it) or "
+            f"'apt-get install -y --no-install-recommends {BUILDER}'."
         )
     mirror = debian_mirror()
     tarball.parent.mkdir(parents=True, exist_ok=True)
     log_path = logs_dir() / "node-image-build.log"
-    say(f"building with debootstrap from {mirror} (about a minute, once; log {log_path})")
+    say(f"building with {BUILDER} from {mirror} (about 40 s, once; log {log_path})")
     with tempfile.TemporaryDirectory(dir=tarball.parent, prefix="rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
+        script = Path(tmp) / "post_build.sh"
+        script.write_text(post_build)
+        hooks = [f'cd "$1" && bash {script}']
+        if rclone is not None:
+            hooks.insert(0, f"copy-in {rclone} {Path(NODE_RCLONE).parent}")
+        partial = tarball.with_suffix(".partial")
         cmd = [
-            "debootstrap",
+            BUILDER,
             "--variant=minbase",
+            "--format=tar",
+            # merged /usr set up as debootstrap does (usr-is-merged), not by usrmerge+perl
+            f"--hook-dir={MERGED_USR_HOOKS}",
             f"--include={','.join(packages)}",
+            *(f"--customize-hook={hook}" for hook in hooks),
             suite,
-            str(rootfs),
+            str(partial),
             mirror,
         ]
         _run_with_progress(cmd, log_path, say)
-        if rclone is not None:
-            dest = rootfs / NODE_RCLONE.lstrip("/")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(rclone, dest)
-        subprocess.run(["bash", "-c", post_build], cwd=rootfs, check=True)
-        partial = tarball.with_suffix(".partial")
-        subprocess.run(
-            ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True
-        )
         partial.replace(tarball)
     return tarball
 
@@ -233,6 +236,7 @@ rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* usr/share/doc/* usr/shar
 def user_image_tag() -> str:
     """``skycore-userimage:<suite>-<recipe hash>``."""
     recipe = {
+        "builder": [BUILDER, MERGED_USR_HOOKS],
         "suite": USER_IMAGE_SUITE,
         "packages": sorted(USER_IMAGE_PACKAGES),
         "post_build": USER_IMAGE_POST_BUILD,
@@ -242,8 +246,8 @@ def user_image_tag() -> str:
 
 
 def ensure_user_image(docker_host: str, say: Callable[[str], None] = print) -> str:
-    """The user image's tag, importing its cached rootfs or building it (debootstrap of
-    USER_IMAGE_SUITE from the machine's mirror, ~60-90 s once)."""
+    """The user image's tag, importing its cached rootfs or building it (mmdebstrap of
+    USER_IMAGE_SUITE from the machine's mirror, about 40 s once)."""
 
     def build(tarball: Path) -> Path:
         return build_rootfs(
@@ -259,10 +263,9 @@ def ensure_user_image(docker_host: str, say: Callable[[str], None] = print) -> s
 
 
 def _run_with_progress(cmd: list[str], log_path: Path, say: Callable[[str], None]) -> None:
-    """Run ``cmd``, log everything, and echo debootstrap's phase changes (plus a package
-    count every few seconds while it downloads)."""
+    """Run ``cmd`` (the rootfs builder), log everything, and echo each new phase it names
+    ("I: downloading packages with apt...")."""
     seen: set[str] = set()
-    retrieved, last_count = 0, time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -271,19 +274,14 @@ def _run_with_progress(cmd: list[str], log_path: Path, say: Callable[[str], None
         for line in proc.stdout:
             log.write(line)
             phase = line.split(" ", 2)[1] if line.startswith("I: ") and " " in line[3:] else ""
-            if phase == "Retrieving":
-                retrieved += 1
-                if time.monotonic() - last_count > 5:
-                    last_count = time.monotonic()
-                    say(f"debootstrap: downloaded {retrieved} packages")
             if phase and phase not in seen:
                 seen.add(phase)
-                say(f"debootstrap: {line[3:].strip()}")
+                say(f"{cmd[0]}: {line[3:].strip()}")
         code = proc.wait()
     if code != 0:
         tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
         raise CloudError(
-            f"debootstrap failed (exit {code}): {tail}. Full log: {log_path}. Check that the "
+            f"{cmd[0]} failed (exit {code}): {tail}. Full log: {log_path}. Check that the "
             "Debian mirror in the apt sources is reachable, then run 'harness up' again."
         )
 

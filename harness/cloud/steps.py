@@ -3,7 +3,7 @@
 A step is a name, a function and the names of the steps it needs first. ``run_steps``
 starts every step whose dependencies are done, in threads, and prints one line per step
 when it ends: the time since the run started, its result and how long it took, e.g.
-``[ 12.3 s] node rootfs: built with debootstrap (48.1 s)``. Lines a step says while it runs
+``[ 42.3 s] node rootfs: built with mmdebstrap (38.1 s)``. Lines a step says while it runs
 carry the same clock and its name. A failed step skips the steps that need it; the others
 run to the end, then the failure is raised.
 """

@@ -15,12 +15,12 @@ from harness.errors import CloudError
 REQUIRED: dict[str, str] = {
     "dockerd": "docker.io",
     "fusermount3": "fuse3",
-    "debootstrap": "debootstrap",
+    "mmdebstrap": "mmdebstrap",
     "rsync": "rsync",
 }
 # What the node rootfs build needs: installed first, alone, so the build can start while
 # apt installs the rest.
-ROOTFS_TOOLS: dict[str, str] = {"debootstrap": "debootstrap"}
+ROOTFS_TOOLS: dict[str, str] = {"mmdebstrap": "mmdebstrap"}
 # apt-get waits for another apt's lock (``make up`` installs the rootfs tools beside the
 # venv) instead of failing at once.
 APT_GET = ("apt-get", "-o", "DPkg::Lock::Timeout=600")

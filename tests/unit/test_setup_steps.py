@@ -26,8 +26,8 @@ def _recording(events: list[str], name: str, result: str = "done") -> Step:
 
 
 def test_progress_line_shows_the_clock_the_result_and_the_duration() -> None:
-    line = progress_line(12.34, "node rootfs", "built with debootstrap", 48.12)
-    assert line == "[ 12.3 s] node rootfs: built with debootstrap (48.1 s)"
+    line = progress_line(42.34, "node rootfs", "built with mmdebstrap", 38.12)
+    assert line == "[ 42.3 s] node rootfs: built with mmdebstrap (38.1 s)"
     assert progress_line(0.0, "dockerd", "starting") == "[  0.0 s] dockerd: starting"
 
 
