@@ -25,9 +25,6 @@ KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 
-MAX_STREAMS = 64
-"""The most streams one file may use (the same bound as ``transfers``)."""
-
 ORDERED_STREAMS = 8
 """Streams per file of an ordered MOUNT_CACHED mount, by default, at least (a store whose
 rclone backend sends more by default keeps its own: Azure's 16). An ordered mount uploads one
@@ -79,7 +76,7 @@ def parse_size(value: object, field: str) -> int:
 def show_size(n: int) -> str:
     """``n`` bytes exactly, in the largest unit that divides it (``5MiB``, ``1536KiB``)."""
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n % size == 0:
+        if n and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}B"
 
