@@ -34,6 +34,7 @@ from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, account_owner, pa
 from harness.emulators.azure_gate.requests import classify_azure, operation
 from harness.emulators.azure_gate.signatures import check_sas, check_shared_key
 from harness.gate.rules import query_pairs
+from tests.unit.hypothesis_budget import examples
 
 ACCOUNT = "acct"
 KEY = "c2t5Y29yZS10ZXN0LWtleS1za3ljb3JlLXRlc3Qta2V5LXNreWNvcmUtdGVzdC1rZXk="
@@ -69,7 +70,7 @@ def base_headers(extra: dict[str, str]) -> dict[str, str]:
     return {"x-ms-date": format_datetime(NOW, usegmt=True), "x-ms-version": "2026-10-06", **extra}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(container=names, blob=blob_names, metadata=meta, length=st.integers(0, 99))
 def test_the_sdks_shared_key_signatures_verify(
     container: str, blob: str, metadata: dict[str, str], length: int
@@ -104,7 +105,7 @@ def sas_params(token: str) -> dict[str, str]:
     return dict(query_pairs(token))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(container=names, blob=blob_names, hours=st.integers(1, 48))
 def test_the_sdks_sas_verify_and_expire(container: str, blob: str, hours: int) -> None:
     now = datetime.now(UTC)

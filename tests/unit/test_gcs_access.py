@@ -32,6 +32,7 @@ from harness.emulators.gcs_gate.signed_urls import (
 from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Bucket
 from harness.gate.state import GateState
+from tests.unit.hypothesis_budget import examples
 
 CALLERS = (USER, OTHER, None)
 VIEWER = "roles/storage.objectViewer"
@@ -153,7 +154,7 @@ def test_policy_etags_name_their_serial(a: int, b: int) -> None:
 MEMBERS = ("allUsers", "allAuthenticatedUsers", f"user:{ga.EMAILS[OTHER]}")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(st.lists(st.lists(st.sampled_from(MEMBERS), max_size=2), min_size=1, max_size=6))
 def test_a_policy_and_its_serial_make_its_etag(changes: list[list[str]]) -> None:
     """Reading one policy twice gives one etag; every set (even to the same bindings)
@@ -328,7 +329,7 @@ def test_tampered_path_and_expiry() -> None:
         _verify(_sign(USER), seconds_later=-3600)  # not valid yet
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(st.text(alphabet="abc/ _~%+é", min_size=1, max_size=12))
 def test_any_object_name_verifies(name: str) -> None:
     from urllib.parse import quote

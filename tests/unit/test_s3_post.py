@@ -33,6 +33,7 @@ from harness.emulators.s3_gate.post import (
 from harness.gate.protocol import Exchange
 from harness.gate.rules import INVALID
 from harness.gate.state import GateState
+from tests.unit.hypothesis_budget import examples
 
 KEYS = {"user": AccessKey("AKIAUSER", "user-secret"), "other": AccessKey("AKIAOTHER", "o-secret")}
 BUCKET = "forms"
@@ -53,7 +54,7 @@ def _code(error: pytest.ExceptionInfo[Denied]) -> tuple[int, str]:
 # --- the multipart reader --------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     fields=st.dictionaries(field_names, text, max_size=6),
     content=st.binary(max_size=300) | st.sampled_from([b"\r\n--", b"--\r\n\r\n", b"\r\n"]),
@@ -101,7 +102,7 @@ def test_parse_form_refuses_malformed_bodies(content_type: str, body: bytes) -> 
 # --- conditions ------------------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(value=text, prefix=text, field=st.sampled_from(["key", "acl", "x-amz-meta-a", "expires"]))
 def test_starts_with(value: str, prefix: str, field: str) -> None:
     """``starts-with`` holds exactly when the value starts with the prefix (an empty prefix
@@ -117,7 +118,7 @@ def test_starts_with(value: str, prefix: str, field: str) -> None:
         assert error.value.verdict.message == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(value=text, expected=text, dict_form=st.booleans())
 def test_exact_match(value: str, expected: str, dict_form: bool) -> None:
     """``eq`` and the object form match the whole value, case-sensitively."""
@@ -220,7 +221,7 @@ def test_policy_covers_every_field() -> None:
         check_policy(_policy({"key": "k"}), v2, 1, ALWAYS_EXEMPT, 0)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(size=st.integers(0, 100), low=st.integers(0, 100), high=st.integers(0, 100))
 def test_content_length_range(size: int, low: int, high: int) -> None:
     """The file's size must lie in [low, high]: below is EntityTooSmall, above

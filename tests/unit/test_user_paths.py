@@ -39,6 +39,7 @@ from skycore.user_paths import (
     resolve_local_path,
     show,
 )
+from tests.unit.hypothesis_budget import examples
 
 NO_USER = "skycore-no-such-user-5e1f"
 LONG = "n" * 300  # one name longer than the 255 bytes a file system allows
@@ -449,7 +450,7 @@ _KINDS = (
 
 
 @settings(
-    max_examples=300,
+    max_examples=examples(300),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
