@@ -3,7 +3,7 @@ violation; in-order completions never are, however the listings fall."""
 
 from __future__ import annotations
 
-import time
+import threading
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,14 +44,17 @@ def test_first_seen_and_describe() -> None:
 
 def test_the_thread_polls_until_stopped_and_counts_errors() -> None:
     calls = {"n": 0}
+    fourth = threading.Event()
 
     def listing() -> list[str]:
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("NoSuchBucket")
+        if calls["n"] == 4:
+            fourth.set()
         return KEYS[: calls["n"]]
 
     with ListingPoller(listing, interval=0.01) as poll:
-        time.sleep(0.2)
+        assert fourth.wait(60), "the poller stopped listing"
     assert poll.errors == 1 and len(poll.snapshots) >= 3
     assert poll.first_violation(KEYS) is None
