@@ -10,8 +10,10 @@ What needs what (a fresh machine's slow steps are apt, the node rootfs and Azuri
 - dockerd: after the packages (docker.io);
 - node image: ``docker import`` of the cached rootfs, after the node rootfs and dockerd;
 - emulator installs: Azurite from npm, after the packages only if they bring Node.js;
-- emulators: their processes and gates, after their installs;
-- buckets: the seeded buckets, after the emulators.
+- emulators: the processes and gates of the stores that install nothing (moto,
+  fake-gcs-server: in the venv), at once, then their seeded buckets;
+- emulators (npm): those of the stores installed from npm (Azurite), after their installs,
+  then their seeded buckets.
 
 The venv (moto, fake-gcs-server, rclone) is installed before any of it (``make venv``).
 """
@@ -33,7 +35,7 @@ ROOTFS = "node rootfs"
 IMAGE = "node image"
 INSTALLS = "emulator installs"
 EMULATORS = "emulators"
-BUCKETS = "buckets"
+NPM_EMULATORS = "emulators (npm)"
 
 
 def _installed(packages: list[str]) -> str:
@@ -89,12 +91,19 @@ class Bringup:
         return "ready"
 
     def emulators(self, say: Say) -> str:
-        self.running = fleet.start_all(stores=self.stores)
-        return f"running: {', '.join(self.running)}"
+        return self._start([s for s in self.stores if not fleet.emulator_class(s).needs_node], say)
 
-    def buckets(self, say: Say) -> str:
-        seeded = self.seed(self.running, say)
-        return f"seeded {seeded}" if seeded else "present"
+    def npm_emulators(self, say: Say) -> str:
+        return self._start([s for s in self.stores if fleet.emulator_class(s).needs_node], say)
+
+    def _start(self, stores: list[str], say: Say) -> str:
+        if not stores:
+            return "none to start"
+        running = fleet.start_all(stores=stores)
+        self.running.update(running)
+        seeded = self.seed(running, say)
+        buckets = f"seeded {seeded} buckets" if seeded else "buckets present"
+        return f"running: {', '.join(stores)}; {buckets}"
 
     def _tag(self) -> str:
         if self.rclone is None:
@@ -117,7 +126,7 @@ def plan(made: Bringup, with_docker: bool = True, with_emulators: bool = True) -
         node_missing = made.need_node and system.missing_packages(True, required={})
         steps += [
             Step(INSTALLS, made.emulator_installs, after=(APT,) if node_missing else ()),
-            Step(EMULATORS, made.emulators, after=(INSTALLS,)),
-            Step(BUCKETS, made.buckets, after=(EMULATORS,)),
+            Step(EMULATORS, made.emulators),
+            Step(NPM_EMULATORS, made.npm_emulators, after=(INSTALLS,)),
         ]
     return steps

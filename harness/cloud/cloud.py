@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,28 +141,47 @@ def up_docker(say: Say = print) -> tuple[str, str]:
 
 
 def seed_world(running: dict[str, fleet.RunningEmulator], say: Say = print) -> int:
-    """Create the buckets that exist before any task (idempotent); return how many it made.
+    """Create the buckets that exist before any task (idempotent), the stores side by side;
+    return how many it made.
 
     A store whose emulator process is the one seeded last time is skipped without a request.
     """
     marker = harness_home() / "seeded.json"
-    try:
-        seeded = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        seeded = {}
+    seeded = _read_marker(marker)
+    identities = {
+        store: [emu.record.pid, emu.record.start_time, emu.endpoint]
+        for store, emu in running.items()
+    }
+    stale = [store for store in running if seeded.get(store) != identities[store]]
     made = 0
-    for store, emu in running.items():
-        identity = [emu.record.pid, emu.record.start_time, emu.endpoint]
-        if seeded.get(store) == identity:
-            continue
-        for name, owner, public in demo_buckets(store):
-            if not emu.bucket_exists(name, owner):
-                objects = SEED_OBJECTS if owner == OTHER else _demo_objects()
-                emu.make_bucket(name, owner=owner, public=public, objects=objects)
-                say(f"seeded {store} bucket {name} (owner {owner}, public={public})")
-                made += 1
-        seeded[store] = identity
-    marker.write_text(json.dumps(seeded))
+    if stale:
+        with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="seed") as pool:
+            made = sum(pool.map(lambda store: _seed_store(store, running[store], say), stale))
+    with _MARKER_LOCK:  # up seeds the stores of each emulators step as soon as they run
+        seeded = _read_marker(marker)
+        seeded.update({store: identities[store] for store in stale})
+        marker.write_text(json.dumps(seeded))
+    return made
+
+
+_MARKER_LOCK = threading.Lock()
+
+
+def _read_marker(marker: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(marker.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _seed_store(store: str, emu: fleet.RunningEmulator, say: Say) -> int:
+    made = 0
+    for name, owner, public in demo_buckets(store):
+        if not emu.bucket_exists(name, owner):
+            objects = SEED_OBJECTS if owner == OTHER else _demo_objects()
+            emu.make_bucket(name, owner=owner, public=public, objects=objects)
+            say(f"seeded {store} bucket {name} (owner {owner}, public={public})")
+            made += 1
     return made
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from filelock import FileLock
+
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK, log_tail
 from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, StorageAccount, account_key
@@ -45,10 +47,18 @@ def azurite_blob_bin(home: Path) -> Path:
 
 
 def ensure_azurite(home: Path) -> Path:
-    """Install Azurite into ``$HARNESS_HOME/npm`` unless it is there; return azurite-blob."""
+    """Install Azurite into ``$HARNESS_HOME/npm`` unless it is there; return azurite-blob.
+    One install at a time (a file lock), whoever asks: ``harness up`` installs it beside
+    the other emulators' start, outside their lock."""
     binary = azurite_blob_bin(home)
-    if binary.exists():
-        return binary
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(home / "npm.lock"), timeout=900):  # npm links the binary before it ends
+        if not binary.exists():
+            _install_azurite(home, binary)
+    return binary
+
+
+def _install_azurite(home: Path, binary: Path) -> None:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         raise EmulatorError(
@@ -91,7 +101,6 @@ def ensure_azurite(home: Path) -> Path:
             f"is reachable, remove {target} and start again."
         )
     installing_notice(f"Azurite installed into {target}")
-    return binary
 
 
 def azurite_accounts() -> str:

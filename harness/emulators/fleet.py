@@ -121,14 +121,13 @@ def prepare_all(
 ) -> None:
     """Install or locate what the emulators of ``stores`` (default: every registered one)
     need, without starting them (Azurite's npm install, for one), so it can run beside other
-    set-up work; ``start_all`` then finds it done. Serialised with ``start_all`` by the same
-    file lock."""
+    set-up work, the other emulators' start included: it does not take their lock (an
+    install keeps its own). ``start_all`` then finds it done."""
     home = harness_home(home, create=False)
     stores = tuple(registry.store_names() if stores is None else stores)
     _check_stores(stores)
-    with _holding_lock(home, "preparing the emulators"):
-        for store in stores:
-            emulator_class(store).prepare(home)
+    for store in stores:
+        emulator_class(store).prepare(home)
 
 
 def start_all(

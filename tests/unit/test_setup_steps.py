@@ -140,14 +140,16 @@ def _made(need_node: bool = True) -> bringup.Bringup:
     return bringup.Bringup(("s3", "azure"), need_node, seed=lambda running, say: 0)
 
 
-def test_up_builds_the_rootfs_beside_apt_and_imports_it_once_dockerd_answers() -> None:
+def test_up_builds_the_rootfs_beside_apt_and_starts_emulators_that_install_nothing_at_once() -> (
+    None
+):
     needs = _needs(bringup.plan(_made()))
     assert needs[bringup.ROOTFS] == (bringup.APT_TOOLS,)
     assert needs[bringup.APT] == (bringup.APT_TOOLS,)
     assert needs[bringup.DOCKERD] == (bringup.APT,)
     assert set(needs[bringup.IMAGE]) == {bringup.ROOTFS, bringup.DOCKERD}
-    assert needs[bringup.EMULATORS] == (bringup.INSTALLS,)
-    assert needs[bringup.BUCKETS] == (bringup.EMULATORS,)
+    assert needs[bringup.EMULATORS] == ()
+    assert needs[bringup.NPM_EMULATORS] == (bringup.INSTALLS,)
 
 
 def test_emulator_installs_wait_for_apt_only_when_apt_brings_node(
@@ -166,7 +168,7 @@ def test_emulator_installs_wait_for_apt_only_when_apt_brings_node(
 
 
 DOCKER_STEPS = {bringup.APT_TOOLS, bringup.ROOTFS, bringup.DOCKERD, bringup.IMAGE}
-EMULATOR_STEPS = {bringup.INSTALLS, bringup.EMULATORS, bringup.BUCKETS}
+EMULATOR_STEPS = {bringup.INSTALLS, bringup.EMULATORS, bringup.NPM_EMULATORS}
 
 
 def test_plans_without_docker_or_emulators_leave_their_steps_out() -> None:
