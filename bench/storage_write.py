@@ -19,6 +19,11 @@ Target: >= 0.85x on S3 (on every store with ``--wan``), i.e. MOUNT_CACHED time /
         [--chunk-size 16M] [--repeat 1] [--no-check]
     (default: every store of the emulator registry)
 
+A store from a package runs the same way once the package is importable, e.g. rclones3
+(``rclone serve s3`` as the S3 stand-in instead of moto, whose multipart completion costs
+CPU here): ``pip install --target DIR --no-deps --no-build-isolation --no-index
+tests/fixtures/rclone_s3_pkg``, then ``PYTHONPATH=DIR ... --stores s3,rclones3``.
+
 ``--wan`` puts every bucket (SDK, MOUNT, MOUNT_CACHED) behind a modelled WAN: every request
 waits 30 ms and every connection is capped at 8 MiB/s (the gate's ``latency`` and
 ``stream-bandwidth`` faults, scoped to the bucket). The mounts are made as a task YAML's
