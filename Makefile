@@ -12,14 +12,16 @@ RUN_ID ?= dy
 venv: $(VENV)/.installed
 
 ## The venv, installed again when pyproject.toml changes: with uv (from PyPI, put into the
-## venv by its pip), or with pip when uv cannot be had. uv compiles the bytecode as pip does,
-## so no later run compiles it again (nor every run, where PYTHONDONTWRITEBYTECODE is set).
-## The times are read from /proc/uptime, a monotonic clock.
+## venv by its pip), or with pip when uv cannot be had. Python caches a module's bytecode at
+## its first import; where PYTHONDONTWRITEBYTECODE is set it never does, so there uv compiles
+## it all at install (as pip always does; about half a minute more on 2 cores), or every run
+## would compile what it imports again. The times are read from /proc/uptime, a monotonic clock.
+UV_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
 $(VENV)/.installed: pyproject.toml
 	@start=$$(cut -d' ' -f1 /proc/uptime); \
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || exit 1; \
 	if $(BIN)/python -m pip install -q uv >$(VENV)/uv-install.log 2>&1 && $(BIN)/uv --version >/dev/null 2>&1; then \
-	  how=uv; $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --upgrade-package pip pip -e '.[dev]' || exit 1; \
+	  how=uv; $(BIN)/uv pip install -q $(UV_COMPILE) --python $(BIN)/python --upgrade-package pip pip -e '.[dev]' || exit 1; \
 	else \
 	  how=pip; echo "venv: uv cannot be had (see $(VENV)/uv-install.log); installing with pip"; \
 	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]' || exit 1; \
