@@ -1,4 +1,4 @@
-"""The node image: built by debootstrap + docker import, carries what a VM would."""
+"""The node image: built by mmdebstrap + docker import, carries what a VM would."""
 
 from __future__ import annotations
 
