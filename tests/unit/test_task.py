@@ -16,6 +16,7 @@ from skycore.errors import UserError
 from skycore.storage import StorageMode
 from skycore.storage.s3 import AwsConfig
 from skycore.task import Task, TaskError, substitute
+from tests.unit.hypothesis_budget import examples
 
 
 @pytest.fixture
@@ -263,7 +264,7 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow])
 @given(valid_specs())
 def test_valid_specs_round_trip(spec: dict[str, Any]) -> None:
     task = Task.from_dict(yaml.safe_load(yaml.safe_dump(spec)))
@@ -297,7 +298,7 @@ fields = st.sampled_from(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(yaml_values, st.dictionaries(fields, yaml_values, max_size=5)))
 def test_random_specs_never_traceback(data: Any) -> None:
     try:
