@@ -11,13 +11,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness.cloud import cloud
-from harness.cloud.chaos import fault_command, preempt_command
-from harness.conformance.commands import conform_command, target_command
 from harness.emulators.records import EmulatorError
 from harness.emulators.registry import EmulatorLoadError, UnknownEmulatorError
 from harness.errors import CloudError
-from skycore.config import ConfigError
+from skycore.errors import ConfigError
 
 console = Console(highlight=False, width=max(Console().width, 140))
 err_console = Console(stderr=True, highlight=False)
@@ -28,7 +25,52 @@ def _say(message: str) -> None:
     console.print(message, markup=False, soft_wrap=True)
 
 
-@click.group()
+def _preempt() -> click.Command:
+    from harness.cloud.chaos import preempt_command
+
+    return preempt_command
+
+
+def _fault() -> click.Command:
+    from harness.cloud.chaos import fault_command
+
+    return fault_command
+
+
+def _conform() -> click.Command:
+    from harness.conformance.commands import conform_command
+
+    return conform_command
+
+
+def _target() -> click.Command:
+    from harness.conformance.commands import target_command
+
+    return target_command
+
+
+LAZY_COMMANDS: dict[str, Callable[[], click.Command]] = {
+    "preempt": _preempt,  # harness preempt CLUSTER [--rank N] [--force]
+    "fault": _fault,  # harness fault STORE KIND [--seconds N] [--bucket B] ...
+    "conform": _conform,  # harness conform [--store NAME] [--target FILE] [-n N] ...
+    "target": _target,  # harness target STORE > t.yaml
+}
+"""Commands whose modules load only when the command runs (or help lists it), so that
+``harness up`` does not import the chaos and conformance layers, nor they the docker SDK."""
+
+
+class LazyGroup(click.Group):
+    """A group that imports the module of a command of :data:`LAZY_COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        load = LAZY_COMMANDS.get(cmd_name)
+        return load() if load is not None else super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup)
 def cli() -> None:
     """The local cloud for skycore: dockerd, the node image, the storage emulators."""
 
@@ -65,6 +107,8 @@ def up(stores: tuple[str, ...]) -> None:
     image and the emulators of every store, or only of the stores named with --store. The
     skycore config gets the started stores' sections; every other section is kept. Steps
     that do not need each other run side by side; each prints one line with its time."""
+    from harness.cloud import cloud
+
     selected = _selected(stores)
     started = time.monotonic()
     info = cloud.up(say=_say, stores=selected)
@@ -82,6 +126,8 @@ def down(stores: tuple[str, ...]) -> None:
     """Stop what 'harness up' started: the emulators and gates recorded in $HARNESS_HOME
     and a dockerd it started (an engine it found running is left alone). With --store, only
     those stores' emulators and gates; dockerd and the other stores keep running."""
+    from harness.cloud import cloud
+
     selected = _selected(stores)
     stopped = cloud.down(say=_say, stores=selected)
     if selected is None:
@@ -95,6 +141,8 @@ def down(stores: tuple[str, ...]) -> None:
 @cli.command()
 def status() -> None:
     """Show what runs and where."""
+    from harness.cloud import cloud
+
     table = Table("component", "state", "where", "details")
     for column in table.columns:
         column.overflow = "fold"
@@ -112,14 +160,10 @@ def status() -> None:
 @cli.command()
 def env() -> None:
     """Print shell exports that point tools at the local cloud."""
+    from harness.cloud import cloud
+
     for key, value in cloud.env_exports().items():
         click.echo(f"export {key}={value}")
-
-
-cli.add_command(preempt_command)  # harness preempt CLUSTER [--rank N] [--force]
-cli.add_command(fault_command)  # harness fault STORE KIND [--seconds N] [--bucket B] ...
-cli.add_command(conform_command)  # harness conform [--store NAME] [--target FILE] [-n N] ...
-cli.add_command(target_command)  # harness target STORE > t.yaml
 
 
 def main() -> None:
