@@ -49,15 +49,19 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
     """Every import statement under ``node``, at any depth, except in ``if TYPE_CHECKING:``
-    bodies (their ``else:`` counts)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.Import | ast.ImportFrom):
-            yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
-            for stmt in child.orelse:
-                yield from _imports(ast.Module(body=[stmt], type_ignores=[]))
+    bodies (their ``else:`` counts), in source order. Expressions hold no statements, so
+    the walk does not enter them."""
+    stack: list[ast.AST] = list(reversed(list(ast.iter_child_nodes(node))))
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Import | ast.ImportFrom):
+            yield current
+            continue
+        if isinstance(current, ast.If) and _is_type_checking(current.test):
+            children: list[ast.AST] = list(current.orelse)
         else:
-            yield from _imports(child)
+            children = [c for c in ast.iter_child_nodes(current) if not isinstance(c, ast.expr)]
+        stack.extend(reversed(children))
 
 
 def _resolve(module: str, is_package: bool, level: int, target: str | None) -> str:

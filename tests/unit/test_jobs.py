@@ -265,7 +265,7 @@ def test_orphan_with_stale_heartbeat_gets_a_new_controller(home: Path, tmp_path:
     job = orphan(home, tmp_path, heartbeat_age=core.ADOPT_AFTER_S + 1)
     assert not core.controller_alive(job.job_id)
     assert core.adopt_orphans() == [job.job_id]
-    done = core.wait(job.job_id, 60)
+    done = core.wait(job.job_id, 60, poll=0.05)
     # The new controller ran the job: here its task cannot load any more, so it FAILED.
     assert done.status is JobStatus.FAILED
     assert "workdir" in done.status_reason
@@ -284,7 +284,7 @@ def test_live_or_recent_controllers_are_not_adopted(home: Path, tmp_path: Path) 
         assert core.adopt_orphans() == []  # a live controller holds the lock
     assert not core.controller_alive(job.job_id)
     assert core.adopt_orphans() == [job.job_id]
-    assert core.wait(job.job_id, 60).status is JobStatus.FAILED
+    assert core.wait(job.job_id, 60, poll=0.05).status is JobStatus.FAILED
 
 
 def test_a_second_controller_for_the_same_job_exits(
