@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import array
+import fcntl
 import signal
 import subprocess
+import termios
 import threading
+import time
+from typing import IO
 
 import pytest
 
@@ -12,17 +17,52 @@ from skycore.runner import pipe_lines
 
 
 def test_lines_come_whole_and_the_last_one_may_lack_its_newline() -> None:
-    script = "printf 'a\\nbb\\n'; sleep 0.4; printf 'c\\n'; printf 'last'"
-    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    assert list(pipe_lines(proc.stdout)) == [b"a\n", b"bb\n", b"c\n", b"last"]
+    """The command writes its second part only once the first two lines came through."""
+    script = "printf 'a\\nbb\\n'; read -r _; printf 'c\\n'; printf 'last'"
+    proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = pipe_lines(proc.stdout)
+    assert [next(lines), next(lines)] == [b"a\n", b"bb\n"]
+    proc.stdin.write(b"go on\n")
+    proc.stdin.close()
+    assert list(lines) == [b"c\n", b"last"]
+    assert proc.wait() == 0
+
+
+def _unread(pipe: IO[bytes]) -> int:
+    """How many bytes wait in ``pipe`` for its reader."""
+    count = array.array("i", [0])
+    fcntl.ioctl(pipe.fileno(), termios.FIONREAD, count)
+    return count[0]
 
 
 def test_a_line_written_in_pieces_comes_whole() -> None:
-    script = "printf 'x'; sleep 0.3; printf 'y'; sleep 0.3; printf 'z\\nq\\n'"
-    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    assert list(pipe_lines(proc.stdout)) == [b"xyz\n", b"q\n"]
+    """The command writes the next piece only once the reader took the last one (it says
+    on stderr when a piece is out; the pipe is empty once the reader took it)."""
+    script = "printf 'x'; echo >&2; read -r _; printf 'y'; echo >&2; read -r _; printf 'z\\nq\\n'"
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+
+    def next_piece_once_read() -> None:
+        for _ in range(2):
+            stderr.readline()
+            deadline = time.monotonic() + 60  # a hang guard only
+            while _unread(stdout) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            stdin.write(b"\n")
+            stdin.flush()
+        stdin.close()
+
+    feeder = threading.Thread(target=next_piece_once_read)
+    feeder.start()
+    assert list(pipe_lines(stdout)) == [b"xyz\n", b"q\n"]
+    feeder.join()
     assert proc.wait() == 0
     assert proc.wait() == 0
 
