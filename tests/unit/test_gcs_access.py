@@ -14,11 +14,13 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
 from harness.emulators.gcs_gate import access as ga
+from harness.emulators.gcs_gate import signed_urls
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 from harness.emulators.gcs_gate.requests import classify_gcs
 from harness.emulators.gcs_gate.signed_urls import (
@@ -281,6 +283,29 @@ def _verify(query: str, path: str = "/b/k.txt", seconds_later: float = 1) -> str
 def test_signed_url_names_its_signer() -> None:
     assert _verify(_sign(USER)) == USER
     assert _verify(_sign(OTHER)) == OTHER
+
+
+def test_a_kept_key_is_read_back_and_a_damaged_one_is_derived_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key cache on its own: the derivation (half a second of CPU) is this process's key,
+    and each call of it is counted."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = private_key(USER)
+    derived: list[str] = []
+
+    def derive_counted(account: str) -> rsa.RSAPrivateKey:
+        derived.append(account)
+        return key
+
+    monkeypatch.setattr(signed_urls, "_derive_key", derive_counted)
+    read = private_key.__wrapped__  # past the per-process cache
+    assert read(USER).private_numbers() == key.private_numbers() and derived == [USER]
+    (kept,) = (tmp_path / "skycore-harness" / "gcs-keys").iterdir()
+    assert read(USER).private_numbers() == key.private_numbers() and derived == [USER]
+    kept.write_bytes(b"-----BEGIN PRIVATE KEY-----\ndamaged\n")
+    assert read(USER).private_numbers() == key.private_numbers() and derived == [USER, USER]
+    assert b"damaged" not in kept.read_bytes()
 
 
 def test_keys_are_deterministic_and_distinct() -> None:

@@ -9,18 +9,22 @@ The keys are test keys of the local cloud: anyone can derive them. Never use the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import inspect
+import os
 import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
@@ -71,9 +75,8 @@ def _prime(rng: random.Random, bits: int, e: int) -> int:
             return candidate
 
 
-@cache
-def private_key(account: str) -> rsa.RSAPrivateKey:
-    """``account``'s 2048-bit RSA key, the same in every process (derived from its name)."""
+def _derive_key(account: str) -> rsa.RSAPrivateKey:
+    """``account``'s 2048-bit RSA key, derived from its name (the same in every process)."""
     rng = random.Random(f"skycore-harness-gcs-service-account-{account}")
     e = 65537
     p, q = _prime(rng, 1024, e), _prime(rng, 1024, e)
@@ -83,6 +86,48 @@ def private_key(account: str) -> rsa.RSAPrivateKey:
         p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q), public
     )
     return numbers.private_key()
+
+
+def _key_cache_path(account: str) -> Path | None:
+    """Where ``account``'s key is kept: the user's cache, under a name that changes with the
+    account and with the derivation's code (an edit of it never meets an older key); None
+    where that code cannot be read."""
+    try:
+        code = "".join(inspect.getsource(f) for f in (_probable_prime, _prime, _derive_key))
+    except (OSError, TypeError):
+        return None
+    digest = hashlib.sha256(f"{account}\0{CHECKED_ROUNDS}\0{code}".encode()).hexdigest()[:24]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "skycore-harness" / "gcs-keys" / f"{digest}.pem"
+
+
+@cache
+def private_key(account: str) -> rsa.RSAPrivateKey:
+    """``account``'s 2048-bit RSA key, the same in every process (derived from its name).
+    Deriving it takes about half a second of CPU, so the key is kept in the user's cache
+    (written atomically; an unreadable or damaged file is derived again)."""
+    path = _key_cache_path(account)
+    if path is None:
+        return _derive_key(account)
+    with contextlib.suppress(OSError, ValueError, TypeError, UnsupportedAlgorithm):
+        kept = serialization.load_pem_private_key(
+            path.read_bytes(), password=None, unsafe_skip_rsa_key_validation=True
+        )
+        if isinstance(kept, rsa.RSAPrivateKey):
+            return kept
+    key = _derive_key(account)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.touch(mode=0o600)
+        partial.write_bytes(pem)
+        os.replace(partial, path)
+    return key
 
 
 def hmac_key(account: str) -> tuple[str, str]:
