@@ -9,6 +9,7 @@ names something that is not a store. The registries are reset before and after.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -173,16 +174,41 @@ def _cli(site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+HARNESS_COMMANDS = """
+import contextlib, io, json, sys, traceback
+from harness.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["harness", *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+print(json.dumps(results))
+"""
+"""Runs ``harness ARGV...`` for each ARGV in turn in one process (one start for all)."""
+
+
 def test_harness_up_and_conform_for_the_broken_store_are_one_paragraph(site: Path) -> None:
-    r = _cli(site, "-m", "harness.cli", "up", "--store", "linode")
-    assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr
-    (error,) = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
-    assert "The emulator 'linode'" in error and IMPORT_ERROR in error, r.stderr
-    assert len(warning_lines(r.stderr)) == 1, r.stderr  # and the warning line once
-    r = _cli(site, "-m", "harness.cli", "conform", "--store", "linode", "-y")
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "Error: The emulator 'linode' (entry point" in r.stderr and IMPORT_ERROR in r.stderr
+    commands = [["up", "--store", "linode"], ["conform", "--store", "linode", "-y"]]
+    r = _cli(site, "-c", HARNESS_COMMANDS, json.dumps(commands))
+    assert r.returncode == 0, r.stdout + r.stderr
+    up, conform = json.loads(r.stdout)
+    assert up["code"] == 1, up
+    assert "Traceback" not in up["stderr"]
+    (error,) = [line for line in up["stderr"].splitlines() if line.startswith("Error:")]
+    assert "The emulator 'linode'" in error and IMPORT_ERROR in error, up
+    assert len(warning_lines(up["stderr"])) == 1, up  # and the warning line once
+    assert conform["code"] == 1 and "Traceback" not in conform["stderr"], conform
+    stderr = conform["stderr"]
+    assert "Error: The emulator 'linode' (entry point" in stderr and IMPORT_ERROR in stderr
 
 
 def test_a_process_loading_the_plugins_shows_each_warning_once(site: Path) -> None:
