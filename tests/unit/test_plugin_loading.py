@@ -9,7 +9,6 @@ names something that is not a store. The registries are reset before and after.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from skycore.deprecation import SHOWN_ENV
 from skycore.errors import StoreLoadError, TaskError
 from skycore.storage.common import parse_url
 from skycore.task import Task
+from tests.unit.harness_in_one_process import run_harness
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,43 +164,26 @@ def test_the_broken_stores_config_section_is_kept_unchecked(site: Path) -> None:
         SkycoreConfig.model_validate({"nosuchstore": {}})
 
 
-def _cli(site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def _env(site: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != SHOWN_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)])
     env["HARNESS_HOME"] = str(site / "harness-home")
     env["COLUMNS"] = "1000"  # rich wraps the error paragraph at the terminal's width
+    return env
+
+
+def _cli(site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, *argv], capture_output=True, text=True, env=_env(site), timeout=120
     )
 
 
-HARNESS_COMMANDS = """
-import contextlib, io, json, sys, traceback
-from harness.cli import main
-results = []
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["harness", *argv]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-print(json.dumps(results))
-"""
-"""Runs ``harness ARGV...`` for each ARGV in turn in one process (one start for all)."""
-
-
 def test_harness_up_and_conform_for_the_broken_store_are_one_paragraph(site: Path) -> None:
-    commands = [["up", "--store", "linode"], ["conform", "--store", "linode", "-y"]]
-    r = _cli(site, "-c", HARNESS_COMMANDS, json.dumps(commands))
-    assert r.returncode == 0, r.stdout + r.stderr
-    up, conform = json.loads(r.stdout)
+    commands: list[tuple[list[str], list[str]]] = [
+        ([], ["up", "--store", "linode"]),
+        ([], ["conform", "--store", "linode", "-y"]),
+    ]
+    up, conform = run_harness(commands, _env(site))
     assert up["code"] == 1, up
     assert "Traceback" not in up["stderr"]
     (error,) = [line for line in up["stderr"].splitlines() if line.startswith("Error:")]
