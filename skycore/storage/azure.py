@@ -9,21 +9,17 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceExistsError,
-    ResourceNotFoundError,
-)
-from azure.storage.blob import BlobServiceClient, ContainerClient
 from pydantic import BaseModel, ConfigDict
 
 from skycore.storage.api import AbstractStore, AccessInfo
 from skycore.storage.common import StorageAccessError, basic_name_problem
 from skycore.storage.upload_tuning import MiB, PartLimits
+
+if TYPE_CHECKING:
+    from azure.core.exceptions import HttpResponseError
+    from azure.storage.blob import BlobServiceClient, ContainerClient
 
 
 class AzureConfig(BaseModel):
@@ -110,6 +106,8 @@ class AzureBlobStore(AbstractStore):
     @cached_property
     def service(self) -> BlobServiceClient:
         """Service client: account key for the user's account, anonymous for any other."""
+        from azure.storage.blob import BlobServiceClient  # ~0.3 s to import: on first use
+
         assert self.account is not None
         credential = (
             {"account_name": self.section.account_name, "account_key": self.section.account_key}
@@ -141,6 +139,8 @@ class AzureBlobStore(AbstractStore):
         return self.access().exists
 
     def create(self) -> None:
+        from azure.core.exceptions import AzureError, ResourceExistsError
+
         if not self.own_account:
             raise StorageAccessError(
                 f"Cannot create {self.url}: the account '{self.account}' is not yours "
@@ -154,12 +154,16 @@ class AzureBlobStore(AbstractStore):
             raise self.fail("create", e) from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
+        from azure.core.exceptions import AzureError
+
         try:
             return [b.name for b in self.container.list_blobs(name_starts_with=prefix or None)]
         except AzureError as e:
             raise self.fail("list", e) from None
 
     def delete(self) -> int:
+        from azure.core.exceptions import AzureError, ResourceNotFoundError
+
         if not self.own_account:
             raise self.not_yours("delete")
         try:
@@ -172,6 +176,13 @@ class AzureBlobStore(AbstractStore):
         return count
 
     def access(self) -> AccessInfo:
+        from azure.core.exceptions import (
+            AzureError,
+            ClientAuthenticationError,
+            HttpResponseError,
+            ResourceNotFoundError,
+        )
+
         hidden = AccessInfo(
             exists=True,
             detail=f"is private to account '{self.account}' or does not exist (Azure does not "
@@ -198,6 +209,8 @@ class AzureBlobStore(AbstractStore):
         return AccessInfo.public()
 
     def is_object(self, key: str) -> bool:
+        from azure.core.exceptions import AzureError
+
         if not key:
             return False
         try:
@@ -206,6 +219,8 @@ class AzureBlobStore(AbstractStore):
             return False
 
     def upload_file(self, path: Path, key: str) -> None:
+        from azure.core.exceptions import AzureError, HttpResponseError
+
         try:
             with open(path, "rb") as f:
                 self.container.upload_blob(key, f, overwrite=True, max_concurrency=4)

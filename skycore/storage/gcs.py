@@ -6,21 +6,17 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import google.oauth2.credentials
-from google.api_core import exceptions as gexc
-from google.auth.credentials import AnonymousCredentials
-from google.auth.exceptions import RefreshError
-from google.cloud import storage as gcs
-from google.resumable_media.common import InvalidResponse
-from google.resumable_media.requests import ResumableUpload
 from pydantic import BaseModel, ConfigDict
 
 from skycore.storage.api import AbstractStore, AccessInfo
 from skycore.storage.common import StorageError, is_ip_address
+
+if TYPE_CHECKING:
+    from google.cloud import storage as gcs
 
 
 class GcpConfig(BaseModel):
@@ -54,10 +50,22 @@ def gcs_name_problem(name: str) -> str | None:
     return None
 
 
-# The user's credentials refused: 401 from the service, or google-auth failing to refresh a
-# bearer token the service rejected. Reads then fall back to anonymous access.
-_REJECTED: tuple[type[Exception], ...] = (gexc.Unauthorized, RefreshError)
-_DENIED: tuple[type[Exception], ...] = (gexc.Forbidden, *_REJECTED)
+@cache
+def _rejected() -> tuple[type[Exception], ...]:
+    """The user's credentials refused: 401 from the service, or google-auth failing to
+    refresh a bearer token the service rejected. Reads then fall back to anonymous access."""
+    from google.api_core import exceptions as gexc
+    from google.auth.exceptions import RefreshError
+
+    return (gexc.Unauthorized, RefreshError)
+
+
+@cache
+def _denied() -> tuple[type[Exception], ...]:
+    """Refused or forbidden (403)."""
+    from google.api_core import exceptions as gexc
+
+    return (gexc.Forbidden, *_rejected())
 
 
 def gcs_rclone_endpoint(api_endpoint: str) -> str:
@@ -108,6 +116,9 @@ class GcsStore(AbstractStore):
     @cached_property
     def client(self) -> gcs.Client:
         """Client with the user's credentials (bearer token, or application defaults)."""
+        import google.oauth2.credentials
+        from google.cloud import storage as gcs  # ~0.1 s to import: on first use
+
         creds = (
             google.oauth2.credentials.Credentials(self.section.access_token)
             if self.section.access_token
@@ -120,6 +131,9 @@ class GcsStore(AbstractStore):
     @cached_property
     def anon_client(self) -> gcs.Client:
         """Client sending anonymous requests (public buckets)."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage as gcs
+
         return gcs.Client(
             project=self.section.project,
             credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
@@ -132,10 +146,14 @@ class GcsStore(AbstractStore):
 
     @classmethod
     def error_status(cls, e: Exception) -> int | None:
+        from google.api_core import exceptions as gexc
+
         code = getattr(e, "code", None) if isinstance(e, gexc.GoogleAPICallError) else None
         return code if isinstance(code, int) else None
 
     def exists(self) -> bool:
+        from google.api_core import exceptions as gexc
+
         try:
             self.client.bucket(self.name).reload()
             return True
@@ -143,7 +161,7 @@ class GcsStore(AbstractStore):
             return False
         except gexc.Forbidden:
             return True
-        except _REJECTED:
+        except _rejected():
             raise StorageError(
                 f"Could not check {self.url}: the service rejected the credentials of the "
                 f"{self.config_section} section of the skycore config (401). Check its "
@@ -153,28 +171,34 @@ class GcsStore(AbstractStore):
             raise self.fail("check", e) from None
 
     def create(self) -> None:
+        from google.api_core import exceptions as gexc
+
         try:
             self.client.create_bucket(self.name)
         except gexc.Conflict:
             if self.access().can_write:
                 return
             raise self.name_taken() from None
-        except _DENIED:
+        except _denied():
             raise self.name_taken() from None
         except gexc.GoogleAPIError as e:
             raise self.fail("create", e) from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
+        from google.api_core import exceptions as gexc
+
         try:
             try:
                 return [b.name for b in self.client.list_blobs(self.name, prefix=prefix or None)]
-            except _DENIED:
+            except _denied():
                 blobs = self.anon_client.list_blobs(self.name, prefix=prefix or None)
                 return [b.name for b in blobs]
         except gexc.GoogleAPIError as e:
             raise self.fail("list", e) from None
 
     def delete(self) -> int:
+        from google.api_core import exceptions as gexc
+
         keys = self.list_keys()
         bucket = self.client.bucket(self.name)
 
@@ -186,7 +210,7 @@ class GcsStore(AbstractStore):
         try:
             self.run_parallel(batch, keys, 50)
             bucket.delete()
-        except _DENIED:
+        except _denied():
             raise self.not_yours("delete") from None
         except gexc.GoogleAPIError as e:
             raise self.fail("delete", e) from None
@@ -195,6 +219,9 @@ class GcsStore(AbstractStore):
     def _can_write(self) -> bool:
         """Start a resumable upload session and never finish it: needs write permission,
         creates no object."""
+        from google.resumable_media.common import InvalidResponse
+        from google.resumable_media.requests import ResumableUpload
+
         base = (self.section.api_endpoint or "https://storage.googleapis.com").rstrip("/")
         url = f"{base}/upload/storage/v1/b/{self.name}/o?uploadType=resumable"
         upload = ResumableUpload(url, chunk_size=256 * 1024)
@@ -214,17 +241,19 @@ class GcsStore(AbstractStore):
         return True
 
     def access(self) -> AccessInfo:
+        from google.api_core import exceptions as gexc
+
         try:
             try:
                 list(self.client.list_blobs(self.name, max_results=1))
             except gexc.NotFound:
                 return AccessInfo.missing()
-            except _DENIED:
+            except _denied():
                 try:
                     list(self.anon_client.list_blobs(self.name, max_results=1))
                 except gexc.NotFound:
                     return AccessInfo.missing()
-                except _DENIED:
+                except _denied():
                     return AccessInfo.private()
                 return AccessInfo.public()
             return AccessInfo.readable(self._can_write())
@@ -237,14 +266,16 @@ class GcsStore(AbstractStore):
         for client in (self.client, self.anon_client):
             try:
                 return bool(client.bucket(self.name).blob(key).exists())
-            except _DENIED:
+            except _denied():
                 continue
         return False
 
     def upload_file(self, path: Path, key: str) -> None:
+        from google.api_core import exceptions as gexc
+
         try:
             self.client.bucket(self.name).blob(key).upload_from_filename(str(path))
-        except _DENIED:
+        except _denied():
             raise self.not_yours("write to") from None
         except gexc.GoogleAPIError as e:
             raise self.fail(f"upload {path} to", e) from None

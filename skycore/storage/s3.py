@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import boto3
-from boto3.s3.transfer import TransferConfig
-from botocore import UNSIGNED
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
@@ -23,7 +19,16 @@ from skycore.storage.api import AbstractStore, AccessInfo
 from skycore.storage.common import StorageError, basic_name_problem, is_ip_address
 from skycore.storage.upload_tuning import GiB, MiB, PartLimits
 
-_TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
+if TYPE_CHECKING:
+    from boto3.s3.transfer import TransferConfig
+
+
+@cache
+def _transfer() -> TransferConfig:
+    """boto3's upload settings (boto3 loads on first use: it costs ~0.15 s to import)."""
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
 
 
 def _code(e: ClientError) -> str:
@@ -134,6 +139,10 @@ class S3Store(AbstractStore):
             return client
 
     def _new_client(self, anonymous: bool) -> Any:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
         cfg = Config(
             s3={"addressing_style": "path"},
             retries={"max_attempts": 6, "mode": "standard"},
@@ -287,7 +296,7 @@ class S3Store(AbstractStore):
 
     def upload_file(self, path: Path, key: str) -> None:
         try:
-            self.client.upload_file(str(path), self.name, key, Config=_TRANSFER)
+            self.client.upload_file(str(path), self.name, key, Config=_transfer())
         except (ClientError, BotoCoreError) as e:
             raise self.fail(f"upload {path} to", e) from None
         except Exception as e:  # boto3's S3UploadFailedError wraps ClientError
