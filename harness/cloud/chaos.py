@@ -2,9 +2,9 @@
 
 ``preempt(cluster, rank)`` is what a spot preemption looks like from the outside: the node's
 container is killed and removed with its disk in one step (no stop, no drain, no signal the
-node can act on). Only what a cached mount had already uploaded survives, in the bucket.
-The command line form is ``harness preempt CLUSTER [--rank N] [--force]``
-(``preempt_command``, added to the harness CLI).
+node can act on; a disk of its own, ``resources.disk_size``, is deleted right after).
+Only what a cached mount had already uploaded survives, in the bucket. The command line form
+is ``harness preempt CLUSTER [--rank N] [--force]`` (``preempt_command``, in the harness CLI).
 
 ``pause_store(store)`` freezes the store's access gate (SIGSTOP) until the block ends
 (SIGCONT): requests hang as on a network cut. The gate is shared by everything using the
@@ -83,8 +83,7 @@ def preempt(
             "never preempted. Launch it with --use-spot (managed jobs: 'skycore jobs launch "
             "--use-spot'), or pass --force to remove the node anyway."
         )
-    client = docker_provider.client(cfg)
-    found = client.containers.list(
+    found = docker_provider.client(cfg).containers.list(
         all=True, filters={"label": f"{docker_provider.LABEL_CLUSTER}={cluster}"}
     )
     by_rank = {int(c.labels[docker_provider.LABEL_RANK]): c for c in found}
@@ -103,6 +102,7 @@ def preempt(
         pass  # it vanished on its own meanwhile: preempted all the same
     except docker.errors.APIError as e:
         raise ChaosError(f"Removing node {name} failed: {e.explanation or e}.") from e
+    docker_provider.release_disk(cluster, rank, cfg)  # a node's own disk goes with it
     return Preemption(cluster, rank, name, issued, time.time())
 
 

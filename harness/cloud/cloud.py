@@ -28,6 +28,7 @@ from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
 from skycore.config import DockerConfig, SkycoreConfig, config_path, merge_config
+from skycore.provision import disks as node_disks
 
 Say = Callable[[str], None]
 
@@ -191,14 +192,19 @@ def _demo_objects() -> dict[str, bytes]:
 
 def down(say: Say = print, stores: tuple[str, ...] | None = None) -> list[str]:
     """Stop what ``up`` started (the stores whose emulator this harness home recorded, their
-    gates and a dockerd it started); nothing else. With ``stores``, only their emulators and
-    gates: dockerd and every other store keep running. Returns the stores stopped."""
+    gates and a dockerd it started, and its nodes' disks from the host); nothing else. With
+    ``stores``, only their emulators and gates: dockerd and every other store keep running.
+    Returns the stores stopped."""
     with _lock():
         if stores is not None:
             registry.check_stores(stores)
             return [store for store in stores if fleet.stop_one(store)]
         stopped = fleet.stop_all()
-        dockerd.stop_dockerd(say)
+        if dockerd.stop_dockerd(say):
+            # Its nodes are stopped now: their own disks (resources.disk_size) come off the
+            # host; the images stay, and each node mounts its disk again when it starts.
+            for point in node_disks.unmount_all():
+                say(f"Unmounted node disk {point}")
         (harness_home() / "cloud.json").unlink(missing_ok=True)
         return stopped
 

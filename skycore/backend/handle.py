@@ -34,6 +34,11 @@ class ClusterHandle:
         return "head" if rank == 0 else f"worker{rank}"
 
 
+NODE_FIELDS = ("disk_size", "cpus", "memory")
+"""The per-node fields of a resources dict (GiB, CPUs, GiB); absent in older records."""
+_UNITS = {"disk_size": " GiB", "memory": " GiB"}
+
+
 def resources_of(task: Task) -> dict[str, Any]:
     """What a cluster is launched with; a relaunch must ask for the same."""
     r = task.resources
@@ -42,12 +47,22 @@ def resources_of(task: Task) -> dict[str, Any]:
         "image_id": r.image_id,
         "use_spot": bool(r.use_spot),
         "num_nodes": task.num_nodes,
+        **{k: getattr(r, k, None) for k in NODE_FIELDS},
     }
 
 
+def node_resources(res: dict[str, Any]) -> provision.NodeResources:
+    """What each node of a cluster launched with ``res`` (``resources_of``) gets."""
+    return provision.NodeResources(res.get("disk_size"), res.get("cpus"), res.get("memory"))
+
+
 def describe_resources(res: dict[str, Any]) -> str:
-    """A short human form of a resources dict."""
-    return ", ".join(f"{k}={v}" for k, v in res.items())
+    """A short human form of a resources dict (per-node fields only when set)."""
+    return ", ".join(
+        f"{k}={v:g}{_UNITS.get(k, '')}" if k in NODE_FIELDS else f"{k}={v}"
+        for k, v in res.items()
+        if not (k in NODE_FIELDS and v is None)
+    )
 
 
 def up_nodes(handle: ClusterHandle) -> ClusterHandle | None:

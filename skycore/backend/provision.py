@@ -10,7 +10,7 @@ from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
 from skycore.errors import StageError
-from skycore.provision import NodeStatus, ProvisionError
+from skycore.provision import NodeResources, NodeStatus, ProvisionError
 from skycore.runner import CommandRunner
 
 HEALTH_TIMEOUT_S = 30.0
@@ -75,16 +75,24 @@ def start_nodes(
     image_id: str | None,
     config: SkycoreConfig,
     log_path: Path,
+    resources: NodeResources | None = None,
 ) -> ClusterHandle:
-    """Create or resume the nodes (not yet checked for health); StageError if the provider
-    fails, its ``reason`` the line a caller records for the cluster."""
+    """Create or resume the nodes (not yet checked for health), the new ones with
+    ``resources``; StageError if the provider fails, its ``reason`` the line a caller records
+    for the cluster."""
+    resources = resources or NodeResources()
     try:
-        info = provision.run_instances(provider, name, num_nodes, image_id, config)
+        info = provision.run_instances(provider, name, num_nodes, image_id, config, resources)
     except ProvisionError as e:
         msg = f"provisioning failed: {e}"
         logs.append(log_path, msg)
         raise StageError(str(e), log_path=log_path, reason=msg) from None
+    each = resources.describe()
     for n in info.nodes:
-        logs.append(log_path, f"node {n.rank}: {n.name} hostname={n.hostname} ip={n.ip}")
+        logs.append(
+            log_path,
+            f"node {n.rank}: {n.name} hostname={n.hostname} ip={n.ip}"
+            + (f" ({each})" if each else ""),
+        )
     runners = provision.get_command_runners(provider, info, config)
     return ClusterHandle(name, provider, info, runners, config)

@@ -13,6 +13,7 @@ import filelock
 
 from skycore import backend, logs, provision, state
 from skycore.backend import ClusterError, ClusterHandle, StageError
+from skycore.backend.handle import node_resources
 from skycore.config import SkycoreConfig, skycore_home
 from skycore.core.jobs import settle_orphan_jobs
 from skycore.provision import ProvisionError
@@ -49,9 +50,25 @@ def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
 
 
 def provider_of(task: Task) -> str:
-    """The provider that runs ``task``'s cloud; ClusterError naming the field if none does."""
+    """The provider that runs ``task``'s cloud; ClusterError naming the field if none does,
+    or if no node of it can have the task's cpus, memory or disk_size (the free space for
+    new disks is checked at PROVISION, once it is known how many nodes are new)."""
     try:
-        return provision.provider_for_cloud(task.resources.cloud)
+        provider = provision.provider_for_cloud(task.resources.cloud)
+    except ProvisionError as e:
+        raise ClusterError(str(e)) from None
+    check_node_resources(provider, backend.resources_of(task), new_nodes=0)
+    return provider
+
+
+def check_node_resources(provider: str, resources: dict[str, Any], new_nodes: int) -> None:
+    """ClusterError (one paragraph: the field, this machine's figure, the fix) when nodes
+    of ``resources`` (``resources_of``), ``new_nodes`` of them made now, cannot be had."""
+    wanted = node_resources(resources)
+    if wanted == provision.NodeResources():
+        return
+    try:
+        provision.check_resources(provider, wanted, new_nodes)
     except ProvisionError as e:
         raise ClusterError(str(e)) from None
 
@@ -59,15 +76,20 @@ def provider_of(task: Task) -> str:
 def check_same_resources(record: state.ClusterRecord, task: Task) -> None:
     """ClusterError (saying what to do) when a relaunch asks for other resources."""
     wanted = backend.resources_of(task)
-    if record.resources != wanted:
-        diff = [k for k in wanted if record.resources.get(k) != wanted[k]]
+    # Fields added since a cluster was launched count as not asked for (None).
+    diff = [k for k in {**record.resources, **wanted} if record.resources.get(k) != wanted.get(k)]
+    if diff:
         raise ClusterError(
             f"Cluster '{record.name}' was launched with "
             f"{backend.describe_resources(record.resources)}, but the task asks for "
             f"{backend.describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
             f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
-            "task's num_nodes/resources back to match."
+            f"task's {', '.join(_field(k) for k in diff)} back to match."
         )
+
+
+def _field(key: str) -> str:
+    return key if key == "num_nodes" else f"resources.{key}"
 
 
 def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
@@ -191,11 +213,27 @@ def provision_cluster(
     """Record INIT, create or resume the nodes and wait for health. The cluster stays INIT
     (reason SYNCING): the caller puts the workdir and file mounts in place and only then
     records UP (``mark_ready``). A failure leaves the cluster INIT with the reason recorded
-    (the next launch repairs it)."""
+    (the next launch repairs it). Resources this machine cannot give are a ClusterError
+    before anything is recorded or made."""
+    each = node_resources(resources)
+    if each != provision.NodeResources():
+        try:
+            have = provision.query_instances(provider, name, config)
+        except ProvisionError:
+            pass  # the engine's failure is reported by start_nodes below
+        else:
+            new = sum(1 for rank in range(num_nodes) if rank not in have)
+            check_node_resources(provider, resources, new)
     state.upsert_cluster(name, state.CLUSTER_INIT, provider, num_nodes, resources, reason)
-    logs.append(log_path, f"{reason}: {num_nodes} node(s) on provider {provider}")
+    logs.append(
+        log_path,
+        f"{reason}: {num_nodes} node(s) on provider {provider}"
+        + (f", each with {each.describe()}" if each.describe() else ""),
+    )
     try:
-        handle = backend.start_nodes(name, provider, num_nodes, image_id, config, log_path)
+        handle = backend.start_nodes(
+            name, provider, num_nodes, image_id, config, log_path, resources=each
+        )
     except StageError as e:
         _init_because(name, e.reason)
         raise

@@ -5,10 +5,18 @@ managed job watching (and removing) the nodes of its own cluster."""
 from __future__ import annotations
 
 from skycore import provision, state
+from skycore.backend.handle import node_resources
 from skycore.config import SkycoreConfig
 from skycore.provision import NodeStatus
 
-__all__ = ["NodeStatus", "cluster_name_problem", "node_ips", "node_statuses", "remove_nodes"]
+__all__ = [
+    "NodeStatus",
+    "cluster_name_problem",
+    "node_ips",
+    "node_resources_text",
+    "node_statuses",
+    "remove_nodes",
+]
 
 
 def cluster_name_problem(name: str) -> str | None:
@@ -28,6 +36,12 @@ def node_ips(record: state.ClusterRecord) -> list[str]:
     if not record.handle:
         return []
     return provision.ClusterInfo.from_dict(record.handle).ips
+
+
+def node_resources_text(record: state.ClusterRecord) -> str:
+    """What each node of ``record`` has of its own ('1 GiB disk, 2 CPUs, 0.5 GiB memory'),
+    '' when it was launched without disk_size, cpus and memory."""
+    return node_resources(record.resources).describe()
 
 
 def remove_nodes(provider: str, cluster: str, config: SkycoreConfig) -> None:

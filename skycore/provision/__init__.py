@@ -92,6 +92,28 @@ class ClusterInfo:
         return cls(d["cluster_name"], d["provider"], nodes, d.get("extra", {}))
 
 
+@dataclass(frozen=True)
+class NodeResources:
+    """What each node of a cluster gets (``resources.disk_size``, ``cpus``, ``memory``): a
+    disk of its own for the mount caches (GiB) and limits on CPUs and memory (GiB). None
+    is the provider's default: the caches on the node's own filesystem, no limit."""
+
+    disk_size_gib: int | None = None
+    cpus: float | None = None
+    memory_gib: float | None = None
+
+    def describe(self) -> str:
+        """A short human form ('1 GiB disk, 2 CPUs, 0.5 GiB memory'; '' when all default)."""
+        parts = []
+        if self.disk_size_gib is not None:
+            parts.append(f"{self.disk_size_gib} GiB disk")
+        if self.cpus is not None:
+            parts.append(f"{self.cpus:g} CPU{'' if self.cpus == 1 else 's'}")
+        if self.memory_gib is not None:
+            parts.append(f"{self.memory_gib:g} GiB memory")
+        return ", ".join(parts)
+
+
 def check_cluster_name(name: str) -> str | None:
     """None if ``name`` is a valid cluster name, else a message saying how to fix it."""
     if CLUSTER_NAME_RE.match(name):
@@ -124,9 +146,16 @@ class Provider(Protocol):
         num_nodes: int,
         image_id: str | None = None,
         config: SkycoreConfig | None = None,
+        resources: NodeResources | None = None,
     ) -> ClusterInfo:
         """Create or resume the nodes of a cluster that are not running (ranks
-        0..num_nodes-1)."""
+        0..num_nodes-1); the nodes it creates get ``resources``."""
+
+    def check_resources(
+        self, resources: NodeResources, num_nodes: int, config: SkycoreConfig | None = None
+    ) -> None:
+        """ProvisionError (one paragraph naming the field, the machine's figure and the fix)
+        when ``num_nodes`` nodes of ``resources`` cannot be had; nothing is changed."""
 
     def stop_instances(self, cluster_name: str, config: SkycoreConfig | None = None) -> None:
         """Stop every node of a cluster, keeping their disks."""
@@ -177,6 +206,7 @@ def _dispatch(operation: Callable[Concatenate[Provider, P], R]) -> Callable[Conc
 
 
 run_instances = _dispatch(Provider.run_instances)
+check_resources = _dispatch(Provider.check_resources)
 stop_instances = _dispatch(Provider.stop_instances)
 start_instances = _dispatch(Provider.start_instances)
 terminate_instances = _dispatch(Provider.terminate_instances)

@@ -7,88 +7,78 @@ filesystem, kept across stop/start), FUSE (``/dev/fuse`` + SYS_ADMIN) and host n
 Its IP is a loopback address 127.X.Y.(rank+1) derived from the cluster name: every 127/8
 address reaches ``lo``, so nodes reach each other and the local cloud's emulators.
 Images are never pulled: they must exist on the engine.
+
+``resources.disk_size`` gives a node a disk of its own for its mount caches (``disks``: a
+loop-mounted ext4 image bound at ``/var/lib/skycore/mounts``, made with the node, kept
+across stop/start, deleted with it); ``cpus`` and ``memory`` become the container's limits
+(``limits``). A node that is gone (preempted) loses its disk: the provider deletes it the
+next time it looks at the cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import shutil
-import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
 
-import docker
 import docker.errors
-import requests
 from docker.models.containers import Container
+from docker.types import Mount
 
 from skycore.concurrency import parallel
-from skycore.config import SkycoreConfig, load_config
-from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError, node_runtime
+from skycore.config import SkycoreConfig
+from skycore.provision import (
+    ClusterInfo,
+    NodeResources,
+    NodeStatus,
+    ProvisionError,
+    disks,
+    docker_disks,
+    limits,
+    node_runtime,
+)
+from skycore.provision.docker_engine import (
+    LABEL_CLUSTER,
+    LABEL_DISK,
+    LABEL_HOSTNAME,
+    LABEL_IP,
+    LABEL_RANK,
+    PROVIDER,
+    STOP_TIMEOUT_S,
+    client,
+    cluster_info,
+    config_or_load,
+    container_name,
+    engine_errors,
+    hostname_of,
+    list_nodes,
+    name_of,
+    node_ip,
+    status_of,
+)
 from skycore.runner import CommandRunner, DockerCommandRunner
 
-PROVIDER = "docker"
-LABEL_CLUSTER = "skycore.cluster"
-LABEL_RANK = "skycore.rank"
-LABEL_IP = "skycore.ip"
-LABEL_HOSTNAME = "skycore.hostname"
-STOP_TIMEOUT_S = 2
-
-_clients: dict[str, docker.DockerClient] = {}
-_clients_lock = threading.Lock()
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def engine_errors(fn: F) -> F:
-    """Turn a failing or unreachable engine into a ProvisionError (one clear paragraph)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ProvisionError:
-            raise
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
-            raise ProvisionError(
-                f"The docker engine failed during {fn.__name__}: {e}. Check it with "
-                "'harness status' (or 'docker info'), then retry the command."
-            ) from e
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _config(config: SkycoreConfig | None) -> SkycoreConfig:
-    return config if config is not None else load_config()
-
-
-def client(config: SkycoreConfig | None = None) -> docker.DockerClient:
-    """A docker SDK client for the configured engine (cached per host)."""
-    host = _config(config).docker.host
-    with _clients_lock:
-        if host not in _clients:
-            try:
-                _clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=120)
-            except docker.errors.DockerException as e:
-                raise ProvisionError(
-                    f"Cannot reach the docker engine at {host} (docker.host in config.yaml): "
-                    f"{e}. Start it with 'harness up' or fix docker.host."
-                ) from e
-        return _clients[host]
-
-
-def container_name(cluster_name: str, rank: int) -> str:
-    """Name of the container of node ``rank``."""
-    return f"skycore-{cluster_name}-{rank}"
-
-
-def node_ip(cluster_name: str, rank: int) -> str:
-    """The loopback address of node ``rank``: 127.X.Y.(rank+1), X and Y from the name."""
-    digest = hashlib.sha256(cluster_name.encode()).digest()
-    return f"127.{1 + digest[0] % 254}.{digest[1]}.{rank + 1}"
+__all__ = [
+    "LABEL_CLUSTER",
+    "LABEL_DISK",
+    "LABEL_HOSTNAME",
+    "LABEL_IP",
+    "LABEL_RANK",
+    "PROVIDER",
+    "check_resources",
+    "client",
+    "container_name",
+    "get_cluster_info",
+    "get_command_runners",
+    "node_ip",
+    "query_instances",
+    "release_disk",
+    "resolve_image",
+    "run_instances",
+    "start_instances",
+    "stop_instances",
+    "terminate_instances",
+]
 
 
 def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
@@ -103,92 +93,47 @@ def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
     return config.docker.image
 
 
-def _containers(cluster_name: str, config: SkycoreConfig | None) -> dict[int, Container]:
-    """The cluster's containers by rank, from ONE engine call (the listing carries their
-    state and labels: no inspection per node, so a node removed meanwhile is simply absent,
-    never a 404)."""
-    listed = client(config).containers.list(
-        all=True, sparse=True, filters={"label": f"{LABEL_CLUSTER}={cluster_name}"}
-    )
-    return {int(_labels(c)[LABEL_RANK]): c for c in listed}
-
-
-def _labels(c: Container) -> dict[str, str]:
-    """A container's labels, from a listing (sparse) or an inspection."""
-    labels = c.attrs.get("Labels")
-    if labels is None:
-        labels = c.attrs.get("Config", {}).get("Labels")
-    return dict(labels or {})
-
-
-def _status(c: Container) -> NodeStatus | None:
-    state = c.attrs.get("State", c.status)
-    if isinstance(state, dict):  # an inspection; a listing has the bare word
-        state = state.get("Status", c.status)
-    if state == "running":
-        return NodeStatus.UP
-    if state in ("created", "exited", "paused"):
-        return NodeStatus.STOPPED
-    return None  # dead / removing: as good as gone
-
-
-def _hostname(cluster_name: str, rank: int) -> str:
-    """The hostname node ``rank`` is created with."""
-    return f"{cluster_name}-{rank}"[:63]
-
-
-def _name(c: Container, fallback: str = "") -> str:
-    """A container's name, from an inspection or a listing (sparse: ``Names``)."""
-    names = c.attrs.get("Names") or []
-    return c.name or (names[0].lstrip("/") if names else fallback or str(c.id)[:12])
-
-
-def _node(cluster_name: str, rank: int, c: Container) -> NodeInfo:
-    labels = _labels(c)
-    name = _name(c, container_name(cluster_name, rank))
-    hostname = c.attrs.get("Config", {}).get("Hostname") or labels.get(
-        LABEL_HOSTNAME, _hostname(cluster_name, rank)
-    )
-    return NodeInfo(
-        rank=rank,
-        instance_id=c.id or "",
-        name=name,
-        hostname=hostname,
-        ip=labels.get(LABEL_IP, node_ip(cluster_name, rank)),
-        status=_status(c),
-    )
-
-
-def _info(cluster_name: str, containers: dict[int, Container]) -> ClusterInfo:
-    nodes = [_node(cluster_name, r, containers[r]) for r in sorted(containers)]
-    return ClusterInfo(cluster_name, PROVIDER, nodes)
-
-
-def _create(cluster_name: str, rank: int, image: str, config: SkycoreConfig) -> Container:
+def _create(
+    cluster_name: str, rank: int, image: str, config: SkycoreConfig, resources: NodeResources
+) -> Container:
     name = container_name(cluster_name, rank)
     ip = node_ip(cluster_name, rank)
-    hostname = _hostname(cluster_name, rank)
-    # create + start, never run(): the SDK's run() pulls a missing image.
-    c = client(config).containers.create(
-        image,
-        command=["sleep", "infinity"],
-        name=name,
-        hostname=hostname,
-        labels={
-            LABEL_CLUSTER: cluster_name,
-            LABEL_RANK: str(rank),
-            LABEL_IP: ip,
-            LABEL_HOSTNAME: hostname,
-        },
-        environment={"SKYCORE_NODE_IP": ip, "SKYCORE_NODE_RANK": str(rank)},
-        network_mode="host",
-        devices=["/dev/fuse:/dev/fuse:rwm"],
-        cap_add=["SYS_ADMIN"],
-        security_opt=["apparmor=unconfined"],
-        init=True,
-        stop_signal="SIGTERM",
-        detach=True,
-    )
+    hostname = hostname_of(cluster_name, rank)
+    labels = {
+        LABEL_CLUSTER: cluster_name,
+        LABEL_RANK: str(rank),
+        LABEL_IP: ip,
+        LABEL_HOSTNAME: hostname,
+    }
+    disk = disks.disk_of(cluster_name, rank)
+    disks.remove(disk)  # a vanished node's disk is never reused
+    mounts = []
+    if resources.disk_size_gib is not None:
+        disks.create(disk, resources.disk_size_gib)
+        labels[LABEL_DISK] = str(disk.root)
+        mounts.append(Mount(disks.NODE_MOUNTS_BASE, str(disk.source), type="bind"))
+    try:
+        # create + start, never run(): the SDK's run() pulls a missing image.
+        c = client(config).containers.create(
+            image,
+            command=["sleep", "infinity"],
+            name=name,
+            hostname=hostname,
+            labels=labels,
+            environment={"SKYCORE_NODE_IP": ip, "SKYCORE_NODE_RANK": str(rank)},
+            network_mode="host",
+            devices=["/dev/fuse:/dev/fuse:rwm"],
+            cap_add=["SYS_ADMIN"],
+            security_opt=["apparmor=unconfined"],
+            mounts=mounts,
+            init=True,
+            stop_signal="SIGTERM",
+            detach=True,
+            **limits.container_limits(resources),
+        )
+    except BaseException:
+        disks.remove(disk)
+        raise
     c.start()
     return c
 
@@ -209,7 +154,7 @@ def _install_runtime(c: Container, image: str, name: str) -> None:
     try:
         node_runtime.install(image, name, _exec(c), c.put_archive)
     except ProvisionError:
-        c.remove(force=True)
+        docker_disks.remove(c)
         raise
 
 
@@ -246,31 +191,52 @@ def run_instances(
     num_nodes: int,
     image_id: str | None = None,
     config: SkycoreConfig | None = None,
+    resources: NodeResources | None = None,
 ) -> ClusterInfo:
-    """Create or resume the nodes 0..num_nodes-1 that are not running; leave the rest alone."""
-    cfg = _config(config)
+    """Create or resume the nodes 0..num_nodes-1 that are not running; leave the rest alone.
+    The nodes it creates get ``resources``; a resumed node keeps what it was made with."""
+    cfg = config_or_load(config)
+    resources = resources or NodeResources()
     image = resolve_image(image_id, cfg)
-    existing = _containers(cluster_name, cfg)
+    existing = list_nodes(cluster_name, cfg)
     todo: list[tuple[int, Container | None]] = []
     for rank in range(num_nodes):
         c = existing.get(rank)
-        if c is None or _status(c) is None or _status(c) is NodeStatus.STOPPED:
+        if c is None or status_of(c) is None or status_of(c) is NodeStatus.STOPPED:
             todo.append((rank, c))
-    if any(c is None or _status(c) is None for _, c in todo):
+    new = sum(1 for _, c in todo if c is None or status_of(c) is None)
+    if new:
+        limits.check(resources, new, cfg)
         _check_image(image, cfg)
+    with contextlib.ExitStack() as stack:
+        if resources.disk_size_gib is not None or docker_disks.in_use(cluster_name, existing):
+            stack.enter_context(disks.cluster_lock(cluster_name))
+            docker_disks.reap_held(cluster_name, set(existing))
+        _bring_up(cluster_name, todo, image, cfg, resources)
+    return get_cluster_info(cluster_name, cfg)
 
+
+def _bring_up(
+    cluster_name: str,
+    todo: list[tuple[int, Container | None]],
+    image: str,
+    cfg: SkycoreConfig,
+    resources: NodeResources,
+) -> None:
+    """Create (with a fresh disk) or resume each node of ``todo``, then install the runtime
+    where it is missing."""
     created: dict[int, Container] = {}
 
     def bring_up(item: tuple[int, Container | None]) -> None:
         rank, c = item
         try:
-            if c is not None and _status(c) is None:
-                c.remove(force=True)
+            if c is not None and status_of(c) is None:
+                docker_disks.remove(c)
                 c = None
             if c is None:
-                created[rank] = _create(cluster_name, rank, image, cfg)
+                created[rank] = _create(cluster_name, rank, image, cfg, resources)
             else:
-                c.start()
+                docker_disks.start(c)
         except docker.errors.APIError as e:
             raise ProvisionError(
                 f"node {rank} ({container_name(cluster_name, rank)}) failed to start: "
@@ -287,30 +253,44 @@ def run_instances(
             _install_runtimes(created, image, cluster_name)
         raise
     _install_runtimes(created, image, cluster_name)
-    return get_cluster_info(cluster_name, cfg)
+
+
+@engine_errors
+def check_resources(
+    resources: NodeResources, num_nodes: int, config: SkycoreConfig | None = None
+) -> None:
+    """ProvisionError naming the field, this machine's figure and the fix when ``num_nodes``
+    nodes of ``resources`` do not fit on this machine."""
+    limits.check(resources, num_nodes, config)
 
 
 @engine_errors
 def stop_instances(cluster_name: str, config: SkycoreConfig | None = None) -> None:
-    """Stop every running node of the cluster (disks are kept)."""
-    running = [c for c in _containers(cluster_name, config).values() if c.status == "running"]
+    """Stop every running node of the cluster (disks are kept, unmounted from the host)."""
+    containers = list_nodes(cluster_name, config)
+    running = [c for c in containers.values() if c.status == "running"]
     parallel(lambda c: c.stop(timeout=STOP_TIMEOUT_S), running)
+    if docker_disks.in_use(cluster_name, containers):
+        docker_disks.unmount_stopped(cluster_name, config)
 
 
 @engine_errors
 def start_instances(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
-    """Resume every stopped node of the cluster."""
-    stopped = [
-        c for c in _containers(cluster_name, config).values() if _status(c) is NodeStatus.STOPPED
-    ]
+    """Resume every stopped node of the cluster (its disk mounted again first)."""
+    containers = list_nodes(cluster_name, config)
+    stopped = [c for c in containers.values() if status_of(c) is NodeStatus.STOPPED]
 
     def start(c: Container) -> None:
         try:
-            c.start()
+            docker_disks.start(c)
         except docker.errors.APIError as e:
-            raise ProvisionError(f"node {_name(c)} failed to start: {e.explanation or e}") from e
+            raise ProvisionError(f"node {name_of(c)} failed to start: {e.explanation or e}") from e
 
-    parallel(start, stopped)
+    with contextlib.ExitStack() as stack:
+        if docker_disks.in_use(cluster_name, containers):
+            stack.enter_context(disks.cluster_lock(cluster_name))
+            docker_disks.reap_held(cluster_name, set(containers))
+        parallel(start, stopped)
     return get_cluster_info(cluster_name, config)
 
 
@@ -328,17 +308,24 @@ def terminate_instances(cluster_name: str, config: SkycoreConfig | None = None) 
             if e.status_code != 409 or "already in progress" not in str(e):
                 raise
 
-    parallel(remove, list(_containers(cluster_name, config).values()))
+    containers = list_nodes(cluster_name, config)
+    parallel(remove, list(containers.values()))
+    if docker_disks.in_use(cluster_name, containers):
+        docker_disks.remove_all(cluster_name, list(containers.values()), config)
 
 
 @engine_errors
 def query_instances(
     cluster_name: str, config: SkycoreConfig | None = None
 ) -> dict[int, NodeStatus]:
-    """UP or STOPPED for each node that exists, by rank; gone nodes are absent."""
+    """UP or STOPPED for each node that exists, by rank; gone nodes are absent. The disks
+    of nodes that are gone are deleted on the way."""
+    containers = list_nodes(cluster_name, config)
+    if set(disks.cluster_disks(cluster_name)) - set(containers):
+        docker_disks.reap(cluster_name, config, wait=False)
     result: dict[int, NodeStatus] = {}
-    for rank, c in _containers(cluster_name, config).items():
-        status = _status(c)
+    for rank, c in containers.items():
+        status = status_of(c)
         if status is not None:
             result[rank] = status
     return result
@@ -347,13 +334,19 @@ def query_instances(
 @engine_errors
 def get_cluster_info(cluster_name: str, config: SkycoreConfig | None = None) -> ClusterInfo:
     """The existing nodes of the cluster, by rank."""
-    return _info(cluster_name, _containers(cluster_name, config))
+    return cluster_info(cluster_name, list_nodes(cluster_name, config))
 
 
 def get_command_runners(
     info: ClusterInfo, config: SkycoreConfig | None = None
 ) -> list[CommandRunner]:
     """A DockerCommandRunner per node, in rank order."""
-    cfg = _config(config)
+    cfg = config_or_load(config)
     docker_bin = shutil.which("docker") or "/usr/local/bin/docker"
     return [DockerCommandRunner(n.name, cfg.docker.host, docker_bin) for n in info.nodes]
+
+
+@engine_errors
+def release_disk(cluster_name: str, rank: int, config: SkycoreConfig | None = None) -> None:
+    """Delete the disk of node ``rank`` if that node is gone (what a preemption takes)."""
+    docker_disks.release(cluster_name, rank, config)
