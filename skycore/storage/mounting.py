@@ -26,8 +26,11 @@ from typing import Any, ParamSpec
 
 from skycore import node
 from skycore.config import SkycoreConfig
-from skycore.node.mountd.order import ORDER_HOLD_S, hold_back
+from skycore.node.mountd.order import hold_back
 from skycore.storage.common import StorageMode
+from skycore.storage.vfs_options import DIR_CACHE_TIME as DIR_CACHE_TIME
+from skycore.storage.vfs_options import KEEP_LISTING as KEEP_LISTING
+from skycore.storage.vfs_options import keeps_listing, mount_options, ordered, rc_config
 
 NODE_RCLONE = "/usr/local/bin/rclone"
 NODE_RCLONE_CONFIG = "/root/.config/rclone/rclone.conf"
@@ -36,15 +39,6 @@ NODE_HELPER = "/var/lib/skycore/bin/skycore-mounts.py"
 
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
 P = ParamSpec("P")
-
-KEEP_LISTING = "876000h"
-"""DirCacheTime of a writable MOUNT_CACHED mount: 100 years, i.e. the mount's life. Its
-listing is never re-read on demand (a create would then wait for the store); the node's
-refresher re-reads it in the background instead."""
-
-DIR_CACHE_TIME = "10s"
-"""DirCacheTime of every other mount (MOUNT, read-only MOUNT_CACHED): listings re-read on
-demand once they are 10 s old."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +75,10 @@ class MountOptions:
     apply to its VFS, so to its write-back uploads (the store's ``cached_upload_config``).
     ``upload_concurrency``, ``chunk_size``: the entry's upload tuning (None: default, see
     storage/upload_tuning), sent as ``remote_params`` (``,name=value`` backend options).
+    The cache and read tuning of a MOUNT_CACHED entry (``config.mount_cached``, None: the
+    default; rendered by storage/vfs_options): ``cache_max_size`` (bytes; None: the node
+    chooses), ``cache_max_age_s``, ``buffer_size``, ``read_ahead``, ``read_chunk_size`` (bytes)
+    and ``read_chunk_streams``.
     """
 
     transfers: int = 1
@@ -92,6 +90,29 @@ class MountOptions:
     upload_concurrency: int | None = None
     chunk_size: int | None = None
     remote_params: str = ""
+    cache_max_size: int | None = None
+    cache_max_age_s: float | None = None
+    buffer_size: int | None = None
+    read_ahead: int | None = None
+    read_chunk_size: int | None = None
+    read_chunk_streams: int | None = None
+
+    def recorded(self) -> dict[str, Any]:
+        """The entry's tuning as JSON-ready data (for a recorded mount spec; the store's
+        rclone options are left out: they are derived again at mount time)."""
+        return {name: getattr(self, name) for name in _RECORDED}
+
+    @classmethod
+    def from_record(cls, spec: dict[str, Any]) -> MountOptions:
+        """The options of a recorded mount ``spec`` (``recorded`` plus ``read_only``); a field
+        recorded before it existed gets its default."""
+        given = {name: spec[name] for name in _RECORDED if spec.get(name) is not None}
+        return cls(read_only=bool(spec.get("read_only", False)), **given)
+
+
+_RECORDED = ("transfers", "upload_concurrency", "chunk_size", "write_back_s", "cache_max_size",
+             "cache_max_age_s", "buffer_size", "read_ahead", "read_chunk_size",
+             "read_chunk_streams")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -238,46 +259,10 @@ def daemon_flags(dirs: MountDirs, transfers: int, extra_flags: tuple[str, ...] =
     ]  # fmt: skip
 
 
-def keeps_listing(mode: StorageMode, options: MountOptions) -> bool:
-    """True for a mount whose writer must never wait for the store (writable MOUNT_CACHED):
-    it keeps its directory listing for its life, refreshed in the background."""
-    return mode is StorageMode.MOUNT_CACHED and not options.read_only
-
-
-def mount_options(
-    mode: StorageMode, options: MountOptions
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(vfsOpt, mountOpt) of rclone's ``mount/mount`` for a mount in ``mode``."""
-    vfs: dict[str, Any] = {"DirCacheTime": DIR_CACHE_TIME}
-    if mode is StorageMode.MOUNT_CACHED:
-        write_back = f"{ORDER_HOLD_S}s" if ordered(mode, options) else f"{options.write_back_s:g}s"
-        vfs |= {
-            "CacheMode": "full",
-            "WriteBack": write_back,
-            "CacheMaxAge": "24h",
-        }
-        if keeps_listing(mode, options):
-            vfs["DirCacheTime"] = KEEP_LISTING
-    elif mode is StorageMode.MOUNT:
-        vfs["CacheMode"] = "off"
-    else:
-        raise ValueError("COPY is not a mount mode")
-    if options.read_only:
-        vfs["ReadOnly"] = True
-    return vfs, {"AllowOther": True}
-
-
 def refresh_every(mode: StorageMode, options: MountOptions) -> float | None:
     """For a mount that keeps its listing: seconds between the background refreshes of it
     (0: only the one at mount time); None for any other mount (rclone lists on demand)."""
     return max(0.0, options.refresh_s) if keeps_listing(mode, options) else None
-
-
-def ordered(mode: StorageMode, options: MountOptions) -> bool:
-    """True for a mount whose uploads go in creation order (writable MOUNT_CACHED, one
-    transfer at a time): rclone never starts one of its uploads by itself (its write-back is
-    ORDER_HOLD_S); the node's order keeper releases them one at a time (node/mountd/order)."""
-    return mode is StorageMode.MOUNT_CACHED and options.transfers == 1 and not options.read_only
 
 
 def _serialize_releases(mode: StorageMode, options: MountOptions) -> str:
@@ -321,7 +306,7 @@ def _mount_spec(req: MountRequest, env: RcloneEnv) -> dict[str, Any]:
         "rclone": env.rclone, "config": env.config_file, "dir": dirs.base,
         "transfers": transfers, "extra": list(extra),
         "fs": tagged_remote(req.remote_path, req.dst, req.options.remote_params), "dst": req.dst,
-        "vfs": vfs, "mount": mnt, "rc_config": dict(req.options.upload_config),
+        "vfs": vfs, "mount": mnt, "rc_config": rc_config(req.options),
         "refresh": refresh_every(req.mode, req.options),
         "remote": req.remote_path, "mode": req.mode.value,
         "serialize": _serialize_releases(req.mode, req.options),
