@@ -12,25 +12,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-)
+from pydantic import BaseModel, Field, StrictInt, ValidationError
 
 from skycore.errors import TaskError as TaskError
+from skycore.resources import JobRecovery as JobRecovery
+from skycore.resources import Resources as Resources
+from skycore.storage import entry_spec
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
+from skycore.storage.entry_spec import StorageSpec, StrictModel
 from skycore.storage.storage import Storage
-from skycore.stores import clouds, load_problem, store_for_cloud, store_names
+from skycore.stores import store_for_cloud
 from skycore.user_paths import (
     UserPathError,
     check_node_path,
@@ -41,73 +35,7 @@ from skycore.user_paths import (
 from skycore.yaml_errors import yaml_problem
 
 
-def _lower(v: Any) -> Any:
-    return v.lower() if isinstance(v, str) else v
-
-
-def _upper(v: Any) -> Any:
-    return v.upper() if isinstance(v, str) else v
-
-
-def _known_cloud(v: str | None) -> str | None:
-    allowed = ["docker", *clouds()]
-    if v is not None and v not in allowed:
-        raise ValueError(f"'{v}' is not one of {', '.join(repr(c) for c in allowed)}")
-    return v
-
-
-def _known_store(v: str | None) -> str | None:
-    if v is not None and v not in store_names():
-        problem = load_problem(v)
-        if problem is not None:
-            raise ValueError(problem)
-        raise ValueError(
-            f"'{v}' is not a registered store; registered stores: {', '.join(store_names())} "
-            "(a store comes from an installed store package)"
-        )
-    return v
-
-
-def _recovery(v: Any) -> Any:
-    return {"strategy": v} if isinstance(v, str) else v
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class JobRecovery(_Strict):
-    """How a managed job recovers: the strategy and how often to restart on user errors."""
-
-    strategy: Annotated[Literal["FAILOVER", "EAGER_NEXT_REGION"], BeforeValidator(_upper)] = (
-        "FAILOVER"
-    )
-    max_restarts_on_errors: Annotated[StrictInt, Field(ge=0)] = 0
-
-
-class Resources(_Strict):
-    """Where and on what the task runs."""
-
-    cloud: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_cloud)] = None
-    use_spot: StrictBool = False
-    image_id: str | None = None
-    job_recovery: Annotated[JobRecovery | None, BeforeValidator(_recovery)] = None
-
-
-class StorageSpec(_Strict):
-    """A file_mounts storage entry as written in the YAML."""
-
-    name: str | None = None
-    source: str | None = None
-    store: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_store)] = None
-    mode: Annotated[Literal["COPY", "MOUNT", "MOUNT_CACHED"], BeforeValidator(_upper)] = "MOUNT"
-    persistent: StrictBool = True
-    transfers: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
-    upload_concurrency: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
-    chunk_size: StrictStr | StrictInt | None = None  # a size with a unit, checked per store
-
-
-class TaskSpec(_Strict):
+class TaskSpec(StrictModel):
     """The task YAML as written (before env substitution and path resolution)."""
 
     name: str | None = None
@@ -130,11 +58,14 @@ _VAR_RE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _did_you_mean(key: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
+def _did_you_mean(key: str, model: type[BaseModel]) -> str:
+    """The field of ``model`` closest to ``key``, or the list of the fields it takes (those a
+    model only refuses, never dumped, left out)."""
+    close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
     if close:
         return f"did you mean '{close[0]}'?"
-    return "valid fields: " + ", ".join(f"'{c}'" for c in choices)
+    fields = [name for name, f in model.model_fields.items() if not f.exclude]
+    return "valid fields: " + ", ".join(f"'{c}'" for c in fields)
 
 
 def _short(value: Any) -> str:
@@ -142,16 +73,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _format_errors(e: ValidationError, model: type[BaseModel], prefix: str = "") -> list[str]:
-    """One readable line per pydantic error, field path first."""
+def _format_errors(
+    e: ValidationError,
+    model: type[BaseModel],
+    prefix: str = "",
+    models: Mapping[tuple[str, ...], type[BaseModel]] = _MODELS,
+) -> list[str]:
+    """One readable line per pydantic error, field path first (``models``: the model of each
+    nested mapping, by its path, for "did you mean")."""
     out = []
     for err in e.errors():
         loc = [str(p) for p in err["loc"]]
         path = prefix + ".".join(loc) if loc else prefix.rstrip(".") or "(top level)"
         if err["type"] == "extra_forbidden":
-            parent = _MODELS.get(tuple(loc[:-1]), model) if not prefix else model
-            choices = list(parent.model_fields)
-            out.append(f"unknown field '{path}' ({_did_you_mean(loc[-1], choices)})")
+            parent = models.get(tuple(loc[:-1]), model)
+            out.append(f"unknown field '{path}' ({_did_you_mean(loc[-1], parent)})")
         elif err["type"] == "literal_error":
             expected = err.get("ctx", {}).get("expected", "")
             out.append(f"{path}: {_short(err['input'])} is not one of {expected}")
@@ -421,7 +357,7 @@ def _resolve_file_mounts(
             try:
                 sspec = StorageSpec.model_validate(value)
             except ValidationError as e:
-                problems = _format_errors(e, StorageSpec, prefix=f"{field}.")
+                problems = _format_errors(e, StorageSpec, f"{field}.", entry_spec.MODELS)
                 raise TaskError(_problems(problems)) from None
             name = substitute(sspec.name, envs, f"{field}.name") if sspec.name else None
             source = substitute(sspec.source, envs, f"{field}.source") if sspec.source else None
@@ -439,6 +375,8 @@ def _resolve_file_mounts(
                     chunk_size=sspec.chunk_size,
                     default_store=default_store,
                     field=field,
+                    mount_type=sspec.type,
+                    config=sspec.config,
                 )
             except StorageError as e:
                 raise TaskError(e.message) from None

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from skycore import state
 from skycore.config import SkycoreConfig
-from skycore.storage import mounting, upload_tuning
+from skycore.storage import entry_spec, mounting, upload_tuning
 from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
     BucketUrl,
@@ -69,6 +69,8 @@ class Storage:
     account: str | None = None
     yaml_field: str = field(default="file_mounts", compare=False)
     mount_options: mounting.MountOptions = field(default_factory=mounting.MountOptions)
+    mount_type: str | None = None
+    transfers_from: str | None = field(default=None, compare=False)
     _access: AccessInfo | None = field(default=None, compare=False, repr=False)
 
     # --- construction -------------------------------------------------------------------------
@@ -86,22 +88,25 @@ class Storage:
         chunk_size: str | int | None = None,
         default_store: str | None = None,
         field: str = "file_mounts",
+        mount_type: str | None = None,
+        config: entry_spec.EntryConfig | None = None,
     ) -> Storage:
-        """Resolve a storage dict (name, source, store, mode, persistent and the upload tuning)
-        or raise StorageSpecError / BucketNameError naming ``field`` and the fix.
-
-        ``transfers`` (MOUNT_CACHED only) is how many cached files upload at once; the default
-        1 keeps uploads in creation order. ``upload_concurrency`` and ``chunk_size``: see
-        storage/upload_tuning."""
+        """Resolve a storage dict (name, source, store, mode, persistent, the upload tuning,
+        ``type`` and ``config``) or raise StorageSpecError / BucketNameError naming ``field``
+        and the fix. ``transfers`` (MOUNT_CACHED only): cached files uploading at once (1 keeps
+        creation order); the others: storage/upload_tuning and storage/entry_spec."""
         smode = StorageMode(mode)
         store_t = get_store_class(store, f"{field}.store").store_name if store else None
+        cache = entry_spec.resolve(smode, mount_type, config, transfers, field)
+        transfers = cache.transfers  # the top-level's, the config's or the preset's
 
         def options(st: str) -> mounting.MountOptions:
             tuning = (get_store_class(st).upload_parts, upload_concurrency, chunk_size)
             streams, chunk = upload_tuning.entry_tuning(st, smode, transfers, tuning, field)
             opts = mounting.MountOptions(transfers=transfers or 1)
-            return replace(opts, upload_concurrency=streams, chunk_size=chunk)
+            return replace(opts, upload_concurrency=streams, chunk_size=chunk, **cache.options)
 
+        given: dict[str, Any] = {"mount_type": mount_type, "transfers_from": cache.transfers_from}
         if source is not None and is_cloud_url(source):
             url = parse_url(source, f"{field}.source")
             if name is not None:
@@ -126,6 +131,7 @@ class Storage:
                 account=url.account,
                 yaml_field=field,
                 mount_options=options(url.store),
+                **given,
             )
         if name is None:
             if source is None:
@@ -172,6 +178,7 @@ class Storage:
             kind="sky_managed",
             yaml_field=field,
             mount_options=options(store_t),
+            **given,
         )
 
     def to_spec_dict(self) -> dict[str, Any]:
@@ -184,7 +191,9 @@ class Storage:
             if self.source is not None:
                 out["source"] = self.source
         out["persistent"] = self.persistent
-        return out | upload_tuning.entry_fields(self.mount_options)
+        opts = self.mount_options
+        cache = entry_spec.written(self.mode, self.mount_type, self.transfers_from, opts)
+        return out | upload_tuning.entry_fields(opts) | cache
 
     # --- identity -----------------------------------------------------------------------------
     @property
@@ -347,9 +356,7 @@ class Storage:
     def _remote(self) -> tuple[bool, bool]:
         """(anonymous, read_only) from the last access check (writable if never checked)."""
         info = self._access
-        if info is None:
-            return False, False
-        return info.anonymous, not info.can_write
+        return (False, False) if info is None else (info.anonymous, not info.can_write)
 
     def mount_spec(self) -> dict[str, Any]:
         """What a mount is, as data (JSON-ready): recorded per cluster so that start and a
@@ -364,10 +371,7 @@ class Storage:
             "mode": self.mode.value,
             "anonymous": anonymous,
             "read_only": read_only or opts.read_only,
-            "transfers": opts.transfers,
-            "upload_concurrency": opts.upload_concurrency,
-            "chunk_size": opts.chunk_size,
-        }
+        } | opts.recorded()
 
     @classmethod
     def from_mount_spec(cls, spec: dict[str, Any]) -> Storage:
@@ -380,12 +384,7 @@ class Storage:
             kind="external",
             prefix=spec.get("prefix", ""),
             account=spec.get("account"),
-            mount_options=mounting.MountOptions(
-                transfers=int(spec.get("transfers", 1)),
-                read_only=bool(spec.get("read_only", False)),
-                upload_concurrency=spec.get("upload_concurrency"),
-                chunk_size=spec.get("chunk_size"),
-            ),
+            mount_options=mounting.MountOptions.from_record(spec),
         )
         storage._access = AccessInfo(
             exists=True,

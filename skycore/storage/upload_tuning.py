@@ -15,15 +15,12 @@ mount, as ``MultiThreadCutoff`` in its ``mount/mount`` ``_config`` (``upload_con
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from skycore.storage.common import StorageMode, StorageSpecError
 from skycore.storage.mounting import MountOptions, ordered
-
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
+from skycore.storage.units import GiB, KiB, MiB
+from skycore.storage.units import parse_size as parse_size
 
 ORDERED_STREAMS = 8
 """Streams per file of an ordered MOUNT_CACHED mount, by default, at least (a store whose
@@ -54,23 +51,6 @@ class PartLimits:
     default_streams: int
     default_chunk: int
     rule: str  # the store's rule, for messages
-
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])(?:i?b?)", re.IGNORECASE)
-_UNITS = {"k": KiB, "m": MiB, "g": GiB}
-
-
-def parse_size(value: object, field: str) -> int:
-    """Bytes in ``value``, a size with a unit as rclone reads one: K, M or G, binary whether
-    or not ``i`` or ``B`` follow (``8MiB``, ``8Mi``, ``8M``, ``8 MB`` are all 8 MiB, as in
-    ``--s3-chunk-size 8M``); StorageSpecError naming ``field`` otherwise."""
-    m = _SIZE.fullmatch(str(value).strip()) if isinstance(value, str) else None
-    if m is None:
-        raise StorageSpecError(
-            f"{field}: {value!r} is not a size with a unit; write a number with K, M or G "
-            "(binary: 8M, 8Mi and 8MiB are all 8 MiB), e.g. chunk_size: 8MiB."
-        )
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 def show_size(n: int) -> str:
@@ -185,10 +165,9 @@ def entry_tuning(
 
 
 def entry_fields(options: MountOptions) -> dict[str, object]:
-    """The upload fields of a storage entry as its YAML writes them (those not default)."""
+    """The upload fields of a storage entry as its YAML writes them (those not default;
+    ``transfers`` and the cache tuning: storage/entry_spec ``written``)."""
     out: dict[str, object] = {}
-    if options.transfers != 1:
-        out["transfers"] = options.transfers
     if options.upload_concurrency is not None:
         out["upload_concurrency"] = options.upload_concurrency
     if options.chunk_size is not None:

@@ -1,0 +1,179 @@
+"""A task's ``resources`` (SkyPilot's fields): where and on what it runs.
+
+``disk_size`` (GiB, whole), ``cpus`` and ``memory`` (GiB) take SkyPilot's forms (``256``,
+``"256GB"``, ``"4+"``, ``"16GB"``); a ``+`` (at least) is read as the number itself. Fields
+SkyPilot has that the local provider cannot give (``accelerators``, ``region``, ...) are
+refused with the reason, never as unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+)
+
+from skycore.stores import clouds
+
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?|\.\d+)")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp])(i?b?)", re.IGNORECASE)
+_GIB_PER_UNIT = {"k": Fraction(1, 1 << 20), "m": Fraction(1, 1 << 10), "g": Fraction(1)}
+_GIB_PER_UNIT |= {"t": Fraction(1 << 10), "p": Fraction(1 << 20)}
+_LOCAL = "skycore's local provider (Docker containers on this machine)"
+
+
+def _lower(v: Any) -> Any:
+    return v.lower() if isinstance(v, str) else v
+
+
+def _upper(v: Any) -> Any:
+    return v.upper() if isinstance(v, str) else v
+
+
+def _known_cloud(v: str | None) -> str | None:
+    allowed = ["docker", *clouds()]
+    if v is not None and v not in allowed:
+        raise ValueError(f"'{v}' is not one of {', '.join(repr(c) for c in allowed)}")
+    return v
+
+
+def _recovery(v: Any) -> Any:
+    return {"strategy": v} if isinstance(v, str) else v
+
+
+def _amount(v: Any, sizes: bool, at_least: bool) -> Fraction | None:
+    """The number in ``v`` (GiB for ``sizes``: a plain number is GiB, units are binary), or
+    None if it is not one; a trailing ``+`` (at least) is dropped when ``at_least``."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int | float):
+        return Fraction(v) if math.isfinite(v) else None
+    if not isinstance(v, str):
+        return None
+    text = v.strip()
+    if at_least and text.endswith("+"):
+        text = text[:-1].rstrip()
+    if _NUMBER.fullmatch(text):
+        return Fraction(text)
+    m = _SIZE.fullmatch(text) if sizes else None
+    return Fraction(m.group(1)) * _GIB_PER_UNIT[m.group(2).lower()] if m else None
+
+
+def _disk_size(v: Any) -> int | None:
+    if v is None:
+        return None
+    gib = _amount(v, sizes=True, at_least=False)
+    if gib is None:
+        raise ValueError(
+            f"{v!r} is not a disk size; write a whole number of GiB (256) or a number with a "
+            'unit ("256GB", "256Gi", "1TB"; binary units)'
+        )
+    if gib <= 0 or gib.denominator != 1:
+        shown = f"{float(gib):g} GiB, not a whole number of GiB" if gib > 0 else "not above 0"
+        raise ValueError(f'{v!r} is {shown}; give whole GiB, e.g. 256 or "256GB"')
+    return int(gib)
+
+
+def _cpus(v: Any) -> float | None:
+    if v is None:
+        return None
+    n = _amount(v, sizes=False, at_least=True)
+    if n is None or n <= 0:
+        raise ValueError(
+            f'{v!r} is not a number of CPUs above 0; write a number (4, 0.5) or "4+" for at least 4'
+        )
+    return float(n)
+
+
+def _memory(v: Any) -> float | None:
+    if v is None:
+        return None
+    gib = _amount(v, sizes=True, at_least=True)
+    if gib is None or gib <= 0:
+        raise ValueError(
+            f'{v!r} is not a memory size above 0; write GiB (16, "16+" for at least 16) or a '
+            'number with a unit ("16GB", "512MB"; binary units)'
+        )
+    return float(gib)
+
+
+_CANNOT = {
+    "accelerators": "has no accelerators; remove accelerators, or run this task with SkyPilot "
+    "on a cloud that has them",
+    "accelerator_args": "has no accelerators to pass arguments to; remove accelerator_args, "
+    "or run this task with SkyPilot on a cloud that has accelerators",
+    "instance_type": "has no instance types; remove instance_type and ask for what a node "
+    "needs with cpus, memory and disk_size",
+    "region": "runs every node on this machine, which is in no region; remove region",
+    "zone": "runs every node on this machine, which is in no zone; remove zone",
+    "infra": "has no regions or zones to choose from; remove infra (cloud: docker picks the "
+    "local provider)",
+    "ports": "runs every node on this machine's network, so a port a node listens on is "
+    "reachable at the node's 127.x address without opening it; remove ports",
+    "disk_tier": "gives each node a disk on this machine, which has one tier; remove "
+    "disk_tier (disk_size sets the size)",
+    "network_tier": "connects nodes through this machine's loopback network, which has one "
+    "tier; remove network_tier",
+}
+"""Fields SkyPilot has that the local provider cannot give, and why."""
+
+
+def _cannot(name: str) -> AfterValidator:
+    """Refuses ``resources.<name>`` when it is given a value, saying why."""
+
+    def check(v: Any) -> Any:
+        if v is not None:
+            raise ValueError(f"{_LOCAL} {_CANNOT[name]}")
+        return v
+
+    return AfterValidator(check)
+
+
+def _not_given() -> Any:
+    return Field(default=None, exclude=True)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobRecovery(_Strict):
+    """How a managed job recovers: the strategy and how often to restart on user errors."""
+
+    strategy: Annotated[Literal["FAILOVER", "EAGER_NEXT_REGION"], BeforeValidator(_upper)] = (
+        "FAILOVER"
+    )
+    max_restarts_on_errors: Annotated[StrictInt, Field(ge=0)] = 0
+
+
+class Resources(_Strict):
+    """Where and on what the task runs. ``disk_size``: each node's disk in GiB; ``cpus`` and
+    ``memory`` (GiB): what each node gets (``"4+"``: at least 4, read as 4)."""
+
+    cloud: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_cloud)] = None
+    use_spot: StrictBool = False
+    image_id: str | None = None
+    job_recovery: Annotated[JobRecovery | None, BeforeValidator(_recovery)] = None
+    disk_size: Annotated[int | None, BeforeValidator(_disk_size)] = None
+    cpus: Annotated[float | None, BeforeValidator(_cpus)] = None
+    memory: Annotated[float | None, BeforeValidator(_memory)] = None
+
+    accelerators: Annotated[Any, _cannot("accelerators")] = _not_given()
+    accelerator_args: Annotated[Any, _cannot("accelerator_args")] = _not_given()
+    instance_type: Annotated[Any, _cannot("instance_type")] = _not_given()
+    region: Annotated[Any, _cannot("region")] = _not_given()
+    zone: Annotated[Any, _cannot("zone")] = _not_given()
+    infra: Annotated[Any, _cannot("infra")] = _not_given()
+    ports: Annotated[Any, _cannot("ports")] = _not_given()
+    disk_tier: Annotated[Any, _cannot("disk_tier")] = _not_given()
+    network_tier: Annotated[Any, _cannot("network_tier")] = _not_given()
