@@ -17,6 +17,7 @@ from rich.text import Text
 from skycore.config import SkycoreConfig
 from skycore.storage import Storage, StorageAccessError, StoragePlan, make_store, parse_url
 from skycore.storage.common import is_cloud_url
+from skycore.storage.entry_spec import order_given_up
 from skycore.task import Task
 
 
@@ -53,6 +54,26 @@ def stages(task: Task) -> list[str]:
         out.append("SETUP")
     out.append("EXEC")
     return out
+
+
+def order_notes(task: Task) -> list[str]:
+    """One line per writable MOUNT_CACHED entry whose type, config or transfers uploads
+    several files at once, giving up creation order (as SkyPilot does): launch says it once."""
+    lines = []
+    for dst, st in task.storage_mounts.items():
+        line = order_given_up(dst, st.mode, st.mount_type, st.transfers_from, st.mount_options)
+        if line is not None:
+            lines.append(line)
+    return lines
+
+
+def node_shape(task: Task) -> str:
+    """What each node asks for (``", 4 CPUs, 16 GiB memory, 256 GiB disk"``; '' if nothing)."""
+    res = task.resources
+    parts = [f"{res.cpus:g} CPUs" if res.cpus is not None else ""]
+    parts.append(f"{res.memory:g} GiB memory" if res.memory is not None else "")
+    parts.append(f"{res.disk_size} GiB disk" if res.disk_size is not None else "")
+    return "".join(f", {p}" for p in parts if p)
 
 
 def _check_url_copy(dst: str, url: str, config: SkycoreConfig) -> None:
@@ -99,7 +120,7 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
             f"upload {plan.upload_files} files ({_size(plan.upload_bytes)}) from {st.source}"
         )
     actions.append("copy to every node" if st.mode.value == "COPY" else "mount on every node")
-    if plan.read_only and st.mode.is_mount:
+    if (plan.read_only or st.mount_options.read_only) and st.mode.is_mount:
         actions.append("read-only")
     if plan.note and "read-only" not in plan.note:
         actions.append(plan.note)
@@ -127,7 +148,7 @@ def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:
     title = f"Plan for task {escape(task.name)}" if task.name else "Plan"
     lines.append(Text.from_markup(f"[bold]{title}[/bold] (dry run: nothing was changed)"))
     lines.append(Text("Stages: " + " -> ".join(stages(task))))
-    node_desc = f"Nodes: {task.num_nodes} on {res.cloud or 'the default cloud'}"
+    node_desc = f"Nodes: {task.num_nodes} on {res.cloud or 'the default cloud'}{node_shape(task)}"
     if res.image_id:
         node_desc += f", image {res.image_id}"
     if res.use_spot:
@@ -152,4 +173,5 @@ def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:
         lines.append(table)
     to_create = [m.bucket for m in mounts if m.action.startswith("create bucket")]
     lines.append(Text("Buckets to create: " + (", ".join(to_create) if to_create else "none")))
+    lines.extend(Text(line) for line in order_notes(task))
     return Group(*lines)

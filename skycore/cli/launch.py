@@ -112,6 +112,10 @@ def launch(
     if dryrun:
         _dryrun(task, name, config)
         return
+    from skycore.plan import order_notes
+
+    for line in order_notes(task):
+        console.print(escape(line))
     record = state.get_cluster(name)
     if not yes:
         if record is None:
