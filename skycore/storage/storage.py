@@ -292,7 +292,7 @@ class Storage:
             create=create,
             upload_files=files,
             upload_bytes=nbytes,
-            read_only=not info.can_write,
+            read_only=not (info.can_write or create),
             note=note,
         )
 

@@ -103,3 +103,53 @@ def test_dryrun_fails_cleanly_for_private_bucket(
         with pytest.raises(StorageAccessError) as info:
             dryrun_plan(task, store_config)
         assert info.value.exit_code == 2 and "\n" not in str(info.value)
+
+
+def test_dryrun_shows_presets_node_shape_and_order_given_up(
+    store: str,
+    store_emulator: RunningEmulator,
+    store_config: SkycoreConfig,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    """A SkyPilot YAML with type presets, config.mount_cached and resources runs unchanged:
+    the plan shows each node's shape, a read-only preset as read-only (a bucket to create is
+    not), and once per mount that uploading several files at once gives up creation order."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    ckpt, data = unique_name("ckpt"), unique_name("data")
+    task = Task.from_dict(
+        {
+            "resources": {"cloud": "docker", "cpus": "2+", "memory": "4GB", "disk_size": 20},
+            "file_mounts": {
+                "/ckpt": {
+                    "name": ckpt,
+                    "source": str(src),
+                    "store": store,
+                    "mode": "MOUNT_CACHED",
+                    "type": "MODEL_CHECKPOINT_RW",
+                    "config": {"mount_cached": {"vfs_cache_max_size": "5G"}},
+                },
+                "/data": {
+                    "name": data,
+                    "store": store,
+                    "mode": "MOUNT_CACHED",
+                    "type": "DATASET_RO",
+                },
+            },
+            "run": "echo r",
+        }
+    )
+    out = render(dryrun_plan(task, store_config))
+    assert "Nodes: 1 on docker, 2 CPUs, 4 GiB memory, 20 GiB disk" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 2}
+    assert "create bucket" in rows["/ckpt"] and "read-only" not in rows["/ckpt"]
+    assert "create bucket" in rows["/data"] and "read-only" in rows["/data"]
+    order = [line for line in out.splitlines() if "creation order" in line]
+    assert order == [
+        "/ckpt: type MODEL_CHECKPOINT_RW uploads 8 files at once: files may reach the bucket in "
+        "another order than they were written (set config.mount_cached.transfers: 1 to keep "
+        "creation order)"
+    ]
+    assert core_state.list_storage() == [] and core_state.list_clusters() == []
