@@ -85,6 +85,10 @@ def test_mount_options_per_mode() -> None:
     vfs, mnt = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions())
     # an ordered mount's uploads never start by themselves: the node's order keeper releases them
     assert vfs["CacheMode"] == "full" and vfs["WriteBack"] == "1000000s" and "ReadOnly" not in vfs
+    # The cache is bounded: an hour of age (24 h filled disks), checked every 10 s; its size
+    # only when the entry sets one (the node program bounds it by its disk otherwise).
+    assert vfs["CacheMaxAge"] == "1h" and vfs["CachePollInterval"] == "10s"
+    assert "CacheMaxSize" not in vfs
     parallel, _ = mounting.mount_options(StorageMode.MOUNT_CACHED, MountOptions(transfers=4))
     assert parallel["WriteBack"] == "5s"
     assert vfs["DirCacheTime"] == mounting.KEEP_LISTING  # a writer never waits for a listing
