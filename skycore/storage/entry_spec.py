@@ -212,6 +212,8 @@ def _mode_problems(
     mode: StorageMode, mount_type: str | None, config: EntryConfig | None, field: str
 ) -> list[str]:
     out = []
+    if mount_type is not None and mount_type not in PRESETS:
+        out.append(f"{field}.type: {mount_type!r} is not one of {', '.join(PRESETS)}")
     where = f"this entry's mode is {mode.value}, where it would do nothing"
     if mode is not StorageMode.MOUNT_CACHED and mount_type is not None:
         out.append(

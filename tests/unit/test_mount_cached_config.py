@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from skycore.config import SkycoreConfig
 from skycore.plan import order_notes
-from skycore.storage import Storage, StorageMode, mounting
+from skycore.storage import Storage, StorageMode, StorageSpecError, mounting
 from skycore.storage.api import AccessInfo
 from skycore.storage.entry_spec import PRESETS
 from skycore.storage.mounting import MountOptions
@@ -314,6 +314,16 @@ def test_cached_tuning_on_another_mode_is_refused_not_ignored(mode: str) -> None
     tunes = "file_mounts./ckpt.config.mount_cached tunes a MOUNT_CACHED mount and this entry's"
     assert f"{tunes} mode is {mode}" in msg
     assert msg.count(";") >= 2 and msg.endswith(".")
+
+
+def test_a_direct_caller_gets_the_same_checks() -> None:
+    with pytest.raises(
+        StorageSpecError, match=r"^f\.type: 'dataset' is not one of MODEL_CHECKPOINT_RO, "
+    ):
+        Storage.from_spec(
+            name=None, source="s3://b", store=None, mode="MOUNT_CACHED", mount_type="dataset",
+            field="f",
+        )  # fmt: skip
 
 
 def test_config_mount_on_a_cached_mount_points_to_mount_cached() -> None:
