@@ -47,7 +47,9 @@ def resources_of(task: Task) -> dict[str, Any]:
         "image_id": r.image_id,
         "use_spot": bool(r.use_spot),
         "num_nodes": task.num_nodes,
-        **{k: getattr(r, k, None) for k in NODE_FIELDS},
+        "disk_size": r.disk_size,
+        "cpus": r.cpus,
+        "memory": r.memory,
     }
 
 

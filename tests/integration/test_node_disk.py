@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from harness.cloud import chaos
-from skycore import provision, state
+from skycore import execution, provision, state
 from skycore.config import SkycoreConfig
 from skycore.core.clusters import provision_cluster
 from skycore.errors import ClusterError
+from skycore.execution import Stage
 from skycore.provision import NodeResources, NodeStatus, ProvisionError, disks
 from skycore.provision import docker as dprov
 from skycore.runner import CommandRunner
+from tests.integration.helpers import quiet, task_maker
 
 BASE = disks.NODE_MOUNTS_BASE
 ONE_GIB = NodeResources(disk_size_gib=1)
@@ -64,7 +66,9 @@ def test_a_node_disk_is_a_filesystem_of_its_size(
     rc, out = _sh(runner, f"dd if=/dev/zero of={BASE}/more bs=1M count=4 conv=fsync")
     assert rc != 0 and "No space left on device" in out
     # The node's own filesystem (the host's disk) is untouched.
-    assert _sh(runner, "dd if=/dev/zero of=/root/ok bs=1M count=4 && echo ok")[1].endswith("ok")
+    assert (
+        _sh(runner, "dd if=/dev/zero of=/root/ok bs=1M count=4 2>/dev/null && echo ok")[1] == "ok"
+    )
 
 
 def test_no_disk_size_keeps_the_caches_on_the_node(
@@ -216,3 +220,38 @@ def test_unmount_all_takes_the_disks_off_the_host(
     assert not disk.mountpoint.is_mount() and disk.image.is_file()
     provision.run_instances("docker", cluster, 1, None, docker_config, ONE_GIB)
     assert _sh(_runner(cluster, docker_config), f"cat {BASE}/kept")[1] == "kept"
+
+
+def test_a_launch_with_node_resources_from_yaml(
+    cluster: str, docker_config: SkycoreConfig, tmp_path: Path
+) -> None:
+    """The task's fields through launch: recorded, part of the relaunch comparison, kept
+    across stop/start, gone with down; a node beyond this machine is refused up front."""
+    make = task_maker(tmp_path)
+    shape = {"disk_size": 1, "cpus": 1, "memory": "512MB"}
+    task = make(resources=shape, run=f"df -B1 --output=size {BASE} | tail -1 > {BASE}/size")
+    assert execution.launch(task, cluster, console=quiet(), config=docker_config).exit_code == 0
+    record = state.get_cluster(cluster)
+    assert record is not None and record.resources["disk_size"] == 1
+    assert record.resources["memory"] == 0.5
+    c = dprov.client(docker_config).containers.get(dprov.container_name(cluster, 0))
+    assert c.attrs["HostConfig"]["NanoCpus"] == 10**9
+    again = execution.launch(task, cluster, console=quiet(), config=docker_config)
+    assert next(s for s in again.stages if s.stage is Stage.PROVISION).skipped
+    with pytest.raises(ClusterError) as e:
+        bigger = make(resources={**shape, "disk_size": 2}, run="true")
+        execution.launch(bigger, cluster, console=quiet(), config=docker_config)
+    assert "disk_size=1 GiB" in e.value.message and "disk_size=2 GiB" in e.value.message
+    assert "resources.disk_size back to match" in e.value.message
+    execution.stop(cluster, console=quiet(), config=docker_config)
+    execution.start(cluster, console=quiet(), config=docker_config)
+    size = int(_sh(_runner(cluster, docker_config), f"cat {BASE}/size")[1])
+    assert 0.9 * disks.GIB < size <= disks.GIB
+    execution.down(cluster, console=quiet(), config=docker_config)
+    _assert_gone(disks.disk_of(cluster, 0))
+    other = f"{cluster}-x"
+    with pytest.raises(ClusterError, match=r"^resources\.cpus: "):
+        execution.launch(
+            make(resources={"cpus": 4096}, run="true"), other, console=quiet(), config=docker_config
+        )
+    assert state.get_cluster(other) is None
