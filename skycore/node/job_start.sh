@@ -41,10 +41,13 @@ wrap() {
   bash "$1.sh" >>"$1.log" 2>&1
   rc=$?
   if [ -f "$1.drain.sh" ]; then
-    bash "$1.drain.sh" >>"$1.drain.log" 2>&1 || {
+    bash "$1.drain.sh" >"$1.drain.log.new" 2>&1 || {
       rc=$((rc ? rc : 1))
       : >"$1.exit.drain-failed"
     }
+    # what the job must hear of its mounts (a cache disk that ran full) goes to its log too
+    grep -F 'skycore: cache full:' "$1.drain.log.new" >>"$1.log" || true
+    cat "$1.drain.log.new" >>"$1.drain.log" && rm -f "$1.drain.log.new"
   fi
   echo "$rc" >"$1.exit.tmp" && mv -f "$1.exit.tmp" "$1.exit"
 }

@@ -13,6 +13,10 @@ from typing import Any
 
 from skycore.node.mountd.rc import RcError, answers, mountinfo, norm, rc, say, warn
 
+LOG_FILE_MAX = "16M"
+"""rclone's log is rotated at this size (one old file kept): it logs every upload and, every
+cache poll interval, one line per cached mount, for as long as the node runs."""
+
 
 def cmd_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) -> int:
     """Start the daemon of folder ``d`` unless one answers there (under a lock, so mounts
@@ -39,13 +43,17 @@ def start_daemon(rclone: str, config: str, d: str, transfers: str, *extra: str) 
                 [rclone, "rcd", "--config", config, "--rc-addr", "unix://" + sock,
                  "--rc-no-auth", "--cache-dir", os.path.join(d, "cache"),
                  "--transfers", transfers, "--retries", "3", "--low-level-retries", "10",
-                 "--log-file", log, "--log-level", "INFO", *extra],
+                 "--log-file", log, "--log-level", "INFO",
+                 "--log-file-max-size", LOG_FILE_MAX, "--log-file-max-backups", "1", *extra],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True,
             )  # fmt: skip
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if answers(sock):
+                with open(os.path.join(d, "rclone.pid.tmp"), "w") as f:
+                    f.write(str(proc.pid))
+                os.replace(os.path.join(d, "rclone.pid.tmp"), os.path.join(d, "rclone.pid"))
                 say(f"skycore: rclone daemon {d} started (pid {proc.pid})")
                 return True
             if proc.poll() is not None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+from skycore.node.mountd.cachefull import MARK, report
 from skycore.node.mountd.daemon import quit_if_idle
 from skycore.node.mountd.keeper import OrderKeeper, hurry
 from skycore.node.mountd.order import released
@@ -46,6 +47,17 @@ def never_due(sock: str, fs: str) -> bool:
     except (OSError, RcError):
         return False
     return not all(released(item) for item in queue)
+
+
+def say_cache_full(sock: str, fs: str, dst: str) -> None:
+    """Say once (``cachefull.report``) that the cache of ``dst`` was full since it last
+    drained."""
+    try:
+        line = report(os.path.dirname(sock), fs, dst)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        line = f"{MARK} {dst}: could not read the cache-full records ({e})"
+    if line:
+        say(line)
 
 
 def drain(base: str, timeout: float, dsts: list[str]) -> int:
@@ -109,11 +121,13 @@ def drain(base: str, timeout: float, dsts: list[str]) -> int:
             need = STABLE_POLLS if waiting is None else CONFIRM_POLLS
             if clean[dst] >= need:
                 say(f"skycore: {dst} drained")
+                say_cache_full(sock, fs, dst)
                 del targets[dst]
         if targets and time.monotonic() > deadline:
-            for dst in targets:
+            for dst, (sock, fs, _) in targets.items():
                 q, up = pending.get(dst, (0, 0))
                 warn(f"skycore: timed out draining {dst}: {q} queued, {up} uploading")
+                say_cache_full(sock, fs, dst)
             return 1
         if targets:
             time.sleep(POLL_S)

@@ -11,9 +11,11 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from skycore.node.mountd.order import OrderState, decide
+from skycore.node.mountd.journal import CloseOrder
+from skycore.node.mountd.order import OrderState, age, decide, released
 from skycore.node.mountd.rc import RcError, rc
 
 # --- listings that a writer never waits for ----------------------------------------------------
@@ -52,11 +54,17 @@ QUIET_WAIT_S = 0.5  # a refresh waits this long for an upload under way to end, 
 PRIME_QUIET_WAIT_S = 10.0  # the same for the listing made when mounting
 PRIME_PENDING_WAIT_S = 60.0  # it waits this long for uploads a dead daemon left
 RACE_RETRIES = 3  # refreshes repeated at once after one that raced with an upload
-REFRESHER_TICK_S = 1.0
+REFRESHER_TICK_S = 1.0  # a busy mount's refresh is tried again this much later
+# An order keeper looks when rclone logs an upload-queue event (``events``); these bound the
+# time between two looks when no event comes (an event lost to a log rotation, say):
+KEEP_BUSY_LOOK_S = 5.0  # ... while uploads are released or waiting
+KEEP_PAUSED_LOOK_S = 2.0  # ... while a refresh holds them (its end is an event too)
+KEEP_IDLE_LOOK_S = 60.0  # ... while the queue is empty
+# Without inotify (no ctypes in the node's python3) the keepers poll, as they used to:
 KEEP_BUSY_POLL_S = 0.01  # how often an order keeper looks while an upload is released
 KEEP_IDLE_POLL_S = 0.05  # ... and while none is (a newly closed file waits this long at most)
+DAEMON_CHECK_S = 5.0  # how often the refresher asks whether its daemon lives, without a pidfd
 RELEASE_STEP_S = 1e-6  # released (or hurried) uploads are due this far apart, oldest first
-REFRESHER_GONE_TICKS = 3  # the refresher ends once its daemon has not answered this often
 COST_FACTOR = 10.0  # refresh at most every COST_FACTOR x the last refresh's duration
 LOG_MAX_BYTES = 1 << 20
 
@@ -114,8 +122,9 @@ class UploadHold:
     item rclone starts meanwhile is the oldest one; letting go puts it back as much, oldest
     first: every item gets its own expiry back, so rclone's order is kept."""
 
-    def __init__(self, sock: str, fs: str) -> None:
+    def __init__(self, sock: str, fs: str, light: bool = False) -> None:
         self.sock, self.fs = sock, fs
+        self.light = light  # nothing was queued: the marker alone (no thread holding uploads)
         self.held: set[int] = set()
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -127,13 +136,15 @@ class UploadHold:
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         with queue_lock(self.sock), open(marker, "w"):
             pass  # from now on no order keeper releases an upload of the mount
-        self._hold()  # the queued ones now, before anything else happens
-        self.thread.start()
+        if not self.light:
+            self._hold()  # the queued ones now, before anything else happens
+            self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+        if not self.light:
+            self.stop.set()
+            self.thread.join()
         with contextlib.suppress(OSError):
             os.unlink(_hold_marker(self.sock, self.fs))
 
@@ -148,6 +159,8 @@ class UploadHold:
     def idle(self, wait: float) -> bool:
         """Wait up to ``wait`` s until no upload of the mount is under way and every queued
         one is held; False if that did not happen."""
+        if self.light:
+            return True
         deadline = time.monotonic() + wait
         while True:
             queue = self._hold()
@@ -213,9 +226,12 @@ def refresh_listing(
     ``quiet_wait`` s; "raced": done, but an upload or rename to the mount completed while it
     listed all the same (the listing may miss that file: refresh again)."""
     cache = rc(sock, "vfs/stats", {"fs": fs}).get("diskCache") or {}
-    if quiet_wait < 1 and (cache.get("uploadsInProgress") or cache.get("uploadsQueued")):
+    pending = cache.get("uploadsInProgress") or cache.get("uploadsQueued")
+    if quiet_wait < 1 and pending:
         return "busy", 0.0  # at a quiet moment instead (holding nothing back)
-    with UploadHold(sock, fs) as hold:
+    # With nothing queued the hold is its marker alone (the order keepers release nothing
+    # meanwhile); an upload that completes while it lists all the same is caught below.
+    with UploadHold(sock, fs, light=not pending) as hold:
         if not hold.idle(quiet_wait):
             return "busy", 0.0
         began, t0 = time.time(), time.monotonic()
@@ -247,10 +263,32 @@ def refresh_until_clean(
     return outcome, took
 
 
+@dataclass(frozen=True)
+class Look:
+    """What one look of an order keeper found: ``busy`` while uploads are released or
+    waiting, ``paused`` while a refresh holds them, ``due_in``: seconds until the oldest
+    waiting file is old enough to go (a hold-back), else None."""
+
+    busy: bool
+    paused: bool = False
+    due_in: float | None = None
+
+
+def daemon_pid(d: str) -> int | None:
+    """The pid of the rclone daemon of folder ``d`` as its start wrote it (None: unknown)."""
+    try:
+        with open(os.path.join(d, "rclone.pid")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 class OrderKeeper:
     """Applies the order rule (``order.decide``) to an ordered mount's upload queue: one look
-    under the queue lock, then the new expiries. The refresher runs one per ordered mount, and
-    a drain runs its own (the rule is a function of the queue, so both agree)."""
+    under the queue lock (writing down in the close-order journal the uploads seen for the
+    first time), then the new expiries. The refresher keeps one per ordered mount, and a drain
+    or a mount runs its own (the rule is a function of the queue and the journal, so they
+    agree)."""
 
     def __init__(
         self,
@@ -261,20 +299,47 @@ class OrderKeeper:
     ) -> None:
         self.sock, self.fs, self.hold_back_s, self.log = sock, fs, hold_back_s, log
         self.state = OrderState()
+        self.dir = os.path.dirname(sock)
+        self.journal = CloseOrder(self.dir, fs)
+        self._cache_path = ""
 
-    def poll(self) -> bool:
-        """One look at the queue; True while uploads are released or waiting."""
+    def cache_path(self) -> str:
+        """The VFS's cache data folder (asked of rclone once)."""
+        if not self._cache_path:
+            with contextlib.suppress(OSError, RcError):
+                stats = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
+                self._cache_path = str(stats.get("path") or "")
+        return self._cache_path
+
+    def _pid(self) -> int:
+        pid = daemon_pid(self.dir)
+        if pid is None:
+            pid = int(rc(self.sock, "core/pid").get("pid") or 0)
+        return pid
+
+    def look(self) -> Look:
+        """One look at the queue (see the class docstring)."""
         with queue_lock(self.sock):
             queue = rc(self.sock, "vfs/queue", {"fs": self.fs}).get("queue") or []
+            ranks = self.journal.ranks(queue, self._pid(), self.cache_path)
             paused = hold_active(self.sock, self.fs)
-            decision = decide(queue, self.state, time.monotonic(), self.hold_back_s, paused)
+            now = time.monotonic()
+            decision = decide(queue, self.state, now, self.hold_back_s, paused, ranks)
             for item_id, expiry in decision.expiries.items():
                 params = {"fs": self.fs, "id": item_id, "expiry": expiry}
                 with contextlib.suppress(OSError, RcError):  # gone meanwhile
                     rc(self.sock, "vfs/queue-set-expiry", params)
         for line in decision.logs:
             self.log(f"{self.fs}: {line}")
-        return decision.busy
+        due_in = None
+        waiting = [i for i in queue if not released(i) and int(i["id"]) not in decision.expiries]
+        if self.hold_back_s > 0 and waiting and not paused:
+            due_in = max(0.0, self.hold_back_s - max(age(i) for i in waiting))
+        return Look(decision.busy, paused, due_in)
+
+    def poll(self) -> bool:
+        """One look at the queue; True while uploads are released or waiting."""
+        return self.look().busy
 
 
 def failed(item: dict[str, Any]) -> bool:

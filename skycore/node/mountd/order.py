@@ -3,7 +3,8 @@
 rclone never starts an upload of an ordered mount by itself: the mount's write-back delay is
 ORDER_HOLD_S (far longer than any run), so every closed file waits in the queue until it is
 released (its expiry set to now). The rule releases the oldest waiting upload (lowest
-writeback id: close order, since the mount's FUSE releases are serialized) and releases the
+writeback id: close order, since the mount's FUSE releases are serialized; or its rank in the
+close-order journal, ``journal``, for files a dead daemon left) and releases the
 next one only once that one has left the queue, which rclone does only when its upload
 succeeded (or the file was removed). While the released one fails, rclone puts it back with
 a back-off; nothing newer is released, whatever failed (a 403, a 503, a reset, an outage, a
@@ -59,10 +60,14 @@ def decide(
     now: float,
     hold_back_s: float = 0.0,
     paused: bool = False,
+    ranks: dict[int, int] | None = None,
 ) -> Decision:
     """The rule for one look at rclone ``vfs/queue``'s items. ``hold_back_s``: how old a
-    closed file must be before it may go; ``paused``: release nothing (a listing is made)."""
-    items = sorted(queue, key=lambda i: int(i["id"]))
+    closed file must be before it may go; ``paused``: release nothing (a listing is made);
+    ``ranks``: each item's place in the close order (write-back id -> rank, ``journal``),
+    when it is not the write-back ids' order (files a dead daemon left)."""
+    order = ranks or {}
+    items = sorted(queue, key=lambda i: (order.get(int(i["id"]), int(i["id"])), int(i["id"])))
     expiries: dict[int, float] = {}
     logs: list[str] = []
     ids = {int(i["id"]) for i in items}

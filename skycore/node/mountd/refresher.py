@@ -13,16 +13,22 @@ import threading
 import time
 from typing import Any
 
+from skycore.node.mountd.cachefull import CacheFullNotes
+from skycore.node.mountd.events import DaemonWatch, Woken
+from skycore.node.mountd.journal import digest
 from skycore.node.mountd.keeper import (
     COST_FACTOR,
+    DAEMON_CHECK_S,
     IDLE_POLL_S,
+    KEEP_BUSY_LOOK_S,
     KEEP_BUSY_POLL_S,
+    KEEP_IDLE_LOOK_S,
     KEEP_IDLE_POLL_S,
+    KEEP_PAUSED_LOOK_S,
     LOG_MAX_BYTES,
     PRIME_PENDING_WAIT_S,
     PRIME_QUIET_WAIT_S,
     PRIME_TIMEOUT_S,
-    REFRESHER_GONE_TICKS,
     REFRESHER_TICK_S,
     OrderKeeper,
     refresh_until_clean,
@@ -148,27 +154,57 @@ def ordered_mounts(d: str) -> dict[str, float]:
     }
 
 
-def keep_order(d: str, fs: str, hold_back: float, gone: threading.Event) -> None:
-    """Release the uploads of ordered VFS ``fs`` one at a time, until ``gone`` is set (looks
-    every KEEP_BUSY_POLL_S while an upload is released or waiting, else KEEP_IDLE_POLL_S)."""
-    sock = os.path.join(d, "rc.sock")
-    keeper = OrderKeeper(sock, fs, hold_back, lambda m: _log(d, m))
-    while not gone.is_set():
+class KeeperSlot:
+    """The order keeper of one ordered mount in its refresher, and when it looks next."""
+
+    def __init__(self, d: str, fs: str, hold_back: float) -> None:
+        self.keeper = OrderKeeper(os.path.join(d, "rc.sock"), fs, hold_back, lambda m: _log(d, m))
+        self.digest = digest(fs)
+        self.next_look = 0.0  # monotonic: at once
+        self.busy = False
+        self.paused = False  # its last look found a refresh holding the uploads
+
+    def look(self, evented: bool) -> None:
+        """Apply the order rule once and set when to look again without an event."""
+        now = time.monotonic()
         try:
-            busy = keeper.poll()
+            seen = self.keeper.look()
         except (OSError, RcError):
-            busy = False
+            self.busy, self.next_look = False, now + KEEP_PAUSED_LOOK_S
+            return
         except Exception as e:  # keep the order whatever one look met
-            _log(d, f"order keeper error: {type(e).__name__}: {e}")
-            busy = False
-        gone.wait(KEEP_BUSY_POLL_S if busy else KEEP_IDLE_POLL_S)
+            _log(os.path.dirname(self.keeper.sock), f"order keeper error: {type(e).__name__}: {e}")
+            self.busy, self.next_look = False, now + KEEP_PAUSED_LOOK_S
+            return
+        self.busy, self.paused = seen.busy, seen.paused
+        if not evented:
+            self.next_look = now + (KEEP_BUSY_POLL_S if seen.busy else KEEP_IDLE_POLL_S)
+        elif seen.paused:
+            self.next_look = now + KEEP_PAUSED_LOOK_S
+        elif seen.busy:
+            wait = KEEP_BUSY_LOOK_S if seen.due_in is None else min(KEEP_BUSY_LOOK_S, seen.due_in)
+            self.next_look = now + wait
+        else:
+            self.next_look = now + KEEP_IDLE_LOOK_S
+
+
+def _follow_daemon(watch: DaemonWatch, sock: str) -> bool:
+    """Make ``watch`` wake when the daemon on ``sock`` ends; False when it cannot."""
+    try:
+        pid = int(rc(sock, "core/pid")["pid"])
+    except (OSError, RcError, KeyError, ValueError, TypeError):
+        return False
+    return watch.follow_pid(pid)
 
 
 def cmd_refresher(d: str) -> int:
-    """Refresh the listings registered in DIR ``d`` (``keep_listing``), each every
-    max(its ``every``, COST_FACTOR x its last refresh's duration), at the first moment its
-    mount has no upload pending; end when the daemon is gone. One per daemon (a lock; a
-    second one waits up to 5 s for a first that is ending)."""
+    """The daemon of DIR ``d``'s companion, one per daemon (a lock; a second one waits up to
+    5 s for a first that is ending): it keeps the order of the ordered mounts registered in
+    ``d`` (``keep_listing``), refreshes their listings, each every max(its ``every``,
+    COST_FACTOR x its last refresh's duration) at the first moment its mount has no upload
+    pending, notes when the cache disk is full, and ends when the daemon is gone. It sleeps
+    until something happens (``events.DaemonWatch``): rclone logs an upload event, a hold
+    ends, the registry changes, a listing is due or ends, the daemon's process ends."""
     sock = os.path.join(d, "rc.sock")
     lock = open(os.path.join(d, "refresher.lock"), "w")  # noqa: SIM115 (held for life)
     deadline = time.monotonic() + 5
@@ -188,78 +224,118 @@ def cmd_refresher(d: str) -> int:
         os.replace(pidfile + ".tmp", pidfile)
 
     claim()
+    watch = DaemonWatch(d)
+    notes = CacheFullNotes(d)
+    followed = _follow_daemon(watch, sock)
+    next_check = time.monotonic() + DAEMON_CHECK_S
     due: dict[str, float] = {}
     state: dict[str, str] = {}  # last refresh's outcome
-    keepers: dict[str, tuple[threading.Thread, threading.Event]] = {}
+    keepers: dict[str, KeeperSlot] = {}
     running: dict[str, threading.Thread] = {}  # refreshes under way
     results: dict[str, tuple[str, float]] = {}
-    silent = 0
-    tick = REFRESHER_TICK_S
-    first = True
+    live: dict[str, str] = {}
+    woken = Woken(registry=True)
     while True:
-        time.sleep(0 if first else tick)
-        first = False
+        now = time.monotonic()
+        if woken.gone or (not followed and now >= next_check):
+            next_check = now + DAEMON_CHECK_S
+            if woken.gone or not answers(sock):
+                # Ending: a mount batch that starts a new daemon now sees no refresher and
+                # starts one, or this one sees the new daemon and goes on.
+                with contextlib.suppress(OSError):
+                    os.unlink(pidfile)
+                if answers(sock):
+                    claim()
+                    followed = _follow_daemon(watch, sock)
+                    woken.registry = True
+                else:
+                    _log(d, "the daemon is gone; the refresher ends")
+                    watch.close()
+                    return 0
         try:
-            mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
-        except (OSError, RcError):
-            silent += 1
-            if silent < REFRESHER_GONE_TICKS:
-                continue
-            # Ending: a mount batch that starts a new daemon now sees no refresher and
-            # starts one, or this one sees the new daemon and goes on.
-            with contextlib.suppress(OSError):
-                os.unlink(pidfile)
-            if answers(sock):
-                claim()
-                silent = 0
-                continue
-            _log(d, "the daemon is gone; the refresher ends")
-            return 0
-        silent = 0
-        try:
-            live = {m["MountPoint"]: m["Fs"] for m in mounts}
-            ordered = {fs: b for fs, b in ordered_mounts(d).items() if fs in live.values()}
-            for fs in [fs for fs in keepers if fs not in ordered or not keepers[fs][0].is_alive()]:
-                keepers.pop(fs)[1].set()
-            for fs, hold in ordered.items():
-                if fs not in keepers:
-                    gone = threading.Event()
-                    thread = threading.Thread(target=keep_order, args=(d, fs, hold, gone),
-                                              daemon=True)  # fmt: skip
-                    keepers[fs] = (thread, gone)
-                    thread.start()
-            entries = [e for p, e in _registry(d).items() if live.get(p) == e.get("fs")]
-            for e in entries:
-                fs, period = e["fs"], float(e.get("every") or 0)
-                if fs in running and not running[fs].is_alive():
-                    del running[fs]
-                    outcome, took = results.pop(fs, ("failed: no result", 0.0))
-                    if outcome == "busy":  # again at the next quiet moment
-                        due[fs] = time.monotonic() + REFRESHER_TICK_S
-                    else:
-                        delay = max(period, COST_FACTOR * took, 1.0)
-                        due[fs] = time.monotonic() + delay
-                        if delay > max(period, 1.0):  # a slow listing spaces the refreshes
-                            _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
-                                    f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
-                        was = state.get(fs, "ok")
-                        if outcome != "ok" and (outcome != was or outcome == "raced"):
-                            _log(d, f"refreshing {fs}: {outcome}")
-                        elif outcome == "ok" and was != "ok":
-                            _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
-                        state[fs] = outcome
-                if fs in running or (period <= 0 and state.get(fs) == "ok"):
-                    continue
-                now = time.monotonic()
-                # a mount whose whole tree is not listed yet: at the first quiet moment
-                if due.setdefault(fs, now + (period if e.get("listed", True) else 0)) > now:
-                    continue
-                # In a thread: a listing the store holds must not stop the other mounts'
-                # order keepers (nor this one's: nothing uploads while it lists).
-                running[fs] = threading.Thread(
-                    target=lambda fs=fs: results.__setitem__(fs, refresh_until_clean(sock, fs)),
-                    daemon=True,
-                )
-                running[fs].start()
-        except Exception as e:  # keep refreshing whatever one round met
+            if woken.no_space:
+                notes.note(woken.no_space, list(live.values()))
+            if woken.registry or any(t <= now for t in due.values()) or not watch.evented:
+                live = _listing_round(d, sock, keepers, due, state, running, results, watch)
+            for slot in keepers.values():
+                if (
+                    woken.uploads
+                    or (slot.paused and slot.digest in woken.holds_ended)
+                    or slot.next_look <= time.monotonic()
+                ):
+                    slot.look(watch.evented)
+        except Exception as e:  # keep going whatever one round met
             _log(d, f"refresher error: {type(e).__name__}: {e}")
+        wake_at = [s.next_look for s in keepers.values()]
+        wake_at += [t for fs, t in due.items() if fs not in running]
+        if not followed:
+            wake_at.append(next_check)
+        if not watch.evented:
+            wake_at.append(time.monotonic() + REFRESHER_TICK_S)
+        timeout = max(0.0, min(wake_at) - time.monotonic()) if wake_at else None
+        woken = watch.wait(timeout)
+
+
+def _listing_round(
+    d: str,
+    sock: str,
+    keepers: dict[str, KeeperSlot],
+    due: dict[str, float],
+    state: dict[str, str],
+    running: dict[str, threading.Thread],
+    results: dict[str, tuple[str, float]],
+    watch: DaemonWatch,
+) -> dict[str, str]:
+    """Match the order keepers to the live ordered mounts, take the ended refreshes' results
+    and start the refreshes that are due; the live mounts (mount point -> VFS)."""
+    mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
+    live = {m["MountPoint"]: m["Fs"] for m in mounts}
+    ordered = {fs: b for fs, b in ordered_mounts(d).items() if fs in live.values()}
+    for fs in [fs for fs in keepers if fs not in ordered]:
+        del keepers[fs]
+    for fs, hold in ordered.items():
+        if fs not in keepers:
+            keepers[fs] = KeeperSlot(d, fs, hold)
+    for fs in [fs for fs in due if fs not in live.values()]:
+        del due[fs]
+    entries = [e for p, e in _registry(d).items() if live.get(p) == e.get("fs")]
+    for e in entries:
+        fs, period = e["fs"], float(e.get("every") or 0)
+        if fs in running and not running[fs].is_alive():
+            del running[fs]
+            outcome, took = results.pop(fs, ("failed: no result", 0.0))
+            if outcome == "busy":  # again at the next quiet moment
+                due[fs] = time.monotonic() + REFRESHER_TICK_S
+            else:
+                delay = max(period, COST_FACTOR * took, 1.0)
+                due[fs] = time.monotonic() + delay
+                if delay > max(period, 1.0):  # a slow listing spaces the refreshes
+                    _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
+                            f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
+                was = state.get(fs, "ok")
+                if outcome != "ok" and (outcome != was or outcome == "raced"):
+                    _log(d, f"refreshing {fs}: {outcome}")
+                elif outcome == "ok" and was != "ok":
+                    _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
+                state[fs] = outcome
+        if fs in running:
+            continue
+        if period <= 0 and state.get(fs) == "ok":  # listed once, as asked
+            due.pop(fs, None)
+            continue
+        now = time.monotonic()
+        # a mount whose whole tree is not listed yet: at the first quiet moment
+        if due.setdefault(fs, now + (period if e.get("listed", True) else 0)) > now:
+            continue
+
+        def refresh(fs: str = fs) -> None:
+            try:
+                results[fs] = refresh_until_clean(sock, fs)
+            finally:
+                watch.poke()  # the refresher takes the result at once
+
+        # In a thread: a listing the store holds must not stop the order keepers (nor this
+        # mount's: nothing uploads while it lists).
+        running[fs] = threading.Thread(target=refresh, daemon=True)
+        running[fs].start()
+    return live

@@ -12,6 +12,30 @@ from skycore.node.mountd.daemon import cmd_mount, retire, start_daemon, wait_mou
 from skycore.node.mountd.rc import RcError, mountinfo, norm, say, served, warn
 from skycore.node.mountd.refresher import keep_listing, spawn_refresher
 
+GiB = 1 << 30
+CACHE_MAX = 10 * GiB  # SkyPilot's default --vfs-cache-max-size
+CACHE_SHARE = 2  # ... or 1/2 of the node's cache disk, when that is less
+MIN_FREE_MAX = 1 * GiB  # uploaded files go once the disk has less free than this ...
+MIN_FREE_SHARE = 10  # ... or 1/10 of it, when that is less
+
+
+def cache_bounds(vfs: dict[str, Any], d: str) -> dict[str, Any]:
+    """``vfs`` (a mount's vfsOpt) with the bounds of a cached mount's cache on the disk that
+    holds the daemon folder ``d``: CacheMaxSize, when the entry set none, min(10 GiB, half the
+    disk); CacheMinFreeSpace min(1 GiB, a tenth of it), so that several mounts sharing the
+    disk never fill it with files already in the store. rclone never evicts a file that is
+    open or not yet uploaded, whatever the bounds."""
+    if vfs.get("CacheMode") != "full":
+        return vfs
+    try:
+        disk = os.statvfs(d)
+    except OSError:
+        return vfs
+    total = disk.f_blocks * disk.f_frsize
+    out = {"CacheMinFreeSpace": min(MIN_FREE_MAX, total // MIN_FREE_SHARE), **vfs}
+    out.setdefault("CacheMaxSize", min(CACHE_MAX, total // CACHE_SHARE))
+    return out
+
 
 def cmd_up_many(specs_json: str, *args: str) -> int:
     """Mount the requests ``INDEX...`` of ``specs_json`` (a JSON list of {rclone, config, dir,
@@ -40,7 +64,7 @@ def cmd_up_many(specs_json: str, *args: str) -> int:
 
     def one(s: dict[str, Any]) -> None:
         sock = os.path.join(s["dir"], "rc.sock")
-        vfs, mnt = json.dumps(s["vfs"]), json.dumps(s["mount"])
+        vfs, mnt = json.dumps(cache_bounds(s["vfs"], s["dir"])), json.dumps(s["mount"])
         config = json.dumps(s.get("rc_config") or {})
         if cmd_mount(sock, s["fs"], s["dst"], vfs, mnt, config) != 0 or not wait_mounted(s["dst"]):
             failed.append(s)
