@@ -642,8 +642,8 @@ def test_objects_others_add_show_up_after_a_refresh(
     store_emulator: RunningEmulator, store_config: SkycoreConfig, host_env: RcloneEnv, bucket: str
 ) -> None:
     """A MOUNT_CACHED mount keeps its listing, so an object another writer adds shows up
-    only when the node's refresher lists the mount again: within the refresh period, a
-    1 s tick and one listing (here refresh_s=1; 10 s by default), never on its own."""
+    only when the node's refresher lists the mount again: within the refresh period and one
+    listing (here refresh_s=1; 12 s by default), never on its own."""
     refresh = MountOptions(refresh_s=1)
     storage, dst, _ = mount_bucket(bucket, "others", store_config, host_env, options=refresh)
     (dst / "mine.bin").write_bytes(b"m" * 1000)

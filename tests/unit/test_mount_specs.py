@@ -172,7 +172,7 @@ def test_a_cached_writer_keeps_its_listing_and_the_node_refreshes_it() -> None:
 
     cached = spec("MOUNT_CACHED")
     assert cached["vfs"]["DirCacheTime"] == mounting.KEEP_LISTING == "876000h"
-    assert cached["refresh"] == 10.0
+    assert cached["refresh"] == 12.0  # the default period (MountOptions.refresh_s)
     assert spec("MOUNT_CACHED", refresh_s=2.5)["refresh"] == 2.5  # kept through the merge
     for other in (spec("MOUNT_CACHED", read_only=True), spec("MOUNT")):
         assert other["vfs"]["DirCacheTime"] == "10s"
