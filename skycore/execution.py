@@ -112,7 +112,9 @@ def launch(
         return result
     finally:
         background.shutdown(wait=True, cancel_futures=True)
-        if down and touched:
+        if down and touched and state.get_cluster(cluster_name) is not None:
+            # (a launch refused before its cluster was recorded has nothing to tear down,
+            # and its own error is the one to show)
             _down_stage(cluster_name, config, rep, log_dir)
 
 

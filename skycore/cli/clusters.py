@@ -15,6 +15,7 @@ from skycore.cli.common import check_cluster_name, handle_errors
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
+from skycore.core.nodes import node_resources_text
 from skycore.errors import ProvisionError, UserError
 from skycore.humanize import ago
 
@@ -53,8 +54,11 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
             except ProvisionError as e:
                 nodes_of[r.name] = str(e)
         res = r.resources
-        desc = f"{res.get('cloud') or r.provider}" + (
-            f", {res['image_id']}" if res.get("image_id") else ""
+        own = node_resources_text(r)
+        desc = (
+            f"{res.get('cloud') or r.provider}"
+            + (f", {res['image_id']}" if res.get("image_id") else "")
+            + (f", {own} per node" if own else "")
         )
         table.add_row(
             r.name,
@@ -98,6 +102,9 @@ def _cluster_json(r: state.ClusterRecord) -> dict[str, Any]:
         "cloud": r.resources.get("cloud"),
         "use_spot": bool(r.resources.get("use_spot", False)),
         "image_id": r.resources.get("image_id"),
+        "disk_size": r.resources.get("disk_size"),
+        "cpus": r.resources.get("cpus"),
+        "memory": r.resources.get("memory"),
         "launched_at": r.created_at,
         "updated_at": r.updated_at,
         "node_ips": [n.get("ip") for n in (r.handle or {}).get("nodes", [])],

@@ -137,7 +137,12 @@ def launch(
 
 
 def _dryrun(task: Any, name: str, config: Any) -> None:
-    """Print what launch would do: the plan of the storage engineer's plan module if present."""
+    """Print what launch would do: the plan of the storage engineer's plan module if present.
+    Resources this machine cannot give (cpus, memory, disk_size) are refused as launch
+    would refuse them."""
+    from skycore import core
+
+    core.provider_of(task)
     record = state.get_cluster(name)
     if record is None:
         console.print(f"Would create cluster {name} with {task.num_nodes} node(s).")
