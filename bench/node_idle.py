@@ -10,8 +10,8 @@ nothing touches it:
   the user + system time of each process in the node (read from /proc of the node's
   processes, by their host pids: nothing runs in the node to measure it), as CPU-seconds
   over the window and as a share of one core;
-- requests: every request the gates logged in the window, by store and kind (the stores'
-  bill while idle).
+- requests: every request the gates logged in the window on the task's buckets, by store
+  and kind (the stores' bill while idle).
 
     .venv/bin/python bench/node_idle.py [--window 60] [--settle 15] [--run-id dy] [--no-check]
 
@@ -81,8 +81,11 @@ def process_cpu(pids: list[int]) -> dict[int, tuple[str, float]]:
     return out
 
 
-def window(container: Any, emulators: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """CPU and requests of the node in ``container`` over ``seconds`` of idleness."""
+def window(
+    container: Any, emulators: dict[str, Any], buckets: set[str], seconds: float
+) -> dict[str, Any]:
+    """CPU and requests (on ``buckets``: the task's) of the node in ``container`` over
+    ``seconds`` of idleness."""
     init_pid = int(container.attrs["State"]["Pid"])
     pids = [int(row[1]) for row in container.top(ps_args="-eo user,pid")["Processes"]]
     offsets = {s: gate_log_offset(em) for s, em in emulators.items()}
@@ -102,8 +105,10 @@ def window(container: Any, emulators: dict[str, Any], seconds: float) -> dict[st
         for line in lines:
             parts = line.split()
             if len(parts) >= 3 and parts[2].startswith("/") and "/__gate__/" not in parts[2]:
-                bucket = next((p for p in parts[2].split("?")[0].split("/") if p), "")
-                kinds[request_kind(parts[1], parts[2], bucket)] += 1
+                path = parts[2].split("?")[0].split("/")
+                bucket = next((p for p in path if p in buckets), "")
+                if bucket:
+                    kinds[request_kind(parts[1], parts[2], bucket)] += 1
         requests[store] = kinds
     total = None if cg0 is None or cg1 is None else cg1 - cg0
     return {
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.settle)
             container = provider.client(config).containers.get(f"skycore-{name}-0")
             emulators = {s: fleet.get(s) for s in ("s3", "gcs")}
-            result = window(container, emulators, args.window)
+            buckets = {st.name for st in task.storage_mounts.values()}
+            result = window(container, emulators, buckets, args.window)
     finally:
         execution.down(name, console=quiet, config=config)
     if result:
