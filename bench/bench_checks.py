@@ -68,3 +68,18 @@ def verdict(targets: list[Target], no_check: bool, failures: list[str] | None = 
         return 0
     print(f"{len(missed)} target(s) missed: exit 1 (--no-check for exploratory runs)")
     return 1
+
+
+@dataclass(frozen=True)
+class AtMost(Target):
+    """A target whose ``value`` may reach its ``limit`` (``value <= limit``)."""
+
+    @property
+    def met(self) -> bool:
+        return self.value is not None and self.value <= self.limit
+
+    def describe(self) -> str:
+        got = "not measured" if self.value is None else f"{self.value:.2f} {self.unit}".rstrip()
+        return f"{self.name}: {got} <= {self.limit:g} {self.unit}".rstrip() + (
+            " met" if self.met else " MISSED"
+        )
