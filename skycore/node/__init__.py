@@ -28,8 +28,8 @@ from functools import cache
 from importlib import resources
 
 MOUNTD_MODULES = (
-    "rc", "daemon", "copying", "order", "journal", "events", "cachefull", "keeper", "refresher",
-    "drain", "up", "mount", "cli",
+    "rc", "daemon", "copying", "order", "journal", "events", "cachefull", "keeper", "keepers",
+    "refresher", "drain", "up", "mount", "cli",
 )  # fmt: skip
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REQUEST_ENV = "SKYCORE_REQUEST"

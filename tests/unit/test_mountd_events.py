@@ -12,8 +12,9 @@ import threading
 from pathlib import Path
 
 from skycore.node.mountd import cachefull
-from skycore.node.mountd.events import DaemonWatch
+from skycore.node.mountd.events import DaemonWatch, Woken
 from skycore.node.mountd.journal import digest, state_dir
+from skycore.node.mountd.keepers import JOURNAL_LOOK_S, DaemonKeepers
 
 GUARD_S = 10.0  # hang guard: every event here arrives within milliseconds
 QUEUED = "2026/12/05 11:04:32 INFO  : ckpt.bin: vfs cache: queuing for upload in 1000000s\n"
@@ -105,3 +106,30 @@ def test_a_drain_says_once_that_the_cache_was_full_and_of_what(tmp_path: Path) -
     assert "ckpt-0.bin, ckpt-1.bin, ckpt-2.bin and 1 more failed with EIO" in line
     assert cachefull.report(d, "remote:b", "/ckpt") is None  # said once
     assert cachefull.report(d, "remote:other", "/other") is not None
+
+
+def test_a_daemon_releases_from_its_log_only_for_its_one_uploading_mount(tmp_path: Path) -> None:
+    """A success line names a file, not its mount: the next upload is released from it only
+    when one ordered mount is the daemon's only mount that uploads."""
+    keepers = DaemonKeepers(str(tmp_path), lambda _: None)
+    keepers.match({"remote:a": 0.0}, uploaders={"remote:a"})
+    assert keepers.exclusive is keepers.slots["remote:a"]
+    keepers.match({"remote:a": 0.0}, uploaders={"remote:a", "remote:unordered"})
+    assert keepers.exclusive is None
+    keepers.match({"remote:a": 0.0, "remote:b": 0.0}, uploaders={"remote:a", "remote:b"})
+    assert keepers.exclusive is None and set(keepers.slots) == {"remote:a", "remote:b"}
+
+
+def test_a_close_during_an_upload_is_written_down_soon_not_at_once(tmp_path: Path) -> None:
+    slot = DaemonKeepers(str(tmp_path), lambda _: None)
+    slot.match({"remote:a": 0.0}, uploaders={"remote:a"})
+    keeper = slot.slots["remote:a"]
+    keeper.busy, keeper.last_look, keeper.next_look = True, 100.0, 105.0
+    assert not keeper.wants_look(Woken(uploads=True, queued=True), now=100.01)
+    assert keeper.next_look == 100.0 + JOURNAL_LOOK_S  # written down within JOURNAL_LOOK_S
+    assert keeper.wants_look(Woken(uploads=True, queued=True), now=100.0 + JOURNAL_LOOK_S)
+    assert keeper.wants_look(Woken(uploads=True, succeeded=["x"]), now=100.01)
+    assert not keeper.wants_look(Woken(uploads=True, succeeded=["x"]), 100.01, released=True)
+    assert keeper.wants_look(Woken(uploads=True, ended=True), now=100.01)
+    keeper.busy = False
+    assert keeper.wants_look(Woken(uploads=True, queued=True), now=100.01)  # may go at once

@@ -39,6 +39,9 @@ HOLDS_DIR = "holds"
 NO_SPACE = "no space left on device"
 _NO_SPACE_PATH = re.compile(r"(/\S+): " + NO_SPACE)
 _QUIET_LINE = "vfs cache: cleaned:"  # the cleaner's periodic line: nothing happened
+_QUEUED = ": vfs cache: queuing for upload"
+# "2026/12/05 11:04:32 INFO  : dir/ckpt.bin: vfs cache: upload succeeded try #1"
+_SUCCEEDED = re.compile(r"^\S+ \S+ INFO\s+: (.+): vfs cache: upload succeeded try #\d+$")
 READ_MAX = 1 << 20  # the most of rclone's log read at once
 
 
@@ -86,7 +89,10 @@ class Inotify:
 class Woken:
     """Why ``DaemonWatch.wait`` returned (all False: the timeout ran out)."""
 
-    uploads: bool = False  # rclone logged an upload-queue event
+    uploads: bool = False  # rclone logged an upload-queue event (any of the below)
+    queued: bool = False  # ... a file closed ("queuing for upload")
+    ended: bool = False  # ... anything else: an upload failed, was cancelled, a file removed
+    succeeded: list[str] = field(default_factory=list)  # files whose upload succeeded
     holds_ended: set[str] = field(default_factory=set)  # digests of the mounts whose hold ended
     registry: bool = False  # the mounts' registry changed, or a thread poked
     gone: bool = False  # the daemon's process ended
@@ -206,8 +212,17 @@ class DaemonWatch:
                 m = _NO_SPACE_PATH.search(line)
                 if m:
                     woken.no_space.append(m.group(1))
-            if "vfs cache" in line or NO_SPACE in line:
-                woken.uploads = True
+            if "vfs cache" not in line and NO_SPACE not in line:
+                continue
+            woken.uploads = True
+            if _QUEUED in line:
+                woken.queued = True
+                continue
+            m = _SUCCEEDED.search(line)
+            if m:
+                woken.succeeded.append(m.group(1))
+            else:
+                woken.ended = True
 
     def close(self) -> None:
         for fd in (self._poke_r, self._poke_w, self.pidfd):

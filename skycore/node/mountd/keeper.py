@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from skycore.node.mountd.journal import CloseOrder
-from skycore.node.mountd.order import OrderState, age, decide, released
-from skycore.node.mountd.rc import RcError, rc
+from skycore.node.mountd.order import OrderState, age, decide, released, upcoming
+from skycore.node.mountd.rc import RcClient, RcError, rc
 
 # --- listings that a writer never waits for ----------------------------------------------------
 #
@@ -301,7 +301,12 @@ class OrderKeeper:
         self.state = OrderState()
         self.dir = os.path.dirname(sock)
         self.journal = CloseOrder(self.dir, fs)
+        self.client = RcClient(sock)
         self._cache_path = ""
+        # From the last look: the one upload released (id, name) and those waiting, in the
+        # order they go (see ``release_next``); None and [] when that is not so simple.
+        self.in_flight: tuple[int, str] | None = None
+        self.upcoming: list[tuple[int, str]] = []
 
     def cache_path(self) -> str:
         """The VFS's cache data folder (asked of rclone once)."""
@@ -314,13 +319,13 @@ class OrderKeeper:
     def _pid(self) -> int:
         pid = daemon_pid(self.dir)
         if pid is None:
-            pid = int(rc(self.sock, "core/pid").get("pid") or 0)
+            pid = int(self.client.call("core/pid").get("pid") or 0)
         return pid
 
     def look(self) -> Look:
         """One look at the queue (see the class docstring)."""
         with queue_lock(self.sock):
-            queue = rc(self.sock, "vfs/queue", {"fs": self.fs}).get("queue") or []
+            queue = self.client.call("vfs/queue", {"fs": self.fs}).get("queue") or []
             ranks = self.journal.ranks(queue, self._pid(), self.cache_path)
             paused = hold_active(self.sock, self.fs)
             now = time.monotonic()
@@ -328,14 +333,42 @@ class OrderKeeper:
             for item_id, expiry in decision.expiries.items():
                 params = {"fs": self.fs, "id": item_id, "expiry": expiry}
                 with contextlib.suppress(OSError, RcError):  # gone meanwhile
-                    rc(self.sock, "vfs/queue-set-expiry", params)
+                    self.client.call("vfs/queue-set-expiry", params)
         for line in decision.logs:
             self.log(f"{self.fs}: {line}")
+        self.in_flight, self.upcoming = upcoming(
+            queue, self.state, decision.expiries, ranks, self.hold_back_s, paused
+        )
         due_in = None
         waiting = [i for i in queue if not released(i) and int(i["id"]) not in decision.expiries]
         if self.hold_back_s > 0 and waiting and not paused:
             due_in = max(0.0, self.hold_back_s - max(age(i) for i in waiting))
         return Look(decision.busy, paused, due_in)
+
+    def release_next(self, succeeded: str) -> bool:
+        """rclone logged that the upload of ``succeeded`` ended well: if that is the upload
+        in flight, release the next of ``upcoming`` at once, with no look (a look takes
+        0.3-1.2 ms, a release 0.2 ms). The rule would release the same one: rclone takes an
+        upload off its queue before it answers again, files closed since the look rank after
+        every waiting one, and anything else (a failure, a removed file, a hold) either logs
+        a line that makes the caller look, or fails this release. Call it only where the name
+        cannot be another mount's (``keepers``: the daemon's only ordered mount that uploads).
+        True when it released one."""
+        if self.in_flight is None or self.in_flight[1] != succeeded or not self.upcoming:
+            self.in_flight, self.upcoming = None, []
+            return False
+        with queue_lock(self.sock):
+            if hold_active(self.sock, self.fs):
+                self.in_flight, self.upcoming = None, []
+                return False
+            params = {"fs": self.fs, "id": self.upcoming[0][0], "expiry": 0.0}
+            try:
+                self.client.call("vfs/queue-set-expiry", params)
+            except (OSError, RcError):
+                self.in_flight, self.upcoming = None, []
+                return False  # gone meanwhile: the next look decides
+        self.in_flight = self.upcoming.pop(0)
+        return True
 
     def poll(self) -> bool:
         """One look at the queue; True while uploads are released or waiting."""

@@ -101,3 +101,28 @@ def hold_back(write_back_s: float) -> float:
     delay if that is HELD_BACK_FROM_S or more (uploads held back on purpose), else 0 (each
     file goes as soon as the one before it is in the store)."""
     return write_back_s if write_back_s >= HELD_BACK_FROM_S else 0.0
+
+
+def upcoming(
+    queue: list[dict[str, Any]],
+    state: OrderState,
+    releases: dict[int, float],
+    ranks: dict[int, int] | None = None,
+    hold_back_s: float = 0.0,
+    paused: bool = False,
+) -> tuple[tuple[int, str] | None, list[tuple[int, str]]]:
+    """After a look that applied ``releases`` (``decide``'s expiries): the one upload in
+    flight (id, name) and the waiting ones in the order the rule releases them, each once the
+    one before has left the queue; (None, []) when a hold-back, a pause, a failure or more
+    than one upload in flight makes that less simple."""
+    order = ranks or {}
+    flying = [i for i in queue if (released(i) or int(i["id"]) in releases)
+              and int(i["id"]) not in state.given_up]  # fmt: skip
+    if hold_back_s > 0 or paused or len(flying) != 1 or state.failing_since:
+        return None, []
+    waiting = sorted(
+        (order.get(int(i["id"]), int(i["id"])), int(i["id"]), str(i["name"]))
+        for i in queue
+        if not released(i) and int(i["id"]) not in releases
+    )
+    return (int(flying[0]["id"]), str(flying[0]["name"])), [(k, n) for _, k, n in waiting]

@@ -4,6 +4,7 @@ table and the shared constants of the node's mount program."""
 from __future__ import annotations
 
 import glob
+import http.client
 import json
 import os
 import re
@@ -62,6 +63,56 @@ def rc(sock: str, method: str, params: dict[str, Any] | None = None, timeout: fl
     if status[1] != b"200":
         raise RcError(out.get("error", out) if isinstance(out, dict) else out)
     return out
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, sock: str) -> None:
+        super().__init__("rc", timeout=RC_TIMEOUT_S)
+        self.sock_path = sock
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.sock_path)
+        self.sock = s
+
+
+class RcClient:
+    """One kept-alive connection to the rc socket ``sock`` (a new connection per call cost
+    about 0.2 ms of an order keeper's hand-off). Only for calls that may be sent twice: a
+    connection the daemon closed is opened again and the call sent once more."""
+
+    def __init__(self, sock: str) -> None:
+        self.sock = sock
+        self._conn: _UnixConnection | None = None
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Like ``rc``: the JSON answer; OSError when nothing answers, RcError on an error."""
+        body = json.dumps(params or {}).encode()
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = _UnixConnection(self.sock)
+            try:
+                self._conn.request("POST", "/" + method, body, {"Content-Type": "application/json"})
+                answer = self._conn.getresponse()
+                status, payload = answer.status, answer.read()
+                break
+            except (OSError, http.client.HTTPException) as e:
+                self.close()
+                if attempt == 2:
+                    raise OSError(f"rc {method} on {self.sock}: {e}") from e
+        try:
+            out = json.loads(payload or b"{}")
+        except ValueError:
+            out = {"error": payload[:300].decode("utf-8", "replace")}
+        if status != 200:
+            raise RcError(out.get("error", out) if isinstance(out, dict) else out)
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def answers(sock: str) -> bool:

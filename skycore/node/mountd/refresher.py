@@ -15,16 +15,10 @@ from typing import Any
 
 from skycore.node.mountd.cachefull import CacheFullNotes
 from skycore.node.mountd.events import DaemonWatch, Woken
-from skycore.node.mountd.journal import digest
 from skycore.node.mountd.keeper import (
     COST_FACTOR,
     DAEMON_CHECK_S,
     IDLE_POLL_S,
-    KEEP_BUSY_LOOK_S,
-    KEEP_BUSY_POLL_S,
-    KEEP_IDLE_LOOK_S,
-    KEEP_IDLE_POLL_S,
-    KEEP_PAUSED_LOOK_S,
     LOG_MAX_BYTES,
     PRIME_PENDING_WAIT_S,
     PRIME_QUIET_WAIT_S,
@@ -33,6 +27,7 @@ from skycore.node.mountd.keeper import (
     OrderKeeper,
     refresh_until_clean,
 )
+from skycore.node.mountd.keepers import DaemonKeepers
 from skycore.node.mountd.rc import RcError, answers, live_mounts, norm, rc, warn
 
 _registry_lock = threading.Lock()
@@ -154,40 +149,6 @@ def ordered_mounts(d: str) -> dict[str, float]:
     }
 
 
-class KeeperSlot:
-    """The order keeper of one ordered mount in its refresher, and when it looks next."""
-
-    def __init__(self, d: str, fs: str, hold_back: float) -> None:
-        self.keeper = OrderKeeper(os.path.join(d, "rc.sock"), fs, hold_back, lambda m: _log(d, m))
-        self.digest = digest(fs)
-        self.next_look = 0.0  # monotonic: at once
-        self.busy = False
-        self.paused = False  # its last look found a refresh holding the uploads
-
-    def look(self, evented: bool) -> None:
-        """Apply the order rule once and set when to look again without an event."""
-        now = time.monotonic()
-        try:
-            seen = self.keeper.look()
-        except (OSError, RcError):
-            self.busy, self.next_look = False, now + KEEP_PAUSED_LOOK_S
-            return
-        except Exception as e:  # keep the order whatever one look met
-            _log(os.path.dirname(self.keeper.sock), f"order keeper error: {type(e).__name__}: {e}")
-            self.busy, self.next_look = False, now + KEEP_PAUSED_LOOK_S
-            return
-        self.busy, self.paused = seen.busy, seen.paused
-        if not evented:
-            self.next_look = now + (KEEP_BUSY_POLL_S if seen.busy else KEEP_IDLE_POLL_S)
-        elif seen.paused:
-            self.next_look = now + KEEP_PAUSED_LOOK_S
-        elif seen.busy:
-            wait = KEEP_BUSY_LOOK_S if seen.due_in is None else min(KEEP_BUSY_LOOK_S, seen.due_in)
-            self.next_look = now + wait
-        else:
-            self.next_look = now + KEEP_IDLE_LOOK_S
-
-
 def _follow_daemon(watch: DaemonWatch, sock: str) -> bool:
     """Make ``watch`` wake when the daemon on ``sock`` ends; False when it cannot."""
     try:
@@ -228,12 +189,8 @@ def cmd_refresher(d: str) -> int:
     notes = CacheFullNotes(d)
     followed = _follow_daemon(watch, sock)
     next_check = time.monotonic() + DAEMON_CHECK_S
-    due: dict[str, float] = {}
-    state: dict[str, str] = {}  # last refresh's outcome
-    keepers: dict[str, KeeperSlot] = {}
-    running: dict[str, threading.Thread] = {}  # refreshes under way
-    results: dict[str, tuple[str, float]] = {}
-    live: dict[str, str] = {}
+    rounds = ListingRounds(d, sock, watch)
+    keepers = DaemonKeepers(d, lambda m: _log(d, m))
     woken = Woken(registry=True)
     while True:
         now = time.monotonic()
@@ -254,20 +211,14 @@ def cmd_refresher(d: str) -> int:
                     return 0
         try:
             if woken.no_space:
-                notes.note(woken.no_space, list(live.values()))
-            if woken.registry or any(t <= now for t in due.values()) or not watch.evented:
-                live = _listing_round(d, sock, keepers, due, state, running, results, watch)
-            for slot in keepers.values():
-                if (
-                    woken.uploads
-                    or (slot.paused and slot.digest in woken.holds_ended)
-                    or slot.next_look <= time.monotonic()
-                ):
-                    slot.look(watch.evented)
+                notes.note(woken.no_space, list(rounds.live.values()))
+            if woken.registry or rounds.due_now(now) or not watch.evented:
+                rounds.run()
+                keepers.match(rounds.ordered, rounds.uploaders())
+            keepers.handle(woken, watch.evented)
         except Exception as e:  # keep going whatever one round met
             _log(d, f"refresher error: {type(e).__name__}: {e}")
-        wake_at = [s.next_look for s in keepers.values()]
-        wake_at += [t for fs, t in due.items() if fs not in running]
+        wake_at = keepers.wake_at() + rounds.wake_at()
         if not followed:
             wake_at.append(next_check)
         if not watch.evented:
@@ -276,66 +227,91 @@ def cmd_refresher(d: str) -> int:
         woken = watch.wait(timeout)
 
 
-def _listing_round(
-    d: str,
-    sock: str,
-    keepers: dict[str, KeeperSlot],
-    due: dict[str, float],
-    state: dict[str, str],
-    running: dict[str, threading.Thread],
-    results: dict[str, tuple[str, float]],
-    watch: DaemonWatch,
-) -> dict[str, str]:
-    """Match the order keepers to the live ordered mounts, take the ended refreshes' results
-    and start the refreshes that are due; the live mounts (mount point -> VFS)."""
-    mounts = rc(sock, "mount/listmounts").get("mountPoints") or []
-    live = {m["MountPoint"]: m["Fs"] for m in mounts}
-    ordered = {fs: b for fs, b in ordered_mounts(d).items() if fs in live.values()}
-    for fs in [fs for fs in keepers if fs not in ordered]:
-        del keepers[fs]
-    for fs, hold in ordered.items():
-        if fs not in keepers:
-            keepers[fs] = KeeperSlot(d, fs, hold)
-    for fs in [fs for fs in due if fs not in live.values()]:
-        del due[fs]
-    entries = [e for p, e in _registry(d).items() if live.get(p) == e.get("fs")]
-    for e in entries:
-        fs, period = e["fs"], float(e.get("every") or 0)
-        if fs in running and not running[fs].is_alive():
-            del running[fs]
-            outcome, took = results.pop(fs, ("failed: no result", 0.0))
-            if outcome == "busy":  # again at the next quiet moment
-                due[fs] = time.monotonic() + REFRESHER_TICK_S
-            else:
-                delay = max(period, COST_FACTOR * took, 1.0)
-                due[fs] = time.monotonic() + delay
-                if delay > max(period, 1.0):  # a slow listing spaces the refreshes
-                    _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
-                            f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
-                was = state.get(fs, "ok")
-                if outcome != "ok" and (outcome != was or outcome == "raced"):
-                    _log(d, f"refreshing {fs}: {outcome}")
-                elif outcome == "ok" and was != "ok":
-                    _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
-                state[fs] = outcome
-        if fs in running:
-            continue
-        if period <= 0 and state.get(fs) == "ok":  # listed once, as asked
-            due.pop(fs, None)
-            continue
-        now = time.monotonic()
-        # a mount whose whole tree is not listed yet: at the first quiet moment
-        if due.setdefault(fs, now + (period if e.get("listed", True) else 0)) > now:
-            continue
+class ListingRounds:
+    """The background listings of the daemon of folder ``d``: which mounts are live and
+    ordered, when each mount's next listing is due, the listings under way (each in a
+    thread: a listing the store holds must not stop the order keepers, nor this mount's:
+    nothing uploads while it lists)."""
 
-        def refresh(fs: str = fs) -> None:
-            try:
-                results[fs] = refresh_until_clean(sock, fs)
-            finally:
-                watch.poke()  # the refresher takes the result at once
+    def __init__(self, d: str, sock: str, watch: DaemonWatch) -> None:
+        self.d, self.sock, self.watch = d, sock, watch
+        self.due: dict[str, float] = {}
+        self.state: dict[str, str] = {}  # last refresh's outcome
+        self.running: dict[str, threading.Thread] = {}
+        self.results: dict[str, tuple[str, float]] = {}
+        self.live: dict[str, str] = {}  # mount point -> VFS name
+        self.ordered: dict[str, float] = {}  # VFS name -> hold-back s
+        self._uploads: dict[str, bool] = {}  # VFS name -> may upload (asked once)
 
-        # In a thread: a listing the store holds must not stop the order keepers (nor this
-        # mount's: nothing uploads while it lists).
-        running[fs] = threading.Thread(target=refresh, daemon=True)
-        running[fs].start()
-    return live
+    def due_now(self, now: float) -> bool:
+        return any(t <= now for fs, t in self.due.items() if fs not in self.running)
+
+    def wake_at(self) -> list[float]:
+        return [t for fs, t in self.due.items() if fs not in self.running]
+
+    def uploaders(self) -> set[str]:
+        """The live mounts that may upload: a writable cache (rc ``vfs/stats``)."""
+        out = set()
+        for fs in self.live.values():
+            if fs not in self._uploads:
+                try:
+                    stats = rc(self.sock, "vfs/stats", {"fs": fs})
+                except (OSError, RcError):
+                    out.add(fs)  # unknown: counted as one
+                    continue
+                opt = stats.get("opt") or {}
+                self._uploads[fs] = "diskCache" in stats and not opt.get("ReadOnly")
+            if self._uploads[fs]:
+                out.add(fs)
+        return out
+
+    def run(self) -> None:
+        """Match the live mounts, take the ended listings' results and start those due."""
+        mounts = rc(self.sock, "mount/listmounts").get("mountPoints") or []
+        self.live = {m["MountPoint"]: m["Fs"] for m in mounts}
+        vfs = set(self.live.values())
+        self.ordered = {fs: b for fs, b in ordered_mounts(self.d).items() if fs in vfs}
+        for fs in [fs for fs in self.due if fs not in vfs]:
+            del self.due[fs]
+        entries = [e for p, e in _registry(self.d).items() if self.live.get(p) == e.get("fs")]
+        for e in entries:
+            fs, period = e["fs"], float(e.get("every") or 0)
+            if fs in self.running and not self.running[fs].is_alive():
+                del self.running[fs]
+                self._took(fs, period)
+            if fs in self.running:
+                continue
+            if period <= 0 and self.state.get(fs) == "ok":  # listed once, as asked
+                self.due.pop(fs, None)
+                continue
+            now = time.monotonic()
+            # a mount whose whole tree is not listed yet: at the first quiet moment
+            if self.due.setdefault(fs, now + (period if e.get("listed", True) else 0)) > now:
+                continue
+            self.running[fs] = threading.Thread(target=self._refresh, args=(fs,), daemon=True)
+            self.running[fs].start()
+
+    def _refresh(self, fs: str) -> None:
+        try:
+            self.results[fs] = refresh_until_clean(self.sock, fs)
+        finally:
+            self.watch.poke()  # the refresher takes the result at once
+
+    def _took(self, fs: str, period: float) -> None:
+        """Schedule the next listing of ``fs`` after the one that ended; log what changed."""
+        d = self.d
+        outcome, took = self.results.pop(fs, ("failed: no result", 0.0))
+        if outcome == "busy":  # again at the next quiet moment
+            self.due[fs] = time.monotonic() + REFRESHER_TICK_S
+            return
+        delay = max(period, COST_FACTOR * took, 1.0)
+        self.due[fs] = time.monotonic() + delay
+        if delay > max(period, 1.0):  # a slow listing spaces the refreshes
+            _log(d, f"refreshing {fs}: {outcome} in {took:.1f} s; the next "
+                    f"in {delay:.0f} s ({COST_FACTOR:g}x that)")  # fmt: skip
+        was = self.state.get(fs, "ok")
+        if outcome != "ok" and (outcome != was or outcome == "raced"):
+            _log(d, f"refreshing {fs}: {outcome}")
+        elif outcome == "ok" and was != "ok":
+            _log(d, f"refreshing {fs}: ok again ({took:.2f} s)")
+        self.state[fs] = outcome
