@@ -118,6 +118,14 @@ class GateProtocol:
         only when :meth:`answers` says so."""
         return None
 
+    def refuse_answer(
+        self, ex: Exchange, access: Access, status: int, headers: dict[str, str]
+    ) -> Verdict | None:
+        """The error the real service gives where the emulator answered (``status`` and
+        ``headers`` of its response) otherwise, or None to pass its answer on (the default):
+        the emulator's deviations that clients trip on, corrected at the gate."""
+        return None
+
     def upstream_target(self, ex: Exchange, access: Access, identity: str | None) -> str:
         """The path and query forwarded to the emulator (the request's own by default)."""
         return ex.path

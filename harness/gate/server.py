@@ -278,6 +278,10 @@ class Gate:
                 allow_redirects=False,
                 compress=None,
             ) as up:
+                refusal = self.protocol.refuse_answer(ex, access, up.status, dict(up.headers))
+                if refusal is not None:
+                    decision.verdict = refusal
+                    return self._denial(decision)
                 if self._wants_whole_response(request, decision, up):
                     payload = await up.read()
                     if 200 <= up.status < 300:

@@ -20,6 +20,7 @@ key written in its source, and answers in its own terms. The gate therefore:
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
@@ -66,6 +67,17 @@ __all__ = [
 ]
 
 
+INVALID_RANGE = "The range specified is invalid for the current size of the resource."
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+def content_range_bytes(content_range: str) -> tuple[int | None, int | None]:
+    """(first, last) byte of a ``Content-Range: bytes first-last/size`` header; (None,
+    None) when it is not one."""
+    m = _CONTENT_RANGE.fullmatch(content_range.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
 class AzureGateProtocol(AzureBookkeeping, GateProtocol):
     """Azure Blob: the gate verifies Shared Key and SAS signatures (Azurite then checks SAS
     permissions), decides anonymous access by the container's public level, and records blob
@@ -110,6 +122,20 @@ class AzureGateProtocol(AzureBookkeeping, GateProtocol):
             f"{extra if detail else ''}</Error>"
         )
         return "application/xml", xml.encode()
+
+    def refuse_answer(
+        self, ex: Exchange, access: Access, status: int, headers: dict[str, str]
+    ) -> Verdict | None:
+        """A range that starts at or past a blob's end: Azure answers 416 InvalidRange;
+        Azurite answers 206 with an impossible Content-Range (``bytes 1000-999/1000``), which
+        rclone reads as a blob of size 0 and truncates its cached copy: a file whose size is
+        a multiple of rclone's read chunk (128 MiB) read back short through a cached mount."""
+        if ex.method != "GET" or status != 206:
+            return None
+        first, last = content_range_bytes(headers.get("Content-Range", ""))
+        if first is None or last is None or first <= last:
+            return None
+        return Verdict(False, 416, "InvalidRange", INVALID_RANGE)
 
     def fault_verdict(self, status: int) -> Verdict:
         codes = {
