@@ -23,6 +23,7 @@ from pydantic import (
     StrictInt,
 )
 
+from skycore.storage.entry_spec import lower, upper
 from skycore.stores import clouds
 
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?|\.\d+)")
@@ -30,14 +31,6 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp])(i?b?)", re.IGNORECASE)
 _GIB_PER_UNIT = {"k": Fraction(1, 1 << 20), "m": Fraction(1, 1 << 10), "g": Fraction(1)}
 _GIB_PER_UNIT |= {"t": Fraction(1 << 10), "p": Fraction(1 << 20)}
 _LOCAL = "skycore's local provider (Docker containers on this machine)"
-
-
-def _lower(v: Any) -> Any:
-    return v.lower() if isinstance(v, str) else v
-
-
-def _upper(v: Any) -> Any:
-    return v.upper() if isinstance(v, str) else v
 
 
 def _known_cloud(v: str | None) -> str | None:
@@ -150,7 +143,7 @@ class _Strict(BaseModel):
 class JobRecovery(_Strict):
     """How a managed job recovers: the strategy and how often to restart on user errors."""
 
-    strategy: Annotated[Literal["FAILOVER", "EAGER_NEXT_REGION"], BeforeValidator(_upper)] = (
+    strategy: Annotated[Literal["FAILOVER", "EAGER_NEXT_REGION"], BeforeValidator(upper)] = (
         "FAILOVER"
     )
     max_restarts_on_errors: Annotated[StrictInt, Field(ge=0)] = 0
@@ -160,7 +153,7 @@ class Resources(_Strict):
     """Where and on what the task runs. ``disk_size``: each node's disk in GiB; ``cpus`` and
     ``memory`` (GiB): what each node gets (``"4+"``: at least 4, read as 4)."""
 
-    cloud: Annotated[str | None, BeforeValidator(_lower), AfterValidator(_known_cloud)] = None
+    cloud: Annotated[str | None, BeforeValidator(lower), AfterValidator(_known_cloud)] = None
     use_spot: StrictBool = False
     image_id: str | None = None
     job_recovery: Annotated[JobRecovery | None, BeforeValidator(_recovery)] = None
