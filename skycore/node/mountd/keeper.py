@@ -312,7 +312,7 @@ class OrderKeeper:
         """The VFS's cache data folder (asked of rclone once)."""
         if not self._cache_path:
             with contextlib.suppress(OSError, RcError):
-                stats = rc(self.sock, "vfs/stats", {"fs": self.fs}).get("diskCache") or {}
+                stats = self.client.call("vfs/stats", {"fs": self.fs}).get("diskCache") or {}
                 self._cache_path = str(stats.get("path") or "")
         return self._cache_path
 
