@@ -1,66 +1,31 @@
-"""The matrix report: an HTML page (and a markdown twin) with the mount matrix as a grid of
-store x mode x bucket kind, and the upload-order timeline as a PNG plot."""
+"""The matrix report: an HTML page (and a markdown twin) that opens with the fault
+scenarios' verdicts (scenario x store), then the mount matrix as a grid of store x mode x
+bucket kind, the upload-order timeline and the fault scenarios' timelines as PNG plots."""
 
 from __future__ import annotations
 
 import html
-import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from harness.testing.report_data import CellResult, FaultScenario, ReportData, Timeline
+from harness.testing.report_plots import FAULT_COLORS, plot_fault_timelines, plot_timelines
+
+__all__ = [
+    "FAULT_COLORS",
+    "CellResult",
+    "FaultScenario",
+    "ReportData",
+    "Timeline",
+    "parse_matrix_id",
+    "plot_fault_timelines",
+    "plot_timelines",
+    "render",
+]
 
 MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
 KINDS = ("sky_managed", "external_private_by_user", "external_public_by_user", "public_not_by_user")
 SYMBOL = {"passed": "✔", "failed": "✘", "xfailed": "xfail", "xpassed": "XPASS", "skipped": "skip"}
 COLOR = {"passed": "#c8f7c5", "failed": "#f7c5c5", "xfailed": "#fcefc2", "xpassed": "#f7c5c5"}
-
-
-@dataclass
-class CellResult:
-    """One mount-matrix case."""
-
-    cloud: str
-    mode: str
-    kind: str
-    outcome: str
-    seconds: float
-
-
-@dataclass
-class Timeline:
-    """Upload completions of one upload-order run: (seconds since first, key, size)."""
-
-    test_id: str
-    points: list[tuple[float, str, int]]
-
-
-@dataclass
-class FaultScenario:
-    """One fault scenario on one store (tests/smoke/test_faults.py): what it measured.
-    Times are seconds since the scenario started; ``faults`` are spans {kind, start, end}."""
-
-    test_id: str
-    store: str
-    scenario: str
-    outcome: str
-    lost: int
-    order_kept: bool | None
-    """None: the scenario does not check the order."""
-    durable_s: float | None
-    faults: list[dict[str, object]] = field(default_factory=list)
-    uploads: list[list[object]] = field(default_factory=list)  # [t, key, size]
-
-
-@dataclass
-class ReportData:
-    """Everything the report shows."""
-
-    cells: list[CellResult] = field(default_factory=list)
-    timelines: list[Timeline] = field(default_factory=list)
-    others: list[tuple[str, str, float]] = field(default_factory=list)  # (test id, outcome, s)
-    faults: list[FaultScenario] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
 
 
 def parse_matrix_id(nodeid: str) -> tuple[str, str, str] | None:
@@ -72,86 +37,57 @@ def parse_matrix_id(nodeid: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 
-def plot_timelines(timelines: list[Timeline], path: Path) -> Path | None:
-    """Creation index (keys sort in creation order) against upload completion time, one line
-    per run: a line that only rises means creation order was kept. None with no data."""
-    if not timelines:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
-    for line in timelines:
-        created = {key: i for i, key in enumerate(sorted({p[1] for p in line.points}))}
-        xs = [p[0] for p in line.points]
-        ys = [created[p[1]] for p in line.points]
-        ax.plot(xs, ys, marker="o", markersize=3, label=line.test_id[-60:])
-    ax.set_xlabel("upload completed (s after the first)")
-    ax.set_ylabel("creation index of the file")
-    ax.set_title("MOUNT_CACHED upload order (a line that only rises = creation order)")
-    ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def fault_verdict(f: FaultScenario) -> tuple[str, list[str]]:
+    """A scenario's verdict on one store: its outcome, then what is known of the order and
+    of the files lost, problems first."""
+    order = {True: ["order kept"], False: ["order lost"], None: []}[f.order_kept]
+    lost = [f"{f.lost} file{'s' if f.lost != 1 else ''} lost" if f.lost else "nothing lost"]
+    return f"{SYMBOL.get(f.outcome, f.outcome)} {f.outcome}", sorted(order + lost, key=_fine)
 
 
-FAULT_COLORS = {
-    "outage": "#888888",
-    "errors": "#e07b39",
-    "latency": "#3b7dd8",
-    "bandwidth": "#6aa84f",
-    "stream-bandwidth": "#a4c639",
-    "reset": "#c0392b",
-    "deny": "#8e44ad",
-    "corrupt": "#d4ac0d",
-}
+def _verdict_grid(data: ReportData) -> tuple[list[str], list[str]]:
+    """One table that opens the page: a row per fault scenario, a column per store, each
+    cell the scenario's verdict on that store."""
+    if not data.faults:
+        return [], []
+    names = list(dict.fromkeys(f.scenario for f in data.faults))
+    stores = sorted({f.store for f in data.faults})
+    cell = {(f.scenario, f.store): f for f in data.faults}
+    page = ["<h2>Fault scenarios at a glance</h2><table id='verdicts'><tr><th>scenario</th>"
+            + "".join(f"<th>{html.escape(s)}</th>" for s in stores) + "</tr>"]  # fmt: skip
+    md = ["## Fault scenarios at a glance", "", "| scenario | " + " | ".join(stores) + " |",
+          "|---|" + "---|" * len(stores)]  # fmt: skip
+    for name in names:
+        tds, mds = [], []
+        for store in stores:
+            f = cell.get((name, store))
+            if f is None:
+                tds.append("<td>-</td>")
+                mds.append("-")
+                continue
+            head, facts = fault_verdict(f)
+            shown = [x if _fine(x) else f"<b class='bad'>{x}</b>" for x in facts]
+            color = COLOR.get(f.outcome, "#fff")
+            tds.append(
+                f"<td style='background:{color}' class='{f.outcome}'>{head}"
+                f"<br><small>{' · '.join(shown)}</small></td>"
+            )
+            mds.append(f"{head}, {', '.join(facts)}")
+        page.append(f"<tr><th style='text-align:left'>{html.escape(name)}</th>{''.join(tds)}</tr>")
+        md.append(f"| {name} | " + " | ".join(mds) + " |")
+    page.append("</table>")
+    md.append("")
+    return page, md
 
 
-def plot_fault_timelines(scenarios: list[FaultScenario], path: Path) -> Path | None:
-    """One panel per fault scenario: upload completions (creation index against time) with
-    each fault drawn as a shaded span. None with no data."""
-    if not scenarios:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(
-        len(scenarios), 1, figsize=(8, 2.2 * len(scenarios)), dpi=100, squeeze=False
-    )
-    for ax, sc in zip(axes[:, 0], scenarios, strict=True):
-        order = {key: i for i, key in enumerate(sorted({str(u[1]) for u in sc.uploads}))}
-        xs = [float(str(u[0])) for u in sc.uploads]
-        ys = [order[str(u[1])] for u in sc.uploads]
-        end = max([*xs, 1.0])
-        seen: set[str] = set()
-        for span in sc.faults:
-            kind = str(span.get("kind"))
-            start = float(str(span.get("start", 0.0)))
-            stop = float(str(span.get("end", end)))
-            label = kind if kind not in seen else None
-            seen.add(kind)
-            ax.axvspan(start, stop, color=FAULT_COLORS.get(kind, "#cccccc"), alpha=0.25,
-                       label=label)  # fmt: skip
-        ax.plot(xs, ys, marker="o", markersize=3, linestyle="-", color="black")
-        ax.set_title(f"{sc.store}: {sc.scenario}", fontsize=8)
-        ax.set_xlabel("s after the scenario started", fontsize=7)
-        ax.set_ylabel("creation index", fontsize=7)
-        if seen:
-            ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def _fine(fact: str) -> bool:
+    return fact in ("order kept", "nothing lost")
 
 
 def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[str]]:
-    """The "faults" section: per store, each scenario with files lost, order kept and time
-    to durable; then the timelines with the faults shaded."""
+    """The "faults" section: the uploads of every scenario on every store over time, the
+    faults shaded (one picture of small multiples); then, per store, each scenario with
+    files lost, order kept and time to durable."""
     page: list[str] = []
     md: list[str] = []
     if not data.faults:
@@ -159,6 +95,9 @@ def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[s
     png = plot_fault_timelines(data.faults, html_path.with_name(html_path.stem + "-faults.png"))
     page.append("<h2>Faults</h2>")
     md += ["## Faults", ""]
+    if png:
+        page.append(f"<img id='fault-timeline' src='{png.name}' style='max-width:100%'>")
+        md += [f"![uploads under faults]({png.name})", ""]
     for store in sorted({f.store for f in data.faults}):
         rows = [f for f in data.faults if f.store == store]
         page.append(
@@ -180,9 +119,6 @@ def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[s
             md.append(f"| {f.scenario} | {f.outcome} | {f.lost} | {kept} | {durable} |")
         page.append("</table>")
         md.append("")
-    if png:
-        page.append(f"<img id='fault-timeline' src='{png.name}' width='800'>")
-        md += [f"![uploads under faults]({png.name})", ""]
     return page, md
 
 
@@ -201,8 +137,12 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
         "<!doctype html><html><head><meta charset='utf-8'><title>skycore smoke matrix</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
         "margin-bottom:1.5em}td,th{border:1px solid #999;padding:4px 10px;text-align:center}"
-        "th{background:#eee}</style></head><body><h1>skycore smoke matrix</h1>",
+        "th{background:#eee}.bad{color:#b00020}</style></head><body>"
+        "<h1>skycore smoke matrix</h1>",
     ]
+    verdict_page, verdict_md = _verdict_grid(data)
+    page += verdict_page
+    md += verdict_md
     for cloud in clouds:
         page.append(f"<h2>{html.escape(cloud)}</h2><table id='matrix-{html.escape(cloud)}'>")
         page.append("<tr><th>bucket kind</th>" + "".join(f"<th>{m}</th>" for m in MODES) + "</tr>")
@@ -223,8 +163,8 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
             md.append(f"| {kind} | " + " | ".join(mds) + " |")
         page.append("</table>")
         md.append("")
-    # What a store team came for first: the grid (above), the upload order, the faults;
-    # every other test comes after.
+    # What a store team came for first: the verdicts and the grid (above), the upload
+    # order, the faults; every other test comes after.
     if png:
         page.append(f"<h2>Upload order</h2><img id='timeline' src='{png.name}' width='800'>")
         md += ["## Upload order", "", f"![upload order timeline]({png.name})", ""]

@@ -18,6 +18,8 @@ from harness.testing.report import (
 
 TIMELINE_PROPERTY = "upload_timeline"
 FAULTS_PROPERTY = "fault_scenario"
+"""A fault scenario's record (JSON): store, scenario, lost, order_kept, durable_s, faults,
+uploads ([t, key, size]) and, optionally, created (the keys in creation order)."""
 
 
 def outcome_of(report: pytest.TestReport) -> str | None:
@@ -32,6 +34,11 @@ def outcome_of(report: pytest.TestReport) -> str | None:
     if report.when == "setup" and (report.failed or report.skipped):
         return "failed" if report.failed else "skipped"
     return None
+
+
+def _keys(value: object) -> list[str] | None:
+    """A scenario's keys in creation order, as it recorded them (None if it did not)."""
+    return [str(k) for k in value] if isinstance(value, list) else None
 
 
 class ReportCollector:
@@ -62,6 +69,7 @@ class ReportCollector:
                         durable_s=row.get("durable_s"),
                         faults=list(row.get("faults", [])),
                         uploads=list(row.get("uploads", [])),
+                        created=_keys(row.get("created")),
                     )
                 )
         seconds = report.duration

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from harness.cloud import system
-from harness.testing.report import CellResult, ReportData, Timeline, parse_matrix_id, render
+from harness.testing.report import (
+    CellResult,
+    FaultScenario,
+    ReportData,
+    Timeline,
+    parse_matrix_id,
+    render,
+)
 
 
 def sample() -> ReportData:
@@ -22,6 +29,17 @@ def sample() -> ReportData:
         Timeline("test_upload_order[aws]", [(0.1 * i, f"f{i}", 1024) for i in range(10)])
     )
     data.others.append(("test_upload_order.py::lost[aws]", "xfailed", 3.0))
+    return data
+
+
+def with_faults() -> ReportData:
+    """sample() and three fault scenarios on two stores (one scenario not run on gcs)."""
+    data = sample()
+    data.faults += [
+        FaultScenario("a[s3]", "s3", "outage 30 s", "passed", 0, True, 31.0),
+        FaultScenario("a[gcs]", "gcs", "outage 30 s", "failed", 2, False, None),
+        FaultScenario("b[s3]", "s3", "spot preempted", "skipped", 0, None, None),
+    ]
     return data
 
 
@@ -61,7 +79,8 @@ def chromium() -> str:
 
 
 def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
-    page, _ = render(sample(), tmp_path / "report.html")
+    """The page opens with the verdicts' grid, then the mount matrix."""
+    page, _ = render(with_faults(), tmp_path / "report.html")
     flags = [
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -71,8 +90,10 @@ def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
         [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
     )
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert 'id="matrix-aws"' in dom.stdout
-    assert dom.stdout.count('class="passed"') == 5
+    first_table = dom.stdout.index("<table")
+    assert dom.stdout.index('<table id="verdicts"') == first_table
+    matrix = dom.stdout.split('id="matrix-aws"', 1)[1].split("</table>", 1)[0]
+    assert matrix.count('class="passed"') == 5
     shot = tmp_path / "shot.png"
     subprocess.run(
         [chromium, *flags, f"--screenshot={shot}", "--window-size=1000,900", page.as_uri()],
@@ -117,3 +138,19 @@ def test_the_page_opens_with_the_grid_and_the_upload_order(tmp_path: Path):
         (md.read_text(), "## aws", "## Upload order", "## Other smoke tests"),
     ):
         assert text.index(grid) < text.index(order) < text.index(others), text
+
+
+def test_the_verdicts_grid_has_a_row_per_scenario_and_a_column_per_store(tmp_path: Path):
+    """Each cell: the outcome, then order lost / files lost first, then what went right; a
+    scenario not run on a store is "-"."""
+    page, md = render(with_faults(), tmp_path / "report.html")
+    text = md.read_text()
+    assert "| scenario | gcs | s3 |" in text
+    assert (
+        "| outage 30 s | ✘ failed, order lost, 2 files lost | ✔ passed, order kept, nothing lost |"
+        in text
+    )
+    assert "| spot preempted | - | skip skipped, nothing lost |" in text
+    html = page.read_text()
+    assert html.index("id='verdicts'") < html.index("id='matrix-aws'") < html.index("Faults")
+    assert "<b class='bad'>order lost</b>" in html
