@@ -42,6 +42,8 @@ def fault_verdict(f: FaultScenario) -> tuple[str, list[str]]:
     of the files lost, problems first."""
     order = {True: ["order kept"], False: ["order lost"], None: []}[f.order_kept]
     lost = [f"{f.lost} file{'s' if f.lost != 1 else ''} lost" if f.lost else "nothing lost"]
+    if f.lost is None:
+        lost = ["ended before its record"]
     return f"{SYMBOL.get(f.outcome, f.outcome)} {f.outcome}", sorted(order + lost, key=_fine)
 
 
@@ -110,13 +112,14 @@ def _fault_section(data: ReportData, html_path: Path) -> tuple[list[str], list[s
         for f in rows:
             durable = "-" if f.durable_s is None else f"{f.durable_s:.1f}"
             kept = {True: "yes", False: "no", None: "-"}[f.order_kept]
+            lost = "-" if f.lost is None else str(f.lost)
             color = COLOR.get(f.outcome, "#fff")
             page.append(
                 f"<tr><td style='text-align:left'>{html.escape(f.scenario)}</td>"
                 f"<td style='background:{color}' class='{f.outcome}'>{f.outcome}</td>"
-                f"<td>{f.lost}</td><td>{kept}</td><td>{durable}</td></tr>"
+                f"<td>{lost}</td><td>{kept}</td><td>{durable}</td></tr>"
             )
-            md.append(f"| {f.scenario} | {f.outcome} | {f.lost} | {kept} | {durable} |")
+            md.append(f"| {f.scenario} | {f.outcome} | {lost} | {kept} | {durable} |")
         page.append("</table>")
         md.append("")
     return page, md

@@ -15,6 +15,8 @@ from harness.testing.report import (
     parse_matrix_id,
     render,
 )
+from harness.testing.side_by_side import SCENARIO_MARKER
+from harness.testing.store_selection import markers
 
 TIMELINE_PROPERTY = "upload_timeline"
 FAULTS_PROPERTY = "fault_scenario"
@@ -41,6 +43,15 @@ def _keys(value: object) -> list[str] | None:
     return [str(k) for k in value] if isinstance(value, list) else None
 
 
+def unrecorded(nodeid: str, outcome: str) -> FaultScenario:
+    """A fault scenario's test that ended (failed, skipped) before it recorded what it
+    measured: named by its test, on the store of its ``store`` parameter."""
+    name, _, param = nodeid.split("::")[-1].split("@", 1)[0].partition("[")
+    param = param.rstrip("]")
+    store = {marker: s for s, marker in markers().items()}.get(param, param)
+    return FaultScenario(nodeid, store, name, outcome, None, None, None)
+
+
 class ReportCollector:
     """Accumulates outcomes and timelines; writes the report at the end of the session."""
 
@@ -52,11 +63,13 @@ class ReportCollector:
         outcome = outcome_of(report)
         if outcome is None:
             return
+        recorded = False
         for name, value in report.user_properties:
             if name == TIMELINE_PROPERTY:
                 points = [tuple(p) for p in json.loads(str(value))]
                 self.data.timelines.append(Timeline(report.nodeid, points))  # type: ignore[arg-type]
             elif name == FAULTS_PROPERTY:
+                recorded = True
                 row = json.loads(str(value))
                 self.data.faults.append(
                     FaultScenario(
@@ -72,6 +85,8 @@ class ReportCollector:
                         created=_keys(row.get("created")),
                     )
                 )
+        if not recorded and outcome != "passed" and SCENARIO_MARKER in report.keywords:
+            self.data.faults.append(unrecorded(report.nodeid, outcome))
         seconds = report.duration
         matrix = parse_matrix_id(report.nodeid)
         if matrix:

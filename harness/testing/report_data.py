@@ -37,7 +37,8 @@ class FaultScenario:
     store: str
     scenario: str
     outcome: str
-    lost: int
+    lost: int | None
+    """None: the test ended before it counted (it recorded nothing)."""
     order_kept: bool | None
     """None: the scenario does not check the order."""
     durable_s: float | None

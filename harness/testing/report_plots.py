@@ -89,7 +89,9 @@ def plot_timelines(timelines: list[Timeline], path: Path) -> Path | None:
 def verdict(sc: FaultScenario) -> str:
     """A panel's verdict in a few characters: outcome, files lost, order."""
     parts = [{"passed": "✔", "failed": "✘", "skipped": "skip"}.get(sc.outcome, sc.outcome)]
-    if sc.lost:
+    if sc.lost is None:
+        parts.append("no record")
+    elif sc.lost:
         parts.append(f"{sc.lost} lost")
     if sc.order_kept is False:
         parts.append("order lost")
@@ -115,7 +117,7 @@ def _panel(ax: Any, sc: FaultScenario, kinds: set[str]) -> None:
     bad = [(x, y) for x, y, late in zip(pts.xs, pts.ys, pts.late, strict=True) if late]
     if bad:
         ax.plot(*zip(*bad, strict=True), ls="", marker="o", markersize=3.5, color=LATE)
-    wrong = sc.outcome in ("failed", "xpassed") or sc.lost > 0 or sc.order_kept is False
+    wrong = sc.outcome in ("failed", "xpassed") or bool(sc.lost) or sc.order_kept is False
     if wrong:
         ax.set_facecolor("#fbe3e3")
     note = verdict(sc) + ("" if pts.by_creation or not pts.xs else "  (y: name order)")

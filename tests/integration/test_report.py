@@ -33,12 +33,14 @@ def sample() -> ReportData:
 
 
 def with_faults() -> ReportData:
-    """sample() and three fault scenarios on two stores (one scenario not run on gcs)."""
+    """sample() and fault scenarios on two stores: one not run on gcs, one that failed on
+    gcs before it recorded anything."""
     data = sample()
     data.faults += [
         FaultScenario("a[s3]", "s3", "outage 30 s", "passed", 0, True, 31.0),
         FaultScenario("a[gcs]", "gcs", "outage 30 s", "failed", 2, False, None),
         FaultScenario("b[s3]", "s3", "spot preempted", "skipped", 0, None, None),
+        FaultScenario("c[gcs]", "gcs", "test_drain", "failed", None, None, None),
     ]
     return data
 
@@ -151,6 +153,8 @@ def test_the_verdicts_grid_has_a_row_per_scenario_and_a_column_per_store(tmp_pat
         in text
     )
     assert "| spot preempted | - | skip skipped, nothing lost |" in text
+    assert "| test_drain | ✘ failed, ended before its record | - |" in text
+    assert "| test_drain | failed | - | - | - |" in text
     html = page.read_text()
     assert html.index("id='verdicts'") < html.index("id='matrix-aws'") < html.index("Faults")
     assert "<b class='bad'>order lost</b>" in html

@@ -13,6 +13,7 @@ import pytest
 from harness.testing.report_collector import FAULTS_PROPERTY, ReportCollector
 from harness.testing.report_data import FaultScenario, ReportData
 from harness.testing.report_plots import draw_fault_grid, fault_points, uploads_gid
+from harness.testing.store_selection import markers
 
 # Named so that name order differs from creation order (as the writer scenario does).
 CREATED = ["cold/e-first.bin", "cold/c-second.bin", "cold/a-third.bin", "cold/d-fourth.bin"]
@@ -95,6 +96,35 @@ def test_a_store_without_the_scenario_gets_an_empty_panel() -> None:
     assert plotted_ys([ran, other], ran) == [0, 1, 2, 3]
 
 
+def call_report(nodeid: str, outcome: str, record: dict[str, object] | None) -> pytest.TestReport:
+    props = [] if record is None else [(FAULTS_PROPERTY, json.dumps(record))]
+    return pytest.TestReport(
+        nodeid=nodeid,
+        location=("f", 1, "t"),
+        keywords={"scenario": 1},
+        outcome=outcome,  # type: ignore[arg-type]
+        longrepr=None,
+        when="call",
+        user_properties=props,
+    )
+
+
+def test_a_scenario_that_failed_before_its_record_still_gets_its_cell(tmp_path: Path) -> None:
+    """A failed scenario test without a record is a row of its own (its test's name) on
+    its store, not a cell left out of the verdicts."""
+    marker = markers()["s3"]
+    nodeid = f"tests/smoke/test_fault_lifecycle.py::test_detached_drain[{marker}]@faults-{marker}"
+    collector = ReportCollector(tmp_path / "report.html")
+    collector.add(call_report(nodeid, "failed", None))
+    (sc,) = collector.data.faults
+    assert (sc.store, sc.scenario, sc.outcome, sc.lost) == (
+        "s3",
+        "test_detached_drain",
+        "failed",
+        None,
+    )
+
+
 @pytest.mark.parametrize("created", [CREATED, None])
 def test_the_collector_carries_the_creation_order_into_the_json(
     tmp_path: Path, created: list[str] | None
@@ -110,17 +140,8 @@ def test_the_collector_carries_the_creation_order_into_the_json(
     }
     if created is not None:
         record["created"] = created
-    report = pytest.TestReport(
-        nodeid="tests/smoke/test_faults.py::test_writer[s3]",
-        location=("f", 1, "t"),
-        keywords={},
-        outcome="passed",
-        longrepr=None,
-        when="call",
-        user_properties=[(FAULTS_PROPERTY, json.dumps(record))],
-    )
     collector = ReportCollector(tmp_path / "report.html")
-    collector.add(report)
+    collector.add(call_report("tests/smoke/test_faults.py::test_writer[aws]", "passed", record))
     collector.write()
     (sc,) = ReportData.from_json((tmp_path / "report.json").read_text()).faults
     assert sc.created == created
