@@ -20,7 +20,8 @@ from filelock import FileLock, Timeout
 from harness.cloud.procs import stop_process
 from harness.emulators import registry
 from harness.emulators.base import CAPABILITIES, RunningEmulator
-from harness.emulators.launcher import gate_code_mtime, gate_version
+from harness.emulators.gate_code import gate_code_mtime, gate_version
+from harness.emulators.preparing import prepare_once
 from harness.emulators.records import EmulatorError, WriteEvent, state_file
 from harness.paths import harness_home
 
@@ -121,13 +122,14 @@ def prepare_all(
 ) -> None:
     """Install or locate what the emulators of ``stores`` (default: every registered one)
     need, without starting them (Azurite's npm install, for one), so it can run beside other
-    set-up work, the other emulators' start included: it does not take their lock (an
-    install keeps its own). ``start_all`` then finds it done."""
+    set-up work, the other emulators' start included: it does not take their lock. Each
+    ``prepare`` runs once per process and home (harness.emulators.preparing): ``start_all``
+    then finds it done, or waits for it if it is still running."""
     home = harness_home(home, create=False)
     stores = tuple(registry.store_names() if stores is None else stores)
     _check_stores(stores)
     for store in stores:
-        emulator_class(store).prepare(home)
+        prepare_once(emulator_class(store), home)
 
 
 def start_all(

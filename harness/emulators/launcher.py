@@ -1,21 +1,19 @@
 """Starting an emulator and its gate: the emulator sealed in a private network namespace,
 its gate (``python -m harness.gate``) joining that namespace and serving on a socket made in
-the host's, health checks, the state file, and the gate's version (a hash of the code that
-runs inside the gate, so a changed gate is restarted and a changed test helper is not)."""
+the host's, health checks and the state file. The gate's version (a hash of the code that
+runs inside the gate, so a changed gate is restarted and a changed test helper is not) is
+harness.emulators.gate_code's."""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import harness
 from harness.cloud.procs import (
@@ -35,6 +33,8 @@ from harness.cloud.procs import (
     wait_port_free,
 )
 from harness.emulators.gate_client import gate_token
+from harness.emulators.gate_code import gate_code_mtime, gate_version
+from harness.emulators.preparing import prepare_once
 from harness.emulators.records import EmulatorError, EmulatorRecord, save_record
 
 
@@ -79,9 +79,11 @@ def launch(
 
     ``ports`` forces (emulator port, gate port); ``prefer`` is tried if both are free;
     otherwise free ports are picked (and picked again if another process takes one
-    first). Raises EmulatorError, leaving nothing running.
+    first). Raises EmulatorError, leaving nothing running. ``cls.prepare`` runs once per
+    process and home (see harness.emulators.preparing): a launch while the set-up's install
+    step prepares the same emulator waits for that call.
     """
-    cls.prepare(home)
+    prepare_once(cls, home)
     if ports is not None:
         return _launch_on(cls, home, ports)
     if prefer and prefer[0] != prefer[1] and all(port_is_free(p) for p in prefer):
@@ -199,69 +201,6 @@ def restart_gate(emulator: Launchable) -> None:
     r.gate_version = gate_version(type(emulator))
     r.gate_mtime = gate_code_mtime(type(emulator))
     save_record(emulator.home, r)
-
-
-def _class_files(classes: tuple[type, ...]) -> list[Path]:
-    """The source files of ``classes`` (standard-library ones left out)."""
-    files = []
-    for cls in classes:
-        if cls.__module__.split(".")[0] in sys.stdlib_module_names:
-            continue
-        module = sys.modules.get(cls.__module__)
-        if module is not None and getattr(module, "__file__", None):
-            files.append(Path(str(module.__file__)))
-    return files
-
-
-def _gate_files(emulator: type[Launchable]) -> list[Path]:
-    """The code that runs inside ``emulator``'s gate: the gate package, the account names,
-    the modules of its gate protocol's classes and, for a protocol in a gate package
-    (``harness/emulators/s3_gate/``, or any package named ``*_gate``), every module of that
-    package; never the emulator's test helpers."""
-    root = Path(harness.__file__).parent
-    files = [*sorted((root / "gate").glob("*.py")), root / "accounts.py"]
-    for path in _class_files(type(emulator.gate_protocol()).__mro__):
-        package = path.parent
-        if package.parent == root / "emulators" or package.name.endswith("_gate"):
-            files += sorted(package.glob("*.py"))
-        files.append(path)
-    return list(dict.fromkeys(files))
-
-
-def _settings(value: Any) -> Any:
-    """``value`` (a protocol's configuration: keys, tokens, region) as plain, stable data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, Mapping):
-        return sorted((repr(k), _settings(v)) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return [_settings(v) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted(repr(_settings(v)) for v in value)
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return type(value).__qualname__
-
-
-def gate_code_mtime(emulator: type[Launchable]) -> float:
-    """The newest modification time of the gate's code for ``emulator`` (and of the
-    emulator's own modules, which configure its protocol): a caller whose code is older than
-    the running gate's (a long-running process that loaded the harness before an edit)
-    never restarts it, so two versions cannot restart each other's gate in turn."""
-    files = _gate_files(emulator) + _class_files(emulator.__mro__)
-    return max((p.stat().st_mtime for p in files if p.exists()), default=0.0)
-
-
-def gate_version(emulator: type[Launchable]) -> str:
-    """A hash of what runs inside ``emulator``'s gate: its code (see _gate_files) and its
-    protocol's configuration (the keys or tokens the emulator gives it). A running gate with
-    another version is restarted; an edit of the emulator's test helpers changes nothing."""
-    digest = hashlib.sha256()
-    for path in _gate_files(emulator):
-        digest.update(path.read_bytes())
-    settings = _settings(getattr(emulator.gate_protocol(), "__dict__", {}))
-    digest.update(repr(settings).encode())
-    return digest.hexdigest()[:16]
 
 
 SEAL = 'ip link set lo up && exec "$@"'
