@@ -79,6 +79,21 @@ def free_port(exclude: set[int] | frozenset[int] = frozenset()) -> int:
             return port
 
 
+def free_ports(n: int, exclude: set[int] | frozenset[int] = frozenset()) -> tuple[int, ...]:
+    """``n`` distinct TCP ports on 127.0.0.1 that are free right now, for a server that
+    listens on several (its API, admin, cluster ports...).
+
+    Picked like ``free_port``'s, below the kernel's ephemeral range (where no outgoing
+    connection takes one before the server binds it), none of them in ``exclude``.
+    """
+    if n < 0:
+        raise ValueError(f"free_ports needs a count of 0 or more, got {n}")
+    picked: list[int] = []
+    for _ in range(n):
+        picked.append(free_port(exclude=set(exclude) | set(picked)))
+    return tuple(picked)
+
+
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
