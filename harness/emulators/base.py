@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import USER
 from harness.cloud.procs import LOOPBACK, Proc, http_ok, stop_process
-from harness.emulators import launcher, registry
+from harness.emulators import launcher, old_signatures, registry
+from harness.emulators.deviations import Deviation
 from harness.emulators.gate_client import GateClient
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent, state_file
 from harness.gate.access_features import AccessFeatures
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPABILITIES",
     "AccessFeatures",
+    "Deviation",
     "EmulatorError",
     "EmulatorRecord",
     "PublicAccessUnavailable",
@@ -68,8 +70,14 @@ class RunningEmulator(GateClient, ABC):
     implementation: ClassVar[str] = "emulator"
     """What serves the store behind the gate, named in harness status (e.g. moto)."""
     contract_probes: ClassVar[str | None] = None
-    """The module of the emulator contract's probes for this API (a ``Probes`` class and
-    ``KNOWN_DEVIATIONS``); None: no probes, and test_emulator_contract is skipped saying so."""
+    """The module of the emulator contract's probes for this API (a ``Probes`` class and its
+    ``RELIANCE`` table); None: no probes, and test_emulator_contract is skipped saying so."""
+    known_deviations: ClassVar[tuple[Deviation, ...]] = ()
+    """Contract checks the server is known to fail, and why (harness.plugin_api.Deviation):
+    reported in the run's summary instead of failing; one that passes fails."""
+    is_the_product: ClassVar[bool] = False
+    """True if the emulator runs the store's own server (not a stand-in): a failed contract
+    check is then a finding about the store, and no test is skipped for it."""
     startup_timeout: ClassVar[float] = 60.0
     persistent: ClassVar[bool] = False
     """True if the emulator keeps its data across restarts (then so does the gate state)."""
@@ -114,6 +122,10 @@ class RunningEmulator(GateClient, ABC):
     target: Target | None = None
     """Set on an emulator attached to a target file (:meth:`attach`): its helpers then reach
     the target's endpoint with the target's accounts, and the gate's admin API is gone."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        old_signatures.adapt(cls)
 
     def __init__(self, home: Path, record: EmulatorRecord) -> None:
         self.home = home

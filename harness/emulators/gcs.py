@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator, no_other_account
+from harness.emulators.deviations import Deviation
 from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
 from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 from harness.gate.access_features import AccessFeatures
@@ -76,6 +77,13 @@ class GcsEmulator(RunningEmulator):
     cli_alias = "gcp"
     implementation = "fake-gcs-server"
     contract_probes = "harness.conformance.contract.gcs"
+    known_deviations = (
+        Deviation(
+            "conditional GET",
+            "fake-gcs-server ignores ifGenerationMatch and ifGenerationNotMatch on reads (it "
+            "serves the object where GCS answers 412 or 304) and the gate passes them through",
+        ),
+    )
     public_dataset = "gcp-public-data-sentinel-2"
     startup_timeout = 30.0
     access_features: ClassVar[AccessFeatures] = GCS_FEATURES

@@ -18,9 +18,10 @@ from harness.testing.store_selection import require_capability, selected_stores
 
 @pytest.fixture(autouse=True)
 def _emulator_contract_kept(request: pytest.FixtureRequest) -> None:
-    """A conformance test of a store whose emulator failed the emulator contract is
-    skipped with the contract's reason (local cloud only; the contract test itself runs).
-    The local cloud is brought up first: the verdict is about the running emulator."""
+    """A conformance test that relies on a contract check its store's emulator failed is
+    skipped with that check's sentence (local cloud only; the contract test itself runs, and
+    so does every test that relies on no failed check). The local cloud is brought up first:
+    the verdict is about the running emulator."""
     from harness.testing import access
 
     module = getattr(request.module, "__name__", "")
@@ -34,7 +35,7 @@ def _emulator_contract_kept(request: pytest.FixtureRequest) -> None:
     from harness.conformance.contract.verdict import skip_reason
     from harness.emulators import fleet
 
-    reason = skip_reason(fleet.get(store))
+    reason = skip_reason(fleet.get(store), module.rsplit(".", 1)[-1])
     if reason is not None:
         pytest.skip(reason)
 

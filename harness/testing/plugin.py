@@ -26,6 +26,7 @@ PARTS = (
     "harness.testing.cloud_fixtures",
     "harness.testing.xdist_groups",
     "harness.testing.report_hooks",
+    "harness.testing.contract_summary",
     "harness.testing.target_run",
 )
 """The plugin's parts, each registered as a plugin of its own."""

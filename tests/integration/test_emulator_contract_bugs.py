@@ -1,22 +1,32 @@
-"""The emulator contract catches a broken stand-in: moto with one seeded bug at a time
-(tests/fixtures/buggy_moto.py), behind its own gate in a throw-away harness home. Each bug
-is named by its check, worded "the emulator (not your store) does X", and the rest of the
-suite for that store would be skipped with that sentence."""
+"""The emulator contract tells three outcomes apart, on moto with one seeded bug at a time
+(tests/fixtures/buggy_moto.py) behind its own gate in a throw-away harness home:
+
+- a bug the suite relies on is named by its check, worded "the emulator (not your store)
+  does X", and skips only the test modules that rely on that check;
+- a deviation no test relies on (keys listed folder by folder) is a finding: reported, and
+  every test module runs;
+- a crash of a package's own code (an emulator whose helper raises AttributeError) is
+  reported as that crash, with its traceback, never as something the emulator does."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
+from harness.accounts import USER
 from harness.cloud.procs import LOOPBACK
+from harness.conformance import MODULES
 from harness.conformance.contract import PREFIX, run
+from harness.conformance.contract.results import Status
 from harness.conformance.contract.verdict import skip_reason
 from harness.emulators.s3 import S3Emulator
+from harness.testing.contract_summary import line
 
 BUGGY_MOTO = Path(__file__).parents[1] / "fixtures" / "buggy_moto.py"
+SUITE = [m for m in MODULES if m != "test_emulator_contract"]
 
 
 class _BuggyS3(S3Emulator):
@@ -38,37 +48,103 @@ class _DeepPrefixes(_BuggyS3):
     bug = "deep-prefixes"
 
 
+class _FolderOrder(_BuggyS3):
+    bug = "folder-order"
+
+
+class _ListedEarly(_BuggyS3):
+    bug = "listed-early"
+
+
+class _CrashingPackage(S3Emulator):
+    """moto, honest, with a config section helper that has a bug of its own."""
+
+    def config_section(self, owner: str = USER) -> Any:
+        return self.no_such_attribute  # type: ignore[attr-defined]
+
+
+def _checked(emulator_class: type[S3Emulator], home: Path, monkeypatch: pytest.MonkeyPatch):
+    """(outcome, module -> skip reason) of ``emulator_class`` started in ``home``."""
+    monkeypatch.setenv("HARNESS_HOME", str(home))
+    emulator = emulator_class.launch(home)
+    try:
+        outcome = run(emulator)
+        reasons = {module: skip_reason(emulator, module) for module in SUITE}
+    finally:
+        emulator.stop()
+    return outcome, reasons
+
+
 @pytest.mark.aws
 @pytest.mark.cloud  # starts emulator processes of its own
 @pytest.mark.parametrize(
-    ("emulator_class", "named", "kept"),
+    ("emulator_class", "check", "named"),
     [
-        (_WrongEtag, "answers a PUT with an ETag that is not the body's MD5", "delimiter"),
-        (_DeepPrefixes, "drops or invents entries of a listing with a delimiter", "etag"),
+        (_WrongEtag, "etag", "answers a PUT with an ETag that is not the body's MD5"),
+        (_DeepPrefixes, "delimiter", "drops or invents entries of a listing with a delimiter"),
     ],
     ids=["wrong-etag", "deep-prefixes"],
 )
-def test_a_seeded_bug_is_named_by_its_check(
+def test_a_bug_every_test_relies_on_skips_every_test(
     emulator_class: type[_BuggyS3],
+    check: str,
     named: str,
-    kept: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
-    emulator = emulator_class.launch(tmp_path)
-    try:
-        outcome = run(emulator)
-        reason = skip_reason(emulator)
-    finally:
-        emulator.stop()
-    assert outcome.checks >= 9
-    assert outcome.failures, "the contract passed a stand-in with a seeded bug"
-    assert any(f.startswith(f"{PREFIX} {named}") for f in outcome.failures), outcome.failures
-    assert " was answered " in outcome.failures[0]
-    # The bug is this check's alone: an unrelated check still passes.
-    unrelated = {"etag": "ETag", "delimiter": "listing with a delimiter"}[kept]
-    assert not any(unrelated in f for f in outcome.failures), outcome.failures
-    # What the rest of the suite for the store is skipped with.
-    assert reason is not None and reason.startswith(PREFIX), reason
-    assert "the rest of it is skipped for s3" in reason
+    outcome, reasons = _checked(emulator_class, tmp_path, monkeypatch)
+    assert outcome.checks >= 14
+    failed = {r.check: r for r in outcome.of(Status.FAILED)}
+    assert check in failed, outcome.failures  # (a wrong ETag fails multipart's too)
+    assert failed[check].text.startswith(f"{PREFIX} {named}"), failed[check].text
+    assert " was answered " in failed[check].text
+    assert not outcome.of(Status.CRASH), outcome.failures
+    for module, reason in reasons.items():
+        assert reason is not None and reason.startswith(PREFIX), (module, reason)
+        assert f"{module} relies on the {check} check" in reason, reason
+
+
+@pytest.mark.aws
+@pytest.mark.cloud
+def test_a_bug_skips_only_the_tests_that_rely_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome, reasons = _checked(_ListedEarly, tmp_path, monkeypatch)
+    failed = outcome.of(Status.FAILED)
+    assert [r.check for r in failed] == ["unfinished PUT"], outcome.failures
+    assert "lists an object before its PUT completed" in failed[0].text
+    skipped = sorted(m for m, reason in reasons.items() if reason is not None)
+    assert skipped == ["test_multinode", "test_upload_order"], reasons
+    assert not outcome.of(Status.CRASH), outcome.failures
+
+
+@pytest.mark.aws
+@pytest.mark.cloud
+def test_a_finding_skips_nothing_and_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome, reasons = _checked(_FolderOrder, tmp_path, monkeypatch)
+    assert not outcome.failures, outcome.failures  # the contract test passes
+    findings = {r.check: r for r in outcome.of(Status.FINDING)}
+    assert "order" in findings, outcome.results
+    assert "lists keys out of UTF-8 key order" in findings["order"].text
+    assert all(reason is None for reason in reasons.values()), reasons
+    summary = line({"store": "s3", **vars(findings["order"])})
+    assert summary.startswith("s3: finding order: the emulator (not your store) lists keys")
+    assert "no test depends on the order of keys" in summary
+
+
+@pytest.mark.aws
+@pytest.mark.cloud
+def test_a_package_crash_is_reported_as_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome, reasons = _checked(_CrashingPackage, tmp_path, monkeypatch)
+    crashes = outcome.of(Status.CRASH)
+    assert [r.check for r in crashes] == ["unfinished PUT"], outcome.results
+    text = crashes[0].text
+    assert text.startswith("the unfinished PUT check crashed in the store package's code ("), text
+    assert __file__ in text and "AttributeError" in text and "Traceback" in text, text
+    assert PREFIX not in text
+    assert outcome.failures == [text]  # the contract test fails with the crash
+    assert all(reason is None for reason in reasons.values()), reasons  # and skips nothing

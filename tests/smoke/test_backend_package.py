@@ -8,8 +8,9 @@ not the checkout: the mount matrix, comp_test, stop/start, upload order and mult
 The packages: tests/fixtures/backend_pkg (``wasabi``: moto behind its own gate; every
 module must pass), tests/fixtures/rclone_s3_pkg (``rclone serve s3``: a server not
 written here; tests may skip with their reasons, none may fail) and tests/fixtures/linode_pkg
-(``linode``: moto again, written against the old import paths; every module passes and each
-old name warns exactly once in the run's output, naming its new path).
+(``linode``: moto again, written against the API of 2026-12-01; every module passes, each
+old import path warns exactly once in the run's output, naming its new path, and so does its
+old ``config_section(self)`` override, naming the new signature).
 Beside each one a broken store package is installed (``brokenstore``: its module imports a
 path that never existed): the run must go on with its warning line, and asking for that
 store is one paragraph naming the failure and the fix.
@@ -63,6 +64,10 @@ class Package:
     failures and errors never)."""
     deprecated: tuple[str, ...] = ()
     """The old import paths the package uses: each warns once per run, none else warns."""
+    old_signatures: tuple[str, ...] = ()
+    """The overrides of an old signature the package has: each warns once per run."""
+    deviations: tuple[str, ...] = ()
+    """The contract checks its emulator declares it fails: each one line of the summary."""
 
 
 def _store_of(folder: str, default: str) -> str:
@@ -81,7 +86,12 @@ LINODE_OLD = (
     "harness.procs.LOOPBACK",
 )
 """The moved names tests/fixtures/linode_pkg imports (all public: harness.plugin_api)."""
+LINODE_OLD_SIGNATURES = ("skycore_linode.emulator.LinodeEmulator.config_section",)
+"""Its overrides of an old signature."""
 DEPRECATION = re.compile(r"PluginAPIDeprecationWarning: (\S+) is deprecated: import \w+ from (\S+)")
+OLD_SIGNATURE = re.compile(
+    r"PluginAPIDeprecationWarning: (\S+)\(self\) has the signature of an older release"
+)
 
 
 BROKEN_STORE = "brokenstore"
@@ -122,10 +132,22 @@ def _params() -> list[object]:
         pytest.param(Package("backend_pkg", "wasabi", strict=True), id="wasabi"),
         pytest.param(Package("b2_pkg", "b2like", strict=True), id="b2like"),
         pytest.param(
-            Package("linode_pkg", "linode", strict=True, deprecated=LINODE_OLD), id="linode"
+            Package(
+                "linode_pkg",
+                "linode",
+                strict=True,
+                deprecated=LINODE_OLD,
+                old_signatures=LINODE_OLD_SIGNATURES,
+            ),
+            id="linode",
         ),
         pytest.param(
-            Package("rclone_s3_pkg", _store_of("rclone_s3_pkg", "rclones3"), strict=False),
+            Package(
+                "rclone_s3_pkg",
+                _store_of("rclone_s3_pkg", "rclones3"),
+                strict=False,
+                deviations=("conditional GET", "ranged GET"),
+            ),
             id="rclone-serve-s3",
             marks=pytest.mark.skipif(not rclone.exists(), reason=f"{rclone} is not there yet"),
         ),
@@ -352,6 +374,10 @@ def test_harness_conform_passes_on_the_package(venv: Venv, node_engine: tuple[st
     warned = DEPRECATION.findall(r.stdout + r.stderr)
     assert sorted(old for old, _ in warned) == sorted(venv.package.deprecated), warned
     assert all(new == "harness.plugin_api" for _, new in warned), warned
+    old_signatures = OLD_SIGNATURE.findall(r.stdout + r.stderr)
+    for check in venv.package.deviations:  # declared in public, printed in the summary
+        assert f"{venv.package.store}: deviation {check}: " in r.stdout, tail
+    assert sorted(old_signatures) == sorted(venv.package.old_signatures), old_signatures
     bad = {m: o for m, o in outcomes.items() if o & {"FAILED", "ERROR", "XPASS"}}
     assert not bad, tail
     assert all(m in outcomes for m in MODULES), outcomes  # each module ran (or skipped)

@@ -18,6 +18,27 @@ from harness.conformance.contract.probes import (
     ConditionalRead,
     random_bodies,
 )
+from harness.conformance.contract.reliance import (
+    COMMON,
+    ORDERED_BIG_FILES,
+    SEEN_BEFORE_WHOLE,
+    Reliance,
+    every,
+)
+
+RELIANCE: dict[str, Reliance] = {
+    **COMMON,
+    "content md5": every("rclone checks every upload against its Content-MD5"),
+    "block list": Reliance(
+        ORDERED_BIG_FILES, "an ordered MOUNT_CACHED mount stages a big file's blocks at once"
+    ),
+    "uncommitted blocks": Reliance(
+        SEEN_BEFORE_WHOLE, "a blob listed before its block list was committed is seen early"
+    ),
+    "batch delete": every("each test's containers are emptied at its end"),
+    "keys": every("every test acts as the user or the other account"),
+}
+"""Which test modules rely on each check (harness.conformance.contract.reliance)."""
 
 
 def md5(data: bytes) -> str:
@@ -70,6 +91,7 @@ class Probes(BaseProbes):
             ("content md5", self.content_md5),
             ("delimiter", self.delimiter),
             ("order", self.order),
+            ("paging", self.paging),
             ("block list", self.block_list),
             ("uncommitted blocks", self.uncommitted),
             ("batch delete", self.batch_delete),
@@ -142,19 +164,27 @@ class Probes(BaseProbes):
             self.list_folder, lambda folder: f"List Blobs prefix={folder}", ("BlobPrefix", "Blob")
         )
 
+    def order_keys(self, page: int) -> list[str]:
+        """The names under order/ (put once), listed ``page`` a page, every page."""
+        if not getattr(self, "_order_put", False):
+            for key in ORDER:
+                self.put(key, b"o")
+            self._order_put = True
+        pages = self.container.list_blobs(name_starts_with="order/", results_per_page=page)
+        return [b.name for p in pages.by_page() for b in p]
+
     def order(self) -> None:
-        """Listings are in name order, and every page size gives the same listing."""
-        for key in ORDER:
-            self.put(key, b"o")
-
-        def list_keys(page: int) -> list[str]:
-            pages = self.container.list_blobs(name_starts_with="order/", results_per_page=page)
-            return [b.name for p in pages.by_page() for b in p]
-
+        """Listings are in name order."""
         self.check_order(
-            list_keys,
-            "lists blobs out of name order, or loses blobs across pages",
-            lambda page: f"List Blobs prefix=order/ maxresults={page}, every page",
+            self.order_keys, "lists blobs out of name order", "List Blobs prefix=order/"
+        )
+
+    def paging(self) -> None:
+        """Every page size gives the same listing, with and without a delimiter."""
+        for key in TREE:
+            self.put(key, key.encode())
+        self.check_key_paging(
+            self.order_keys, lambda page: f"List Blobs prefix=order/ maxresults={page}"
         )
         self.check_paging(
             lambda page: self.list_folder("tree/", page),

@@ -22,20 +22,31 @@ from harness.conformance.contract.probes import (
     Folder,
     random_bodies,
 )
+from harness.conformance.contract.reliance import (
+    COMMON,
+    ORDERED_BIG_FILES,
+    SEEN_BEFORE_WHOLE,
+    Reliance,
+    every,
+)
 
 CHUNK = 256 * 1024
 """The resumable upload chunk GCS requires (a multiple of 256 KiB)."""
 
 
-KNOWN_DEVIATIONS: dict[tuple[str, str], str] = {
-    ("fake-gcs-server", "conditional GET"): (
-        "fake-gcs-server ignores ifGenerationMatch and ifGenerationNotMatch on reads (it "
-        "serves the object where GCS answers 412 or 304) and the gate passes them through; "
-        "skycore's mounts (rclone) never send them"
+RELIANCE: dict[str, Reliance] = {
+    **COMMON,
+    "md5": every("rclone checks every upload against its md5Hash"),
+    "compose and resumable upload": Reliance(
+        ORDERED_BIG_FILES, "rclone sends a file bigger than its chunk as a resumable upload"
     ),
+    "unfinished resumable upload": Reliance(
+        SEEN_BEFORE_WHOLE, "an object listed before its upload finished is seen before it is whole"
+    ),
+    "parallel delete": every("each test's buckets are emptied object by object at its end"),
+    "tokens": every("every test acts as the user or the other account"),
 }
-"""(implementation, check) -> why a built-in stand-in may fail that check: reported as a
-deviation, not a failure. A listed check that passes is a failure (drop the entry)."""
+"""Which test modules rely on each check (harness.conformance.contract.reliance)."""
 
 
 def md5_b64(data: bytes) -> str:
@@ -77,6 +88,7 @@ class Probes(BaseProbes):
             ("md5", self.md5),
             ("delimiter", self.delimiter),
             ("order", self.order),
+            ("paging", self.paging),
             ("compose and resumable upload", self.compose),
             ("unfinished resumable upload", self.unfinished),
             ("parallel delete", self.batch_delete),
@@ -132,16 +144,26 @@ class Probes(BaseProbes):
             self.list_folder, lambda folder: f"objects.list prefix={folder}", ("prefixes", "items")
         )
 
+    def order_keys(self, page: int) -> list[str]:
+        """The names under order/ (put once), listed ``page`` a page, every page."""
+        if not getattr(self, "_order_put", False):
+            for key in ORDER:
+                self.put(key, b"o")
+            self._order_put = True
+        return [b.name for b in self.gcs.list_blobs(self.name, prefix="order/", page_size=page)]
+
     def order(self) -> None:
-        """Listings are in name order, and every page size gives the same listing."""
-        for key in ORDER:
-            self.put(key, b"o")
+        """Listings are in name order."""
         self.check_order(
-            lambda page: [
-                b.name for b in self.gcs.list_blobs(self.name, prefix="order/", page_size=page)
-            ],
-            "lists objects out of name order, or loses objects across pages",
-            lambda page: f"objects.list prefix=order/ maxResults={page}, every page",
+            self.order_keys, "lists objects out of name order", "objects.list prefix=order/"
+        )
+
+    def paging(self) -> None:
+        """Every page size gives the same listing, with and without a delimiter."""
+        for key in TREE:
+            self.put(key, key.encode())
+        self.check_key_paging(
+            self.order_keys, lambda page: f"objects.list prefix=order/ maxResults={page}"
         )
 
         def folder_by_pages(page: int) -> Folder:  # prefixes come as a set per page

@@ -15,6 +15,14 @@ from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure, bucket
 from harness.conformance.contract.held_put import Account, put_in_two_parts
 from harness.conformance.contract.probes import ORDER, TREE, BaseProbes, random_bodies
+from harness.conformance.contract.reliance import (
+    COMMON,
+    ORDERED_BIG_FILES,
+    SEEN_BEFORE_WHOLE,
+    Reliance,
+    every,
+    finding,
+)
 
 PART = 5 * 1024 * 1024
 """The smallest part S3 takes but for the last."""
@@ -22,18 +30,30 @@ HOLD_S = 1.5
 """How long the unfinished PUT check holds a PUT's second half back, listing meanwhile."""
 
 
-KNOWN_DEVIATIONS: dict[tuple[str, str], str] = {
-    ("rclone serve s3", "conditional GET"): (
-        "rclone serve s3 ignores If-Match and If-None-Match on GetObject (it serves the "
-        "object where S3 answers 412 or 304); no conformance test relies on them"
+RELIANCE: dict[str, Reliance] = {
+    **COMMON,
+    "etag": every(
+        "rclone checks every upload against its ETag, and a listed ETag tells it whether a "
+        "file changed"
     ),
-    ("rclone serve s3", "ranged GET"): (
-        "rclone serve s3 sends the whole object's checksum header with a ranged GET, which "
-        "boto3 then rejects; rclone's own ranged reads do not check it"
+    "unfinished PUT": Reliance(
+        SEEN_BEFORE_WHOLE, "an object listed before its PUT completed is seen before it is whole"
+    ),
+    "multipart": Reliance(
+        ORDERED_BIG_FILES, "an ordered MOUNT_CACHED mount sends files over 5 MiB in parts"
+    ),
+    "abort": Reliance(
+        ORDERED_BIG_FILES, "rclone aborts the multipart upload of a file it must send again"
+    ),
+    "aborted upload's parts": finding("rclone never lists the parts of an upload it aborted"),
+    "batch delete": every("each test's buckets are emptied with DeleteObjects at its end"),
+    "suffix range": finding("rclone never asks for the last N bytes (Range: bytes=-N)"),
+    "keys": every("every test acts as the user or the other account"),
+    "server errors": finding(
+        "botocore and rclone retry a 5xx, so a store that answers some is still tested"
     ),
 }
-"""(implementation, check) -> why a stand-in may fail that check: reported as a deviation,
-not a failure. A listed check that passes is a failure (drop the entry)."""
+"""Which test modules rely on each check (harness.conformance.contract.reliance)."""
 
 
 def md5(data: bytes) -> str:
@@ -91,11 +111,14 @@ class Probes(BaseProbes):
             ("unfinished PUT", self.unfinished_put),
             ("delimiter", self.delimiter),
             ("order", self.order),
+            ("paging", self.paging),
             ("multipart", self.multipart),
             ("abort", self.abort),
+            ("aborted upload's parts", self.aborted_parts),
             ("batch delete", self.batch_delete),
             ("conditional GET", self.conditional_get),
             ("ranged GET", self.ranged_get),
+            ("suffix range", self.suffix_range),
             ("keys", self.keys),
             ("server errors", self.server_errors),
         ]
@@ -204,15 +227,32 @@ class Probes(BaseProbes):
                 ("CommonPrefixes", "Contents"),
             )
 
+    def put_order_keys(self) -> None:
+        """The ORDER keys, put once."""
+        if not getattr(self, "_order_put", False):
+            for key in ORDER:
+                self.put(key, b"o")
+            self._order_put = True
+
     def order(self) -> None:
-        """Listings are in key order, and every page size gives the same listing."""
-        for key in ORDER:
-            self.put(key, b"o")
-        for op in ("ListObjectsV2", "ListObjects"):
-            name = "list_objects_v2" if op == "ListObjectsV2" else "list_objects"
+        """Listings (V2 and V1) are in UTF-8 key order."""
+        self.put_order_keys()
+        for op, name in (("ListObjectsV2", "list_objects_v2"), ("ListObjects", "list_objects")):
             self.check_order(
                 partial(self.list_keys, name, "order/"),
-                "lists keys out of key order, or loses keys across pages",
+                "lists keys out of UTF-8 key order",
+                f"{op} prefix=order/",
+            )
+
+    def paging(self) -> None:
+        """Every page size gives the same listing, with and without a delimiter."""
+        self.put_order_keys()
+        for key in TREE:
+            self.put(key, key.encode())
+        for op in ("ListObjectsV2", "ListObjects"):
+            name = "list_objects_v2" if op == "ListObjectsV2" else "list_objects"
+            self.check_key_paging(
+                partial(self.list_keys, name, "order/"),
                 lambda page: f"{op} prefix=order/ max-keys={page}, every page",  # noqa: B023
             )
         self.check_paging(
@@ -277,6 +317,15 @@ class Probes(BaseProbes):
             raise ContractFailure(
                 "keeps an object of an aborted upload", "ListObjectsV2 prefix=multipart/", key
             )
+
+    def aborted_parts(self) -> None:
+        """ListParts of an aborted upload answers 404 (NoSuchUpload)."""
+        key = "multipart/aborted-parts"
+        upload = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        self.s3.upload_part(
+            Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"part"
+        )
+        self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
         try:
             self.s3.list_parts(Bucket=self.bucket, Key=key, UploadId=upload)
         except Exception as e:
@@ -341,30 +390,37 @@ class Probes(BaseProbes):
                 )
 
     def ranged_get(self) -> None:
-        """Range (first-last and suffix) gets those bytes with 206."""
-        key, data = "get/ranged", os.urandom(1000)
+        """Range: bytes=first-last gets those bytes with 206."""
+        self.check_range("get/ranged", "bytes=10-19", slice(10, 20))
+
+    def suffix_range(self) -> None:
+        """Range: bytes=-N gets the last N bytes with 206."""
+        self.check_range("get/suffix", "bytes=-5", slice(-5, None))
+
+    def check_range(self, key: str, rng: str, want: slice) -> None:
+        """A GET of ``key`` with Range ``rng`` answers 206 with ``data[want]``."""
+        data = os.urandom(1000)
         self.put(key, data)
-        for rng, want_body in (("bytes=10-19", data[10:20]), ("bytes=-5", data[-5:])):
-            request = f"GetObject {key} Range: {rng} (of {len(data)} bytes)"
-            try:
-                got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
-                status = got["ResponseMetadata"]["HTTPStatusCode"]
-                body = got["Body"].read()
-            except Exception as e:
-                if type(e).__name__ != "FlexibleChecksumError":
-                    raise
-                raise ContractFailure(
-                    "answers a ranged GET with a checksum header (x-amz-checksum-*) that is "
-                    "not the range's (S3 sends none for a range), so the SDK rejects the body",
-                    request,
-                    str(e),
-                ) from e
-            if status != 206 or body != want_body:
-                raise ContractFailure(
-                    "serves a ranged GET wrongly",
-                    f"GetObject {key} Range: {rng} (of {len(data)} bytes)",
-                    f"HTTP {status}, {len(body)} bytes, Content-Range {got.get('ContentRange')}",
-                )
+        request = f"GetObject {key} Range: {rng} (of {len(data)} bytes)"
+        try:
+            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
+            status = got["ResponseMetadata"]["HTTPStatusCode"]
+            body = got["Body"].read()
+        except Exception as e:
+            if type(e).__name__ != "FlexibleChecksumError":
+                raise
+            raise ContractFailure(
+                "answers a ranged GET with a checksum header (x-amz-checksum-*) that is "
+                "not the range's (S3 sends none for a range), so the SDK rejects the body",
+                request,
+                str(e),
+            ) from e
+        if status != 206 or body != data[want]:
+            raise ContractFailure(
+                "serves a ranged GET wrongly",
+                request,
+                f"HTTP {status}, {len(body)} bytes, Content-Range {got.get('ContentRange')}",
+            )
 
     def keys(self) -> None:
         """The user's and the other's keys work (each in its own bucket); unknown and

@@ -5,7 +5,6 @@ lock, keyed by the recorded processes (a restarted emulator is checked again).""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from filelock import FileLock
@@ -20,9 +19,13 @@ LOCK_TIMEOUT_S = 600.0
 """A hang guard: the whole contract takes a few seconds per store."""
 
 
+FORMAT = 2
+"""The cache file's format: a file of another format is computed again."""
+
+
 def _identity(emulator: RunningEmulator) -> list[object]:
     r = emulator.record
-    return [r.pid, r.start_time, r.gate_pid, r.gate_start_time, emulator.endpoint]
+    return [FORMAT, r.pid, r.start_time, r.gate_pid, r.gate_start_time, emulator.endpoint]
 
 
 def verdict(emulator: RunningEmulator) -> Outcome:
@@ -35,24 +38,27 @@ def verdict(emulator: RunningEmulator) -> Outcome:
         try:
             cached = json.loads(path.read_text())
             if cached.get("identity") == _identity(emulator):
-                return Outcome(**cached["outcome"])
+                return Outcome.from_json(cached["outcome"])
         except (OSError, ValueError, TypeError, KeyError):
             pass
         outcome = run(emulator)
         path.write_text(
-            json.dumps({"identity": _identity(emulator), "outcome": asdict(outcome)}, indent=2)
+            json.dumps({"identity": _identity(emulator), "outcome": outcome.to_json()}, indent=2)
         )
         return outcome
 
 
-def skip_reason(emulator: RunningEmulator) -> str | None:
-    """Why the rest of the suite must not run on ``emulator`` (None: it kept the contract)."""
-    outcome = verdict(emulator)
-    if not outcome.failures:
+def skip_reason(emulator: RunningEmulator, module: str) -> str | None:
+    """Why test module ``module`` (short name) must not run on ``emulator``: the failed
+    contract checks it relies on (None: it relies on none that failed)."""
+    blocking = verdict(emulator).blocking(module)
+    if not blocking:
         return None
-    more = f" (and {len(outcome.failures) - 1} more)" if len(outcome.failures) > 1 else ""
+    first = blocking[0]
+    more = f" (and {len(blocking) - 1} more check)" if len(blocking) > 1 else ""
     return (
-        f"{outcome.failures[0]}{more}. The suite cannot tell your store's faults from the "
-        f"stand-in's, so the rest of it is skipped for {emulator.store}: see "
-        "test_emulator_contract for every failure."
+        f"{first.text}{more}. {module} relies on the {first.check} check ({first.why}), so "
+        f"it cannot tell your store's faults from the stand-in's and is skipped for "
+        f"{emulator.store}; every test that does not rely on it runs (test_emulator_contract "
+        "lists every failure)."
     )
