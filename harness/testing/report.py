@@ -146,6 +146,12 @@ def render(data: ReportData, html_path: Path) -> tuple[Path, Path]:
     verdict_page, verdict_md = _verdict_grid(data)
     page += verdict_page
     md += verdict_md
+    if data.contract:
+        page.append("<h2>Emulator contract: findings and deviations</h2><ul id='contract'>")
+        page += [f"<li>{html.escape(line)}</li>" for line in sorted(data.contract)]
+        page.append("</ul>")
+        md += ["## Emulator contract: findings and deviations", ""]
+        md += [f"- {line}" for line in sorted(data.contract)] + [""]
     for cloud in clouds:
         page.append(f"<h2>{html.escape(cloud)}</h2><table id='matrix-{html.escape(cloud)}'>")
         page.append("<tr><th>bucket kind</th>" + "".join(f"<th>{m}</th>" for m in MODES) + "</tr>")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.testing import contract_summary
 from harness.testing.report import (
     CellResult,
     FaultScenario,
@@ -68,6 +69,8 @@ class ReportCollector:
             if name == TIMELINE_PROPERTY:
                 points = [tuple(p) for p in json.loads(str(value))]
                 self.data.timelines.append(Timeline(report.nodeid, points))  # type: ignore[arg-type]
+            elif name == contract_summary.PROPERTY:
+                self.data.contract.append(contract_summary.line(json.loads(str(value))))
             elif name == FAULTS_PROPERTY:
                 recorded = True
                 row = json.loads(str(value))

@@ -66,6 +66,8 @@ class ReportData:
     timelines: list[Timeline] = field(default_factory=list)
     others: list[tuple[str, str, float]] = field(default_factory=list)  # (test id, outcome, s)
     faults: list[FaultScenario] = field(default_factory=list)
+    contract: list[str] = field(default_factory=list)
+    """The emulator contract's findings, declared deviations and failed checks, a line each."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -82,4 +84,5 @@ class ReportData:
             ],
             others=[(str(o[0]), str(o[1]), float(o[2])) for o in raw.get("others", [])],
             faults=[FaultScenario(**f) for f in raw.get("faults", [])],
+            contract=[str(line) for line in raw.get("contract", [])],
         )

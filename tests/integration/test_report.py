@@ -158,3 +158,35 @@ def test_the_verdicts_grid_has_a_row_per_scenario_and_a_column_per_store(tmp_pat
     html = page.read_text()
     assert html.index("id='verdicts'") < html.index("id='matrix-aws'") < html.index("Faults")
     assert "<b class='bad'>order lost</b>" in html
+
+
+def test_the_contract_findings_and_deviations_are_a_line_each(tmp_path: Path) -> None:
+    import json
+
+    from harness.testing.contract_summary import PROPERTY
+    from harness.testing.report_collector import ReportCollector
+
+    finding = {"store": "s3", "status": "finding", "check": "order", "modules": []}
+    finding.update(text="the emulator (not your store) lists keys out of order", why="w")
+    deviation = {"store": "gcs", "status": "deviation", "check": "conditional GET"}
+    deviation.update(text="fake-gcs-server ignores it", why="", modules=[])
+    report = pytest.TestReport(
+        "harness/conformance/test_emulator_contract.py::test_the_emulator_keeps_the_contract",
+        ("test_emulator_contract.py", 0, "t"),
+        {},
+        "passed",
+        None,
+        "call",
+        user_properties=[(PROPERTY, json.dumps(finding)), (PROPERTY, json.dumps(deviation))],
+    )
+    collector = ReportCollector(tmp_path / "report.html")
+    collector.add(report)
+    page = collector.write()
+    lines = [
+        "gcs: deviation conditional GET: fake-gcs-server ignores it",
+        "s3: finding order: the emulator (not your store) lists keys out of order (w)",
+    ]
+    assert json.loads(page.with_suffix(".json").read_text())["contract"] == lines[::-1]
+    markdown = page.with_suffix(".md").read_text()
+    assert all(f"- {line}" in markdown for line in lines), markdown
+    assert "<li>s3: finding order: the emulator (not your store) lists" in page.read_text()

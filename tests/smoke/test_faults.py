@@ -247,6 +247,7 @@ def report(
                 "durable_s": None if durable_at is None else round(durable_at - started, 2),
                 "faults": list(spans.values()),
                 "uploads": [[e.t_ns / 1e9 - started, e.key, e.size] for e in events],
+                "created": expected,
             }
         ),
     )
