@@ -7,16 +7,33 @@ endpoints here; a real deployment leaves the endpoints empty.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import threading
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import yaml
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from skycore.errors import ConfigError as ConfigError
-from skycore.stores import broken_store_names, config_sections, section_model
+from skycore.stores import (
+    GROUP,
+    broken_store_names,
+    config_sections,
+    section_model,
+    store_classes,
+)
 
 
 class _Strict(BaseModel):
@@ -34,8 +51,9 @@ class SkycoreConfig(BaseModel):
     """The whole config file: ``docker``, ``logs_dir`` and one section per configured store.
 
     Store sections are named and modelled by the registered stores (``config_section`` /
-    ``config_model``); a section left out means that store is not configured, and a section
-    no store claims is an error that lists the known ones.
+    ``config_model``); a section left out means that store is not configured. A section no
+    installed store claims (its package is not in this environment, or fails to load) is
+    kept as it is, unchecked, with one warning line per process (:func:`warn_unclaimed`).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -44,17 +62,14 @@ class SkycoreConfig(BaseModel):
     logs_dir: str = "~/sky_logs"
 
     @model_validator(mode="after")
-    def _store_sections(self) -> SkycoreConfig:
+    def _store_sections(self, info: ValidationInfo) -> SkycoreConfig:
         extra = self.__pydantic_extra__ or {}
+        context = info.context if isinstance(info.context, dict) else {}
         for key, value in list(extra.items()):
             store = section_model(key)
-            if store is None and key in broken_store_names():
-                continue  # the store's package failed to load (it was warned about)
             if store is None:
-                known = ", ".join(["docker", "logs_dir", *config_sections()])
-                raise ValueError(
-                    f"unknown section '{key}' (no registered store uses it; known: {known})"
-                )
+                warn_unclaimed(key, context.get("path"), context.get("origins", {}))
+                continue  # kept unchecked, as it is, and written back as it is
             if value is None:
                 del extra[key]
             elif not isinstance(value, store.config_model):
@@ -105,7 +120,8 @@ def load_config(path: Path | None = None) -> SkycoreConfig:
         )
     try:
         data = yaml.safe_load(path.read_text()) or {}
-        return SkycoreConfig.model_validate(data)
+        context = {"path": path, "origins": read_origins(path)}
+        return SkycoreConfig.model_validate(data, context=context)
     except yaml.YAMLError as e:
         raise ConfigError(
             f"{path} is not valid YAML: {e}. Fix the file or rerun 'harness up'."
@@ -137,10 +153,11 @@ def save_config(config: SkycoreConfig, path: Path | None = None) -> Path:
 def merge_config(config: SkycoreConfig, path: Path | None = None) -> Path:
     """Write ``config``'s sections into the config file and keep every other section the
     file has (another store's, a ``logs_dir`` set by hand): under a lock, atomically. A
-    file that is not a YAML mapping is kept beside it as ``config.yaml.invalid``."""
+    file that is not a YAML mapping is kept beside it as ``config.yaml.invalid``. Each store
+    section written is recorded in the side file :func:`origins_path` with its package."""
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.with_name(path.name + ".lock")), timeout=60):
+    with _file_lock(path):
         kept: dict[str, Any] = {}
         if path.exists():
             try:
@@ -151,9 +168,146 @@ def merge_config(config: SkycoreConfig, path: Path | None = None) -> Path:
                 kept = loaded
             elif loaded is not None or path.read_text().strip():
                 path.replace(path.with_name(path.name + ".invalid"))
-        merged = kept | config.model_dump(mode="json", exclude_none=True, exclude_unset=True)
-        _write_private(path, yaml.safe_dump(merged))
+        written = config.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+        _write_private(path, yaml.safe_dump(kept | written))
+        origins = read_origins(path)
+        for key in written:
+            store = section_model(key)
+            if store is not None:
+                origins[key] = store_origin(store.store_name)
+        _write_origins(path, origins)
     return path
+
+
+def forget_sections(sections: list[str], path: Path | None = None) -> list[str]:
+    """Remove ``sections`` from the config file (and their origins), under the merge lock;
+    every other section is kept as it is. Returns the sections that were there."""
+    path = path or config_path()
+    if not path.exists():
+        return []
+    with _file_lock(path):
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            return []
+        if not isinstance(loaded, dict):
+            return []
+        gone = [name for name in sections if name in loaded]
+        if gone:
+            _write_private(path, yaml.safe_dump({k: v for k, v in loaded.items() if k not in gone}))
+        origins = read_origins(path)
+        if any(name in origins for name in sections):
+            _write_origins(path, {k: v for k, v in origins.items() if k not in sections})
+        return gone
+
+
+def file_sections(path: Path | None = None) -> list[str]:
+    """The top-level keys of the config file as written (nothing validated); [] when it is
+    absent or not a YAML mapping."""
+    path = path or config_path()
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    return [str(key) for key in loaded] if isinstance(loaded, dict) else []
+
+
+def store_sections(store: str, path: Path | None = None) -> list[str]:
+    """The sections of the config file that belong to store ``store``: its registered
+    ``config_section``, else (no package here registers it) the sections recorded as written
+    for it, else the section named like it."""
+    present = file_sections(path)
+    cls = store_classes().get(store)
+    if cls is not None:
+        return [cls.config_section] if cls.config_section in present else []
+    recorded = [
+        k for k, v in read_origins(path or config_path()).items() if v.get("store") == store
+    ]
+    return [k for k in recorded if k in present] or ([store] if store in present else [])
+
+
+# ---- who wrote a section ----------------------------------------------------------------
+
+
+def origins_path(path: Path | None = None) -> Path:
+    """The side file beside the config file (``config.origins.json``) that records, per
+    store section ``harness up`` wrote, the store and the package (distribution) behind it.
+    A side file, so that config.yaml stays what any skycore version reads."""
+    path = path or config_path()
+    return path.with_name(f"{path.stem}.origins.json")
+
+
+def read_origins(path: Path | None = None) -> dict[str, dict[str, str]]:
+    """section -> {"store", "package", "version"} of the sections recorded as written; {}
+    when nothing is recorded (or the side file is unreadable)."""
+    try:
+        data = json.loads(origins_path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k): {str(a): str(b) for a, b in v.items()}
+        for k, v in data.items()
+        if isinstance(v, dict)
+    }
+
+
+def _write_origins(path: Path, origins: dict[str, dict[str, str]]) -> None:
+    _write_private(origins_path(path), json.dumps(origins, indent=1, sort_keys=True) + "\n")
+
+
+def store_origin(store: str) -> dict[str, str]:
+    """The store and the distribution that registers it (entry-point group skycore.stores);
+    the package is the store class's top-level module when no distribution declares it."""
+    for ep in entry_points(group=GROUP, name=store):
+        dist = getattr(ep, "dist", None)
+        if dist is not None:
+            return {"store": store, "package": dist.name, "version": dist.version}
+    cls = store_classes().get(store)
+    package = cls.__module__.split(".")[0] if cls is not None else store
+    return {"store": store, "package": package, "version": ""}
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_unclaimed(
+    section: str, path: Path | None = None, origins: dict[str, dict[str, str]] | None = None
+) -> None:
+    """One stderr line, once per process per section, for a section no installed store
+    claims: kept and unused, who likely wrote it, and the two fixes. Silent for a store
+    whose package is installed but fails to load (that package's own warning names it)."""
+    origin = (origins or {}).get(section, {})
+    store = origin.get("store") or section
+    broken = broken_store_names()
+    if section in broken or store in broken:
+        return
+    with _warned_lock:
+        if section in _warned:
+            return
+        _warned.add(section)
+    if origin.get("package"):
+        version = f" {origin['version']}" if origin.get("version") else ""
+        who = f"'harness up' wrote it for store '{store}' of package {origin['package']}{version}"
+    else:
+        who = (
+            f"likely the section of store '{store}', written from an environment with the "
+            "package that registers it (entry-point group skycore.stores)"
+        )
+    known = ", ".join(["docker", "logs_dir", *config_sections()])
+    sys.stderr.write(
+        f"warning: {path or 'config.yaml'}: section '{section}' is kept but unused: no "
+        f"installed store claims it ({who}). Install that package into this environment to "
+        f"use it, or remove the section with 'harness down --store {store} --forget' (a typo? "
+        f"known sections: {known}).\n"
+    )
+
+
+def _file_lock(path: Path) -> FileLock:
+    """The lock of every read-modify-write of the config file."""
+    return FileLock(str(path.with_name(path.name + ".lock")), timeout=60)
 
 
 def _write_private(path: Path, text: str) -> None:

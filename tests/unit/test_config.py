@@ -1,20 +1,29 @@
-"""skycore config: round-trip, strict validation, clear errors."""
+"""skycore config: round-trip, strict validation, clear errors, sections no installed store
+claims (kept, warned about once), the record of who wrote a section, forgetting one."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from skycore import config as config_module
 from skycore.config import (
     ConfigError,
     DockerConfig,
     SkycoreConfig,
+    forget_sections,
     load_config,
     merge_config,
+    origins_path,
+    read_origins,
     save_config,
+    store_sections,
 )
 from skycore.storage.azure import AzureConfig
 from skycore.storage.gcs import GcpConfig
@@ -72,15 +81,80 @@ def test_azure_endpoint_template():
     assert azure.blob_endpoint("skyother") == "http://h/skyother"
 
 
-def test_unknown_section_lists_the_registered_ones(tmp_path: Path):
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warnings of this process forgotten, so the test sees each one."""
+    monkeypatch.setattr(config_module, "_warned", set())
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning:")]
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_a_section_no_installed_store_claims_is_one_warning_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     path = tmp_path / "config.yaml"
-    path.write_text("b2:\n  key: x\n")
-    with pytest.raises(ConfigError) as e:
-        load_config(path)
-    msg = str(e.value)
-    assert "'b2'" in msg and "\n" not in msg
+    path.write_text("b2:\n  key: x\ndocker:\n  host: unix:///d.sock\n")
+    config = load_config(path)
+    load_config(path)  # a second load in the same process: no second line
+    assert config.section("b2") == {"key": "x"} and config.docker.host == "unix:///d.sock"
+    (line,) = _warnings(capsys.readouterr().err)
+    assert f"{path}: section 'b2' is kept but unused" in line
+    assert "store 'b2'" in line and "harness down --store b2 --forget" in line
     for section in ("aws", "gcp", "azure", "r2", "docker"):
-        assert section in msg
+        assert section in line
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_the_warning_names_the_package_recorded_as_writing_the_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    path = tmp_path / "config.yaml"
+    path.write_text("backblaze:\n  key: x\n")
+    origins = {"backblaze": {"store": "b2", "package": "skycore-b2", "version": "1.2"}}
+    origins_path(path).write_text(json.dumps(origins))
+    load_config(path)
+    (line,) = _warnings(capsys.readouterr().err)
+    assert "section 'backblaze'" in line and "store 'b2' of package skycore-b2 1.2" in line
+    assert "harness down --store b2 --forget" in line
+    assert store_sections("b2", path) == ["backblaze"]
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_an_unclaimed_section_is_written_back_as_it_is(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    path.write_text("b2:\n  key: x\n  nested: {a: 1}\n")
+    aws = AwsConfig(endpoint_url="http://127.0.0.1:1")
+    config = load_config(path)
+    config.logs_dir = "/my/logs"
+    save_config(config, path)
+    merge_config(SkycoreConfig(aws=aws), path)
+    again = load_config(path)
+    assert again.section("b2") == {"key": "x", "nested": {"a": 1}}
+    assert again.section("aws") == aws and again.logs_dir == "/my/logs"
+
+
+def test_merge_records_each_store_sections_package_beside_the_file(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    aws = AwsConfig(endpoint_url="http://127.0.0.1:1")
+    merge_config(SkycoreConfig(aws=aws, docker=DockerConfig(host="unix:///d.sock")), path)
+    assert read_origins(path) == {"aws": {"store": "s3", "package": "skycore", "version": ANY}}
+    # config.yaml itself holds only sections any skycore reads: the record is a side file
+    assert set(yaml.safe_load(path.read_text())) == {"aws", "docker"}
+
+
+def test_forget_removes_the_section_and_its_record_and_keeps_the_rest(tmp_path: Path):
+    path = tmp_path / "config.yaml"
+    gcp = GcpConfig(api_endpoint="http://127.0.0.1:2", access_token="t")
+    aws = AwsConfig(endpoint_url="http://x")
+    merge_config(SkycoreConfig(aws=aws, gcp=gcp, docker=DockerConfig(host="unix:///d")), path)
+    assert store_sections("s3", path) == ["aws"]
+    assert forget_sections(["aws", "nosuch"], path) == ["aws"]
+    assert set(yaml.safe_load(path.read_text())) == {"gcp", "docker"}
+    assert set(read_origins(path)) == {"gcp"}
+    assert store_sections("s3", path) == [] and load_config(path).section("gcp") == gcp
 
 
 def test_r2_endpoint_comes_from_the_account_id():
