@@ -118,24 +118,60 @@ def up(stores: tuple[str, ...]) -> None:
     )
 
 
+def _forget_only(stores: tuple[str, ...], forget: bool) -> tuple[str, ...]:
+    """The stores named with --store that no package here registers (or whose package fails
+    to load) but whose section the skycore config has: with --forget, their section is
+    removed though their emulator cannot be stopped from here. Empty without --forget."""
+    from harness.emulators import registry
+    from skycore.config import store_sections
+
+    if not forget:
+        return ()
+    loaded = registry.store_names()
+    return tuple(s for s in dict.fromkeys(stores) if s not in loaded and store_sections(s))
+
+
 @cli.command()
 @_store_option(
     "Stop only this store's emulator and gate (repeatable; default: everything up started)."
 )
-def down(stores: tuple[str, ...]) -> None:
+@click.option(
+    "--forget",
+    is_flag=True,
+    help="Also remove the stores' sections from the skycore config (config.yaml). Works for "
+    "a store whose package is not installed here, too (only its section goes).",
+)
+@click.option(
+    "--wipe",
+    is_flag=True,
+    help="Also delete the stores' emulator data in $HARNESS_HOME (a persistent emulator's "
+    "buckets, the gate's access state): the next 'harness up' starts empty.",
+)
+def down(stores: tuple[str, ...], forget: bool, wipe: bool) -> None:
     """Stop what 'harness up' started: the emulators and gates recorded in $HARNESS_HOME
     and a dockerd it started (an engine it found running is left alone). With --store, only
-    those stores' emulators and gates; dockerd and the other stores keep running."""
-    from harness.cloud import cloud
+    those stores' emulators and gates; dockerd and the other stores keep running. Prints
+    what stays in the skycore config: the stores' sections are kept unless --forget."""
+    from harness.cloud import cloud, leftovers
 
-    selected = _selected(stores)
-    stopped = cloud.down(say=_say, stores=selected)
-    if selected is None:
-        console.print("Local cloud is down.")
-        return
-    for store in selected:
-        state = "stopped" if store in stopped else "not running (nothing to stop)"
-        console.print(f"{store}: emulator and gate {state}.")
+    only_config = _forget_only(stores, forget)
+    rest = tuple(s for s in stores if s not in only_config)
+    notes: list[str] = []
+    selected: tuple[str, ...] | None = ()
+    if rest or not stores:
+        selected = _selected(rest)
+        stopped = cloud.down(say=_say, stores=selected, forget=forget, wipe=wipe, note=notes.append)
+        if selected is None:
+            console.print("Local cloud is down.")
+        for store in selected or ():
+            state = "stopped" if store in stopped else "not running (nothing to stop)"
+            console.print(f"{store}: emulator and gate {state}.")
+    if only_config:
+        for store in only_config:
+            console.print(f"{store}: {leftovers.unstoppable(store)}")
+        cloud.forget(only_config, wipe=wipe, note=notes.append)
+    for line in notes:
+        _say(line)
 
 
 @cli.command()

@@ -23,7 +23,7 @@ from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
 from harness.accounts import OTHER, USER
-from harness.cloud import bringup, dockerd, nodes, steps
+from harness.cloud import bringup, dockerd, leftovers, nodes, steps
 from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
@@ -190,23 +190,51 @@ def _demo_objects() -> dict[str, bytes]:
     return {"existing.txt": b"an object that was in this bucket before the task\n"}
 
 
-def down(say: Say = print, stores: tuple[str, ...] | None = None) -> list[str]:
+def down(
+    say: Say = print,
+    stores: tuple[str, ...] | None = None,
+    *,
+    forget: bool = False,
+    wipe: bool = False,
+    note: Say | None = None,
+) -> list[str]:
     """Stop what ``up`` started (the stores whose emulator this harness home recorded, their
     gates and a dockerd it started, and its nodes' disks from the host); nothing else. With
     ``stores``, only their emulators and gates: dockerd and every other store keep running.
-    Returns the stores stopped."""
+    Then ``note`` gets one line on the stores' sections in the skycore config, which
+    ``forget`` removes, and with ``wipe`` one line per store on its emulator's data, removed
+    from the harness home. Returns the stores stopped."""
+    note = note or say
     with _lock():
         if stores is not None:
             registry.check_stores(stores)
-            return [store for store in stores if fleet.stop_one(store)]
-        stopped = fleet.stop_all()
-        if dockerd.stop_dockerd(say):
-            # Its nodes are stopped now: their own disks (resources.disk_size) come off the
-            # host; the images stay, and each node mounts its disk again when it starts.
-            for point in node_disks.unmount_all():
-                say(f"Unmounted node disk {point}")
-        (harness_home() / "cloud.json").unlink(missing_ok=True)
+            stopped = [store for store in stores if fleet.stop_one(store)]
+        else:
+            stopped = fleet.stop_all()
+            if dockerd.stop_dockerd(say):
+                # Its nodes are stopped now: their own disks (resources.disk_size) come off
+                # the host; the images stay, and each node mounts its disk again when it
+                # starts.
+                for point in node_disks.unmount_all():
+                    say(f"Unmounted node disk {point}")
+            (harness_home() / "cloud.json").unlink(missing_ok=True)
+        named = registry.store_names() if stores is None else stores
+        if wipe:
+            for store in named:
+                note(leftovers.wipe(store, harness_home()))
+        note(leftovers.config_line(named, forget, named=stores is not None))
         return stopped
+
+
+def forget(stores: tuple[str, ...], wipe: bool = False, note: Say = print) -> None:
+    """``down --forget`` for stores no package here registers, so no emulator of theirs can
+    be stopped (nor its data found) from here: remove their sections from the skycore
+    config; with ``wipe``, say why their data stays."""
+    with _lock():
+        if wipe:
+            for store in stores:
+                note(leftovers.wipe(store, harness_home()))
+        note(leftovers.config_line(stores, forget=True))
 
 
 def status() -> list[StatusRow]:
