@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import hashlib
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,13 +94,24 @@ def _import_nodes(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 _IMPORTS: dict[tuple[Path, int, int], list[str]] = {}
 
 
+_PARSING = threading.Lock()
+"""CPython 3.11's ast.parse is not safe in threads at once (its recursion check can fail
+with "SystemError: AST constructor recursion depth mismatch"); emulators start in parallel."""
+
+
+def _parse(source: bytes) -> ast.Module:
+    """``ast.parse(source)``, one thread at a time."""
+    with _PARSING:
+        return ast.parse(source)
+
+
 def _imported_names(path: Path, name: str, is_package: bool) -> list[str]:
     """The modules (and ``package.name`` candidates) that the file ``path`` imports."""
     stat = path.stat()
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key not in _IMPORTS:
         names: list[str] = []
-        for node in _import_nodes(ast.parse(path.read_bytes())):
+        for node in _import_nodes(_parse(path.read_bytes())):
             if isinstance(node, ast.Import):
                 names += [alias.name for alias in node.names]
                 continue
