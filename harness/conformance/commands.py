@@ -107,6 +107,12 @@ def _run(argv: list[str]) -> int:
 )
 @click.option("-y", "--yes", is_flag=True, help="do not ask before creating buckets")
 @click.option(
+    "--compare-stand-in",
+    is_flag=True,
+    help="with --target: also run the emulator contract's probes on the target and on the "
+    "local stand-in of its store, and print where they differ",
+)
+@click.option(
     "--sweep",
     is_flag=True,
     help="delete the target's leftover buckets (prefix, older than an hour) and exit",
@@ -117,6 +123,7 @@ def conform_command(
     target_path: str,
     workers: int,
     yes: bool,
+    compare_stand_in: bool,
     sweep: bool,
     pytest_args: tuple[str, ...],
 ) -> None:
@@ -124,6 +131,13 @@ def conform_command(
     multinode) from any directory. Arguments after the options go to pytest."""
     require_test_dependencies(workers)
     target: Target | None = None if target_path == "local" else load_target(target_path)
+    if compare_stand_in:
+        if target is None:
+            raise click.UsageError(
+                "--compare-stand-in needs --target FILE: it compares the local stand-in with "
+                "the service the file names."
+            )
+        pytest_args = ("--compare-stand-in", *pytest_args)
     if sweep:
         if target is None:
             raise click.UsageError("--sweep needs --target FILE (the local cloud is yours).")

@@ -13,7 +13,11 @@ PROPERTY = "emulator_contract"
 """A user property of test_emulator_contract: one check that did not pass (JSON: store,
 status, check, text, modules)."""
 
+COMPARE_PROPERTY = "stand_in_vs_service"
+"""A user property of a target run's contract test under --compare-stand-in: one line."""
+
 _LINES: dict[tuple[str, str], dict[str, Any]] = {}
+_COMPARED: list[str] = []
 
 
 def record(record_property: Any, store: str, result: Any) -> None:
@@ -28,6 +32,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if name == PROPERTY:
             data = json.loads(str(value))
             _LINES[(data["store"], data["check"])] = data
+        elif name == COMPARE_PROPERTY:
+            _COMPARED.append(str(value))
 
 
 def line(data: dict[str, Any]) -> str:
@@ -41,8 +47,11 @@ def line(data: dict[str, Any]) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _LINES:
-        return
-    terminalreporter.section("emulator contract: findings and deviations")
-    for key in sorted(_LINES):
-        terminalreporter.line(line(_LINES[key]))
+    if _LINES:
+        terminalreporter.section("emulator contract: findings and deviations")
+        for key in sorted(_LINES):
+            terminalreporter.line(line(_LINES[key]))
+    if _COMPARED:
+        terminalreporter.section("emulator contract: the local stand-in against the service")
+        for text in _COMPARED:
+            terminalreporter.line(text)

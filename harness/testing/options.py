@@ -62,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the run id every bucket of a target run carries (default: a new one)",
     )
     group.addoption(
+        "--compare-stand-in",
+        action="store_true",
+        default=False,
+        help="in a target run, run the emulator contract's probes on the target and on the "
+        "local stand-in, and print where they differ",
+    )
+    group.addoption(
         "--keep-on-failure",
         action="store_true",
         default=False,

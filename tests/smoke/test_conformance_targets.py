@@ -1,5 +1,7 @@
 """Target mode end to end, on every built-in store: ``harness target STORE > t.yaml`` then
-``harness conform --target t.yaml -n 2`` against the local cloud's gate seen as an outsider.
+``harness conform --target t.yaml -n 2 --compare-stand-in`` against the local cloud's gate
+seen as an outsider (the emulator contract's probes run on it and on the session's stand-in,
+and agree).
 
 Each store gets its own emulator and gate in a throw-away harness home, so that its gate log
 holds this run's requests alone. The conform run cannot read that gate's admin token (the
@@ -119,7 +121,8 @@ def test_conform_against_a_target_file(
         html = Path(outer_report).resolve().with_name(f"matrix-report-{store}.html")
     basetemp = tmp_path / "run"
     conform = [
-        _harness(), "conform", "--target", str(target_file), "-n", "2", "-y", "--",
+        _harness(), "conform", "--target", str(target_file), "-n", "2", "-y",
+        "--compare-stand-in", "--",
         "-rA", f"--junitxml={junit}", f"--matrix-report={html}", f"--basetemp={basetemp}",
         "-v", "-o", f"faulthandler_timeout={STACKS_AFTER_S}",
     ]  # fmt: skip
@@ -140,7 +143,7 @@ def test_conform_against_a_target_file(
     summary = output.strip().splitlines()
     passed = [line for line in summary if line.startswith("PASSED ")]
     skipped = [line for line in summary if line.startswith("SKIPPED ")]
-    expected_skips = {"test_emulator_contract": "the emulator contract checks stand-ins"}
+    expected_skips: dict[str, str] = {}
     try:
         type(emulator).attach(target).check_public_possible()
     except PublicAccessUnavailable:  # the comp test needs a public bucket of the user's
@@ -158,6 +161,11 @@ def test_conform_against_a_target_file(
     assert re.search(r"\b1 xfailed\b", final), output[-3000:]  # parallel transfers caught
     assert not re.search(r"\d+ (failed|errors?|xpassed)\b", final), output[-3000:]
     assert "upload order, observed by polling the bucket" in output
+    # The contract's probes ran on the target too: the same server behind the same gate as
+    # the session's stand-in, so every check agrees.
+    assert "the local stand-in against the service" in output, output[-4000:]
+    agree = re.search(rf"{store}: the stand-in and the service agree on (\d+) of (\d+)", output)
+    assert agree and agree.group(1) == agree.group(2) and int(agree.group(2)) >= 9, output[-4000:]
     assert output.count("The conformance suite will run on") == 1, "the plan is shown once"
     assert "a listing every" in output
 

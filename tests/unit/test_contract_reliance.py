@@ -102,3 +102,26 @@ def test_a_summary_line_names_the_store_the_outcome_and_the_check() -> None:
     )
     finding = {"store": "s3", "status": "finding", "check": "order", "text": "t", "why": "w"}
     assert line(finding) == "s3: finding order: t (w)"
+
+
+def test_the_stand_in_and_the_service_differ_check_by_check() -> None:
+    from harness.conformance.contract.compare import differences
+    from harness.conformance.contract.results import CheckResult, Outcome
+
+    stand_in = Outcome(
+        [
+            CheckResult("etag", Status.PASSED, ""),
+            CheckResult("order", Status.PASSED, ""),
+            CheckResult("conditional GET", Status.DEVIATION, "ignores If-Match"),
+        ]
+    )
+    service = Outcome(
+        [
+            CheckResult("etag", Status.PASSED, ""),
+            CheckResult("order", Status.FINDING, "lists keys by folder\nmore"),
+            CheckResult("conditional GET", Status.DEVIATION, "ignores If-Match"),
+        ]
+    )
+    (found,), agree = differences(stand_in, service)
+    assert agree == 2
+    assert found.line("s3") == "s3 order: stand-in passed; service finding: lists keys by folder"

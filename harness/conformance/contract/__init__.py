@@ -55,15 +55,18 @@ Check = Callable[[], None]
 """One probe: returns if the emulator behaves, raises ContractFailure if not."""
 
 
-def bucket_name(store: str, what: str) -> str:
-    """A fresh bucket name for the contract (lower case, valid on every API)."""
+def bucket_name(store: str, what: str, tag: str = "") -> str:
+    """A fresh bucket name for the contract (lower case, valid on every API); ``tag``: a
+    target run's tag (``PREFIX-RUNID``), which its clean-up finds the bucket by."""
+    if tag:
+        return f"{tag}-c{what}-{uuid.uuid4().hex[:6]}"[:63]
     return f"contract-{what}-{store}-{uuid.uuid4().hex[:10]}"[:63]
 
 
 @contextmanager
-def bucket(emulator: RunningEmulator, what: str, owner: str) -> Iterator[str]:
+def bucket(emulator: RunningEmulator, what: str, owner: str, tag: str = "") -> Iterator[str]:
     """A new private bucket of ``owner``, deleted (with its objects) afterwards."""
-    name = bucket_name(emulator.store, what)
+    name = bucket_name(emulator.store, what, tag)
     emulator.make_bucket(name, owner)
     try:
         yield name
@@ -83,8 +86,9 @@ SETUP = "set-up"
 """The pseudo-check of entering the probes (making their buckets): every test relies on it."""
 
 
-def run(emulator: RunningEmulator) -> Outcome:
-    """Every check of ``emulator``'s family, in order."""
+def run(emulator: RunningEmulator, tag: str = "") -> Outcome:
+    """Every check of ``emulator``'s family, in order; ``tag``: a target run's tag for the
+    names of the buckets the probes make."""
     product = bool(getattr(emulator, "is_the_product", False))
     outcome = Outcome(product=product)
     if emulator.contract_probes is None:
@@ -95,7 +99,9 @@ def run(emulator: RunningEmulator) -> Outcome:
     for deviation in judge.unknown_deviations(tuple(reliance)):
         outcome.results.append(deviation)
     try:
-        probes = module.Probes(emulator).__enter__()
+        probes = module.Probes(emulator)
+        probes.tag = tag
+        probes.__enter__()
     except Exception as e:  # the buckets could not be made: nothing else can run
         outcome.results.append(judge.raised(SETUP, e))
         return outcome

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from harness.accounts import USER
+from harness.accounts import OTHER, USER
 from harness.conformance.contract import ContractFailure, bucket
 
 TREE = [
@@ -105,11 +105,21 @@ class BaseProbes:
 
     def __init__(self, emulator: Any) -> None:
         self.emulator = emulator
+        self.tag = ""
+        """A target run's tag for bucket names (empty on the local cloud)."""
         self._stack = ExitStack()
 
     def own_bucket(self, what: str) -> str:
         """A new bucket of the user's, deleted on exit."""
-        return self._stack.enter_context(bucket(self.emulator, what, USER))
+        return self._stack.enter_context(bucket(self.emulator, what, USER, self.tag))
+
+    def other_bucket(self, what: str) -> Any:
+        """A new bucket of the other account's (a context manager), or None in a target run
+        whose file names no other account."""
+        target = getattr(self.emulator, "target", None)
+        if target is not None and not target.has_other:
+            return None
+        return bucket(self.emulator, what, OTHER, self.tag)
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
