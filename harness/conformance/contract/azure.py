@@ -97,6 +97,7 @@ class Probes(BaseProbes):
             ("batch delete", self.batch_delete),
             ("conditional GET", self.conditional_get),
             ("ranged GET", self.ranged_get),
+            ("range past the end", self.range_past_end),
             ("keys", self.keys),
         ]
 
@@ -295,6 +296,17 @@ class Probes(BaseProbes):
                 f"Get Blob {key} x-ms-range: bytes=10-19 (of {len(data)} bytes)",
                 f"{len(got)} bytes",
             )
+
+    def range_past_end(self) -> None:
+        """A Get Blob from the blob's end is refused with 416 (InvalidRange)."""
+        key = "get/past-end"
+        self.put(key, os.urandom(1000))
+        blob = self.container.get_blob_client(key)
+        self.check_range_past_end(
+            lambda: bytes(blob.download_blob(offset=1000).readall()),
+            416,
+            f"Get Blob {key} x-ms-range: bytes=1000- (of 1000 bytes)",
+        )
 
     def keys(self) -> None:
         """The user's and the other's account keys work; an unknown key is refused."""

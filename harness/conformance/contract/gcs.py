@@ -94,6 +94,7 @@ class Probes(BaseProbes):
             ("parallel delete", self.batch_delete),
             ("conditional GET", self.conditional_get),
             ("ranged GET", self.ranged_get),
+            ("range past the end", self.range_past_end),
             ("tokens", self.tokens),
         ]
 
@@ -276,6 +277,16 @@ class Probes(BaseProbes):
                 f"objects.get {key} alt=media Range: bytes=10-19 (of {len(data)} bytes)",
                 f"{len(got)} bytes",
             )
+
+    def range_past_end(self) -> None:
+        """A read from the object's end is refused with 416."""
+        key = "get/past-end"
+        self.put(key, os.urandom(1000))
+        self.check_range_past_end(
+            lambda: bytes(self.bucket.blob(key).download_as_bytes(start=1000)),
+            416,
+            f"objects.get {key} alt=media Range: bytes=1000- (of 1000 bytes)",
+        )
 
     def tokens(self) -> None:
         """The user's and the other's tokens work; an unknown token is refused (401)."""

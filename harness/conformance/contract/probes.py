@@ -253,6 +253,29 @@ class BaseProbes:
             if case.refused is not None or got != data:
                 raise ContractFailure(does, case.request, f"{len(got)} bytes")
 
+    def check_range_past_end(self, read: Callable[[], bytes], refused: int, request: str) -> None:
+        """A read of a range that starts at the object's end is refused with HTTP 416 (status
+        ``refused`` of the SDK's error), never served: ``read()`` sends it."""
+        try:
+            got = read()
+        except Exception as e:
+            status = getattr(e, "status_code", None) or getattr(e, "code", None)
+            response = getattr(e, "response", None)
+            if isinstance(response, dict):
+                status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == refused:
+                return
+            raise ContractFailure(
+                "answers a range past the object's end oddly (want HTTP 416)",
+                request,
+                self.answer(e),
+            ) from e
+        raise ContractFailure(
+            "serves a range that starts at the object's end (want HTTP 416)",
+            request,
+            f"{len(got)} bytes",
+        )
+
     def check_declared(
         self, write_read: Callable[[bytes], bytes], data: bytes, request: str
     ) -> None:

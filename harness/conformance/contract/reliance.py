@@ -55,5 +55,9 @@ COMMON: dict[str, Reliance] = {
     "paging": finding("the suite's folders hold fewer entries than one page (1,000)"),
     "conditional GET": finding("rclone's reads and the suite's send no conditional header"),
     "ranged GET": every("mounts read files in ranges"),
+    "range past the end": finding(
+        "no module reads a file back at a range boundary; the training-run scenario did (a 206 "
+        "there made rclone cut a cached checkpoint short)"
+    ),
 }
 """The checks every API's probes have, and who relies on each."""

@@ -119,6 +119,7 @@ class Probes(BaseProbes):
             ("conditional GET", self.conditional_get),
             ("ranged GET", self.ranged_get),
             ("suffix range", self.suffix_range),
+            ("range past the end", self.range_past_end),
             ("keys", self.keys),
             ("server errors", self.server_errors),
         ]
@@ -396,6 +397,18 @@ class Probes(BaseProbes):
     def suffix_range(self) -> None:
         """Range: bytes=-N gets the last N bytes with 206."""
         self.check_range("get/suffix", "bytes=-5", slice(-5, None))
+
+    def range_past_end(self) -> None:
+        """Range: bytes=SIZE- is refused with 416 (InvalidRange)."""
+        key = "get/past-end"
+        self.put(key, os.urandom(1000))
+        self.check_range_past_end(
+            lambda: bytes(
+                self.s3.get_object(Bucket=self.bucket, Key=key, Range="bytes=1000-")["Body"].read()
+            ),
+            416,
+            f"GetObject {key} Range: bytes=1000- (of 1000 bytes)",
+        )
 
     def check_range(self, key: str, rng: str, want: slice) -> None:
         """A GET of ``key`` with Range ``rng`` answers 206 with ``data[want]``."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
-from harness.conformance.contract import Outcome, run
+from harness.conformance.contract import Outcome, contract_checks, run
 from harness.paths import harness_home
 
 if TYPE_CHECKING:
@@ -24,8 +24,13 @@ FORMAT = 2
 
 
 def _identity(emulator: RunningEmulator) -> list[object]:
+    """The processes checked, and what they were checked against (the checks, the declared
+    deviations): a change of either checks again."""
     r = emulator.record
-    return [FORMAT, r.pid, r.start_time, r.gate_pid, r.gate_start_time, emulator.endpoint]
+    declared = sorted(repr(d) for d in getattr(emulator, "known_deviations", ()))
+    checks = list(contract_checks(type(emulator)))
+    processes = [r.pid, r.start_time, r.gate_pid, r.gate_start_time, emulator.endpoint]
+    return [FORMAT, *processes, checks, declared]
 
 
 def verdict(emulator: RunningEmulator) -> Outcome:
