@@ -23,6 +23,7 @@ from harness.conformance.contract.reliance import (
     every,
     finding,
 )
+from harness.conformance.contract.s3_reads import RangedReads
 
 PART = 5 * 1024 * 1024
 """The smallest part S3 takes but for the last."""
@@ -75,7 +76,7 @@ def status_of(e: BaseException) -> int | None:
     return response.get("ResponseMetadata", {}).get("HTTPStatusCode") if response else None
 
 
-class Probes(BaseProbes):
+class Probes(RangedReads, BaseProbes):
     """The S3 checks of one emulator, in a bucket of the user's and one of the other's."""
 
     def __init__(self, emulator: Any) -> None:
@@ -389,51 +390,6 @@ class Probes(BaseProbes):
                     f"GetObject {key} {headers} (ETag {tag})",
                     text,
                 )
-
-    def ranged_get(self) -> None:
-        """Range: bytes=first-last gets those bytes with 206."""
-        self.check_range("get/ranged", "bytes=10-19", slice(10, 20))
-
-    def suffix_range(self) -> None:
-        """Range: bytes=-N gets the last N bytes with 206."""
-        self.check_range("get/suffix", "bytes=-5", slice(-5, None))
-
-    def range_past_end(self) -> None:
-        """Range: bytes=SIZE- is refused with 416 (InvalidRange)."""
-        key = "get/past-end"
-        self.put(key, os.urandom(1000))
-        self.check_range_past_end(
-            lambda: bytes(
-                self.s3.get_object(Bucket=self.bucket, Key=key, Range="bytes=1000-")["Body"].read()
-            ),
-            416,
-            f"GetObject {key} Range: bytes=1000- (of 1000 bytes)",
-        )
-
-    def check_range(self, key: str, rng: str, want: slice) -> None:
-        """A GET of ``key`` with Range ``rng`` answers 206 with ``data[want]``."""
-        data = os.urandom(1000)
-        self.put(key, data)
-        request = f"GetObject {key} Range: {rng} (of {len(data)} bytes)"
-        try:
-            got = self.s3.get_object(Bucket=self.bucket, Key=key, Range=rng)
-            status = got["ResponseMetadata"]["HTTPStatusCode"]
-            body = got["Body"].read()
-        except Exception as e:
-            if type(e).__name__ != "FlexibleChecksumError":
-                raise
-            raise ContractFailure(
-                "answers a ranged GET with a checksum header (x-amz-checksum-*) that is "
-                "not the range's (S3 sends none for a range), so the SDK rejects the body",
-                request,
-                str(e),
-            ) from e
-        if status != 206 or body != data[want]:
-            raise ContractFailure(
-                "serves a ranged GET wrongly",
-                request,
-                f"HTTP {status}, {len(body)} bytes, Content-Range {got.get('ContentRange')}",
-            )
 
     def keys(self) -> None:
         """The user's and the other's keys work (each in its own bucket); unknown and
