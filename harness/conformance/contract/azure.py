@@ -12,7 +12,6 @@ from typing import Any
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
 from harness.conformance.contract.probes import (
-    ORDER,
     TREE,
     BaseProbes,
     ConditionalRead,
@@ -167,10 +166,7 @@ class Probes(BaseProbes):
 
     def order_keys(self, page: int) -> list[str]:
         """The names under order/ (put once), listed ``page`` a page, every page."""
-        if not getattr(self, "_order_put", False):
-            for key in ORDER:
-                self.put(key, b"o")
-            self._order_put = True
+        self.put_order_keys()
         pages = self.container.list_blobs(name_starts_with="order/", results_per_page=page)
         return [b.name for p in pages.by_page() for b in p]
 

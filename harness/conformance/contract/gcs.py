@@ -15,7 +15,6 @@ from typing import Any
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
 from harness.conformance.contract.probes import (
-    ORDER,
     TREE,
     BaseProbes,
     ConditionalRead,
@@ -147,10 +146,7 @@ class Probes(BaseProbes):
 
     def order_keys(self, page: int) -> list[str]:
         """The names under order/ (put once), listed ``page`` a page, every page."""
-        if not getattr(self, "_order_put", False):
-            for key in ORDER:
-                self.put(key, b"o")
-            self._order_put = True
+        self.put_order_keys()
         return [b.name for b in self.gcs.list_blobs(self.name, prefix="order/", page_size=page)]
 
     def order(self) -> None:

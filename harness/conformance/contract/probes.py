@@ -107,6 +107,7 @@ class BaseProbes:
         self.emulator = emulator
         self.tag = ""
         """A target run's tag for bucket names (empty on the local cloud)."""
+        self._order_put = False
         self._stack = ExitStack()
 
     def own_bucket(self, what: str) -> str:
@@ -120,6 +121,17 @@ class BaseProbes:
         if target is not None and not target.has_other:
             return None
         return bucket(self.emulator, what, OTHER, self.tag)
+
+    def put(self, key: str, data: bytes) -> Any:
+        """Write ``data`` to ``key`` in the user's bucket (each API's probes)."""
+        raise NotImplementedError
+
+    def put_order_keys(self) -> None:
+        """The ORDER keys, put once (the order and paging checks both list them)."""
+        if not self._order_put:
+            for key in ORDER:
+                self.put(key, b"o")
+            self._order_put = True
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()

@@ -14,7 +14,7 @@ from typing import Any
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
 from harness.conformance.contract.held_put import Account, put_in_two_parts
-from harness.conformance.contract.probes import ORDER, TREE, BaseProbes, random_bodies
+from harness.conformance.contract.probes import TREE, BaseProbes, random_bodies
 from harness.conformance.contract.reliance import (
     COMMON,
     ORDERED_BIG_FILES,
@@ -228,13 +228,6 @@ class Probes(RangedReads, BaseProbes):
                 lambda folder: f"{op} prefix={folder}",  # noqa: B023
                 ("CommonPrefixes", "Contents"),
             )
-
-    def put_order_keys(self) -> None:
-        """The ORDER keys, put once."""
-        if not getattr(self, "_order_put", False):
-            for key in ORDER:
-                self.put(key, b"o")
-            self._order_put = True
 
     def order(self) -> None:
         """Listings (V2 and V1) are in UTF-8 key order."""
