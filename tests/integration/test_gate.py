@@ -844,6 +844,15 @@ def test_small_responses_do_not_stall(emulators: Emulators, store_name: str) -> 
     assert nodelay, f"no TCP_NODELAY on the gate's end; answers took {times} s"
 
 
+def _link(fd: Path) -> str | None:
+    """What an fd of another process points at; None if it was closed meanwhile (the gate
+    serves other connections while this test lists its fds; ours stays open)."""
+    try:
+        return os.readlink(fd)
+    except FileNotFoundError:
+        return None
+
+
 def _peer_socket(pid: int, ours: Any) -> Any:
     """A duplicate of process ``pid``'s end of our TCP connection ``ours`` (same network
     namespace as ours: the gate's listening socket is in the host's)."""
@@ -860,9 +869,7 @@ def _peer_socket(pid: int, ours: Any) -> Any:
             inode = cols[9]
     assert inode is not None, "the gate's end of the connection is not in /proc/net/tcp"
     fds = [
-        int(fd.name)
-        for fd in Path(f"/proc/{pid}/fd").iterdir()
-        if os.readlink(fd) == f"socket:[{inode}]"
+        int(fd.name) for fd in Path(f"/proc/{pid}/fd").iterdir() if _link(fd) == f"socket:[{inode}]"
     ]
     assert fds, f"process {pid} holds no socket:[{inode}]"
     pidfd = os.pidfd_open(pid)
