@@ -6,6 +6,7 @@ it without leaving an object; see each store's ``access``).
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ class MountPlan:
     kind: str
     bucket: str
     action: str
+    access: str = ""
+    """``read-write`` or ``read-only`` for a mount, '' for a copy."""
 
 
 def _size(n: int) -> str:
@@ -102,13 +105,19 @@ def mount_plans(task: Task, config: SkycoreConfig) -> list[MountPlan]:
         for fut in url_checks:
             fut.result()
         results: dict[str, StoragePlan] = {dst: f.result() for dst, f in checks.items()}
-    out = []
-    for dst, src in task.file_mounts.items():
-        store = parse_url(src).store if is_cloud_url(src) else "-"
-        out.append(MountPlan(dst, src, store, "COPY", "plain copy", src, "copy to every node"))
+    out = [_plain_copy(dst, src) for dst, src in task.file_mounts.items()]
     for dst, st in storages:
         out.append(_describe(dst, st, results[dst], config))
     return out
+
+
+def _access(st: Storage, plan: StoragePlan) -> tuple[str, str]:
+    """(``read-write`` or ``read-only``, why read-only) of the bucket's mount on a node."""
+    if st.mount_options.read_only:
+        return "read-only", " (the entry's type or config asks for it)"
+    if plan.read_only:
+        return "read-only", " (your credentials cannot write to it)"
+    return "read-write", ""
 
 
 def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -> MountPlan:
@@ -119,9 +128,13 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
         actions.append(
             f"upload {plan.upload_files} files ({_size(plan.upload_bytes)}) from {st.source}"
         )
-    actions.append("copy to every node" if st.mode.value == "COPY" else "mount on every node")
-    if (plan.read_only or st.mount_options.read_only) and st.mode.is_mount:
-        actions.append("read-only")
+    access = ""
+    if st.mode.is_mount:
+        access, why = _access(st, plan)
+        actions.append(f"mount {access} on every node{why}")
+    else:
+        what = f"the objects under {st.prefix}" if st.prefix else "the bucket's objects"
+        actions.append(f"copy {what} to every node (a snapshot: writes stay on the node)")
     if plan.note and "read-only" not in plan.note:
         actions.append(plan.note)
     kind = st.kind.replace("_", "-")
@@ -135,7 +148,18 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
         kind=kind,
         bucket=str(st.url(config)),
         action=", ".join(actions),
+        access=access,
     )
+
+
+def _plain_copy(dst: str, src: str) -> MountPlan:
+    """A plain file_mounts entry: a local path or a bucket URL copied to every node."""
+    if is_cloud_url(src):
+        store, what = parse_url(src).store, f"bucket path {src}"
+    else:
+        store, what = "-", f"local {'folder' if os.path.isdir(src) else 'file'} {src}"
+    action = f"copy {what} to every node"
+    return MountPlan(dst, src, store, "COPY", "plain copy", src, action, access="")
 
 
 def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:

@@ -25,10 +25,32 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
 
 
+COLUMNS = ("Destination", "Store", "Mode", "Kind", "Bucket / URL", "Action")
+
+
 def render(renderable: object) -> str:
     buf = io.StringIO()
-    Console(file=buf, width=250).print(renderable)
+    Console(file=buf, width=400).print(renderable)
     return buf.getvalue()
+
+
+def table_rows(out: str) -> dict[str, dict[str, str]]:
+    """The File mounts table of a rendered plan: {destination: {column: cell}}, a cell folded
+    over several lines joined with spaces."""
+    rows: dict[str, dict[str, str]] = {}
+    last: dict[str, str] | None = None
+    for line in out.splitlines():
+        if line.count("│") != len(COLUMNS) + 1:
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells[0] == "Destination":
+            continue
+        if cells[0] and cells[0] not in rows:
+            last = rows[cells[0]] = dict(zip(COLUMNS, cells, strict=True))
+        elif last is not None:
+            for col, cell in zip(COLUMNS, cells, strict=True):
+                last[col] = f"{last[col]} {cell}".strip()
+    return rows
 
 
 def test_dryrun_plan_lists_everything_and_changes_nothing(
@@ -153,3 +175,83 @@ def test_dryrun_shows_presets_node_shape_and_order_given_up(
         "creation order)"
     ]
     assert core_state.list_storage() == [] and core_state.list_clusters() == []
+
+
+def test_dryrun_action_states_each_mounts_access(
+    store: str,
+    store_emulator: RunningEmulator,
+    store_config: SkycoreConfig,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    """The Action cell says how every node gets each entry: a new sky-managed bucket (with
+    or without a source, MOUNT or MOUNT_CACHED) is read-write, an external bucket is what
+    the user's credentials allow (theirs, private or public: read-write; another account's
+    public one: read-only), and a copy says what it copies."""
+    em = store_emulator
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    new = {m: unique_name(f"new-{m}") for m in ("mount", "cached", "scratch", "copy")}
+    with (
+        emulator_bucket(em, "prv", owner="user", public=False) as (_p, private_url),
+        emulator_bucket(em, "pub", owner="user", public=True) as (_q, public_url),
+        emulator_bucket(em, "oth", owner="other", public=True, objects={"x/y": b"y"}) as (
+            _o,
+            other_url,
+        ),
+    ):
+        task = Task.from_dict(
+            {
+                "file_mounts": {
+                    "/new-mount": {"name": new["mount"], "source": str(src), "store": store},
+                    "/new-cached": {
+                        "name": new["cached"],
+                        "source": str(src),
+                        "store": store,
+                        "mode": "MOUNT_CACHED",
+                    },
+                    "/new-scratch": {"name": new["scratch"], "store": store, "mode": "MOUNT"},
+                    "/new-copy": {
+                        "name": new["copy"],
+                        "source": str(src),
+                        "store": store,
+                        "mode": "COPY",
+                    },
+                    "/private": {"source": private_url, "mode": "MOUNT_CACHED"},
+                    "/public": {"source": public_url, "mode": "MOUNT"},
+                    "/other": {"source": other_url, "mode": "MOUNT"},
+                    "/other-cached": {"source": other_url, "mode": "MOUNT_CACHED"},
+                    "/other-copy": {"source": other_url, "mode": "COPY"},
+                    "/plain-url": other_url + "/x/y",
+                    "/plain-local": str(src),
+                },
+                "run": "true",
+            }
+        )
+        rows = table_rows(render(dryrun_plan(task, store_config)))
+        assert core_state.list_storage() == []
+    upload = f"upload 1 files (1 B) from {src}"
+    read_write = "mount read-write on every node"
+    read_only = "mount read-only on every node (your credentials cannot write to it)"
+    snapshot = "copy the bucket's objects to every node (a snapshot: writes stay on the node)"
+    assert {dst: row["Action"] for dst, row in rows.items()} == {
+        "/new-mount": f"create bucket, {upload}, {read_write}",
+        "/new-cached": f"create bucket, {upload}, {read_write}",
+        "/new-scratch": f"create bucket, {read_write}",
+        "/new-copy": f"create bucket, {upload}, {snapshot}",
+        "/private": read_write,
+        "/public": read_write,
+        "/other": read_only,
+        "/other-cached": read_only,
+        "/other-copy": snapshot,
+        "/plain-url": f"copy bucket path {other_url}/x/y to every node",
+        "/plain-local": f"copy local folder {src} to every node",
+    }
+    assert {dst: row["Mode"] for dst, row in rows.items() if dst.startswith("/new")} == {
+        "/new-mount": "MOUNT",
+        "/new-cached": "MOUNT_CACHED",
+        "/new-scratch": "MOUNT",
+        "/new-copy": "COPY",
+    }
+    assert rows["/private"]["Kind"] == "external" and rows["/new-mount"]["Kind"] == "sky-managed"
