@@ -11,12 +11,12 @@ from rich.markup import escape
 
 from skycore import core, execution, state
 from skycore.cli.app import JSON_HELP, cli, console, styled
-from skycore.cli.common import check_cluster_name, handle_errors
+from skycore.cli.common import check_cluster_name, handle_errors, missing_clusters, require_clusters
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
 from skycore.core.nodes import node_resources_text
-from skycore.errors import ProvisionError, UserError
+from skycore.errors import ClusterError, ProvisionError, UserError
 from skycore.humanize import ago
 
 
@@ -32,8 +32,7 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     With -r, clusters whose nodes no longer match the record (removed or stopped outside
     skycore) become INIT with the reason; 'skycore launch' repairs them.
     """
-    for name in clusters:
-        check_cluster_name(name, "CLUSTER")
+    require_clusters(clusters)
     records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
     if not records and not as_json:
         console.print("No existing clusters.")
@@ -114,6 +113,14 @@ def _cluster_json(r: state.ClusterRecord) -> dict[str, Any]:
 def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> list[str]:
     for name in names:
         check_cluster_name(name, "CLUSTER")
+    if verb == "tear down":
+        # A cluster with nodes but no record is one 'down' removes.
+        config = load_config()
+        missing = [n for n in names if not _record_or_nodes(n, config)]
+        if missing:
+            raise missing_clusters(missing)
+    else:
+        require_clusters(names)
     if all_:
         names = tuple(r.name for r in state.list_clusters())
     if not names:
@@ -121,6 +128,15 @@ def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> l
     if not yes and not click.confirm(f"{verb.capitalize()} {', '.join(names)}?", default=True):
         raise click.Abort()
     return list(names)
+
+
+def _record_or_nodes(name: str, config: Any) -> bool:
+    """True when cluster ``name`` has a record or nodes."""
+    try:
+        core.existing_or_nodes(name, config)
+    except ClusterError:
+        return False
+    return True
 
 
 def _lifecycle_command(name: str, verb: str, action: Callable[..., Any], help_text: str) -> None:

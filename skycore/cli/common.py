@@ -1,10 +1,10 @@
 """What the ``skycore`` command lines share: known failures become one clear paragraph and
-an exit code (never a traceback), and ``--env KEY=VALUE`` parsing."""
+an exit code (never a traceback), cluster names, and the one sentence for a missing
+cluster."""
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -12,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import core
+from skycore import core, state
 from skycore.config import ConfigError
 from skycore.errors import ProvisionError, StageError, UserError
 
@@ -53,25 +53,6 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
     return decorate
 
 
-def parse_envs(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``--env KEY=VALUE`` options as a dict; ``--env KEY`` takes KEY's value from the local
-    environment (as SkyPilot does). A clear UserError for an unset or malformed one."""
-    envs: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not key:
-            raise UserError(f"--env {pair!r}: expected KEY=VALUE or KEY (e.g. --env RUN_ID=abc).")
-        if not sep:
-            if key not in os.environ:
-                raise UserError(
-                    f"--env {key}: {key} is not set in your environment; pass --env {key}=VALUE "
-                    f"or export {key} first."
-                )
-            value = os.environ[key]
-        envs[key] = value
-    return envs
-
-
 def check_cluster_name(name: str, field: str = "cluster name") -> str:
     """``name`` if it is a valid cluster name, else a UserError (exit 2) naming the fix;
     called before anything touches the filesystem."""
@@ -79,3 +60,30 @@ def check_cluster_name(name: str, field: str = "cluster name") -> str:
     if problem:
         raise UserError(f"{field}: {problem}")
     return name
+
+
+def missing_clusters(names: list[str]) -> UserError:
+    """The one error (exit 2) for clusters that do not exist, the same for every command."""
+    shown = ", ".join(f"'{n}'" for n in names)
+    subject = f"Cluster {shown} does" if len(names) == 1 else f"Clusters {shown} do"
+    return UserError(
+        f"{subject} not exist: 'skycore status' lists the clusters, and 'skycore launch -c "
+        "NAME TASK.yaml' creates one."
+    )
+
+
+def require_clusters(names: list[str] | tuple[str, ...]) -> list[state.ClusterRecord]:
+    """The records of the clusters ``names`` (valid names first, then the missing-cluster
+    error naming every one that does not exist)."""
+    for name in names:
+        check_cluster_name(name, "CLUSTER")
+    records = {n: state.get_cluster(n) for n in names}
+    missing = [n for n, r in records.items() if r is None]
+    if missing:
+        raise missing_clusters(missing)
+    return [r for r in records.values() if r is not None]
+
+
+def require_cluster(name: str) -> state.ClusterRecord:
+    """The record of cluster ``name``, or the missing-cluster error (exit 2)."""
+    return require_clusters([name])[0]

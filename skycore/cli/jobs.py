@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from skycore import core, state
 from skycore.cli.app import JSON_HELP, cli, console, styled
-from skycore.cli.common import check_cluster_name, handle_errors
+from skycore.cli.common import handle_errors, require_cluster, require_clusters
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
@@ -31,12 +31,8 @@ def _duration(start: float | None, end: float | None) -> str:
 @handle_errors()
 def queue(clusters: tuple[str, ...], as_json: bool) -> None:
     """Show the job queue of clusters (all by default)."""
-    for name in clusters:
-        check_cluster_name(name, "CLUSTER")
+    require_clusters(clusters)
     names = list(clusters) or [r.name for r in state.list_clusters()]
-    for name in names:
-        if state.get_cluster(name) is None:
-            raise UserError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
     if as_json:
         print_json([_job_json(j) for name in names for j in core.refresh_jobs(name)])
         return
@@ -86,9 +82,7 @@ def _job_json(j: state.JobRecord) -> dict[str, Any]:
 @handle_errors()
 def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) -> None:
     """Print a job's output (the latest job by default); follow it while it runs."""
-    check_cluster_name(cluster, "CLUSTER")
-    if state.get_cluster(cluster) is None:
-        raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
+    require_cluster(cluster)
     jobs = core.refresh_jobs(cluster)
     if job_id is not None and not any(j.job_id == job_id for j in jobs):
         # Submitted by another terminal or skycore home: the head node's job table has it.
@@ -126,10 +120,7 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
 @handle_errors()
 def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> None:
     """Cancel running jobs of a cluster (kills their processes on every node)."""
-    check_cluster_name(cluster, "CLUSTER")
-    record = state.get_cluster(cluster)
-    if record is None:
-        raise UserError(f"Cluster '{cluster}' does not exist ('skycore status' lists clusters).")
+    record = require_cluster(cluster)
     jobs = core.refresh_jobs(cluster)
     if all_:
         targets = [j for j in jobs if j.status not in state.JOB_TERMINAL]

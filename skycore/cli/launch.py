@@ -6,20 +6,17 @@ import getpass
 import hashlib
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.markup import escape
 
 from skycore import execution, state
 from skycore.cli.app import cli, console, styled
-from skycore.cli.common import check_cluster_name, handle_errors, parse_envs
+from skycore.cli.common import check_cluster_name, handle_errors, require_cluster
+from skycore.cli.task_args import build_task, override_flags, task_options
 from skycore.config import load_config
 from skycore.errors import UserError
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _default_cluster_name() -> str:
@@ -28,56 +25,10 @@ def _default_cluster_name() -> str:
     return f"sky-{suffix}-{user}"
 
 
-def _load_task(entrypoint: str, envs: dict[str, str]) -> Any:
-    from skycore.task import Task
-    from skycore.user_paths import path_exists
-
-    if not entrypoint:
-        raise UserError("ENTRYPOINT is empty: give a task YAML file or a command to run.")
-    # Task.from_yaml checks the path with the one resolver (skycore.user_paths); a string
-    # that names nothing and has no YAML suffix is a command.
-    if Path(entrypoint).suffix in (".yaml", ".yml") or path_exists(entrypoint):
-        return Task.from_yaml(entrypoint, envs)
-    # A bare command: `skycore exec CLUSTER 'echo hi'`.
-    return Task.from_dict({"run": entrypoint}, envs)
-
-
-def _task_options(fn: F) -> F:
-    """SkyPilot's task override options: they win over the YAML."""
-    options = [
-        click.option("-n", "--name", "task_name", help="Task name (overrides the YAML's)."),
-        click.option("--workdir", help="Local folder synced to ~/sky_workdir (overrides)."),
-        click.option("--num-nodes", type=int, help="Number of nodes (overrides num_nodes)."),
-        click.option("--cloud", help="resources.cloud (overrides)."),
-        click.option(
-            "--use-spot/--no-use-spot", default=None, help="resources.use_spot (overrides)."
-        ),
-        click.option("--image-id", help="resources.image_id, e.g. docker:IMAGE (overrides)."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def _apply_overrides(task: Any, overrides: dict[str, Any]) -> Any:
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if not given:
-        return task
-    return task.with_overrides(
-        name=given.get("task_name"),
-        num_nodes=given.get("num_nodes"),
-        cloud=given.get("cloud"),
-        use_spot=given.get("use_spot"),
-        workdir=given.get("workdir"),
-        image_id=given.get("image_id"),
-    )
-
-
 @cli.command()
 @click.argument("entrypoint")
 @click.option("-c", "--cluster", "cluster", help="Cluster name (new or existing).")
-@click.option("--env", "envs", multiple=True, help="KEY=VALUE, or KEY to take it from here.")
-@_task_options
+@task_options
 @click.option("--down", is_flag=True, help="Tear the cluster down when the job finishes.")
 @click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
 @click.option("--no-setup", is_flag=True, help="Skip the setup commands.")
@@ -88,6 +39,8 @@ def launch(
     entrypoint: str,
     cluster: str | None,
     envs: tuple[str, ...],
+    env_file: str | None,
+    secrets: tuple[str, ...],
     down: bool,
     yes: bool,
     no_setup: bool,
@@ -107,7 +60,7 @@ def launch(
             "--down with -d/--detach-run would tear the cluster down under the running job; "
             "use one of them (with -d, run 'skycore down' once 'skycore queue' shows it ended)."
         )
-    task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
+    task = build_task(entrypoint, envs, env_file, secrets, overrides)
     config = load_config()
     if dryrun:
         _dryrun(task, name, config)
@@ -192,18 +145,30 @@ def _finish(result: execution.RunResult) -> None:
 @cli.command(name="exec")
 @click.argument("cluster")
 @click.argument("entrypoint")
-@click.option("--env", "envs", multiple=True, help="KEY=VALUE, or KEY to take it from here.")
-@_task_options
+@task_options
 @click.option("-d", "--detach-run", is_flag=True, help="Return once the run started.")
 @handle_errors()
 def exec_cmd(
-    cluster: str, entrypoint: str, envs: tuple[str, ...], detach_run: bool, **overrides: Any
+    cluster: str,
+    entrypoint: str,
+    envs: tuple[str, ...],
+    env_file: str | None,
+    secrets: tuple[str, ...],
+    detach_run: bool,
+    **overrides: Any,
 ) -> None:
     """Run a task YAML (or a shell command) on an UP cluster: sync workdir, run.
 
-    No provisioning and no setup; the cluster must be UP.
+    No provisioning and no setup; the cluster must be UP. --num-nodes, --cloud, --use-spot
+    and --image-id must fit the cluster as it was launched (a new cluster: launch -c).
     """
-    check_cluster_name(cluster, "CLUSTER")
-    task = _apply_overrides(_load_task(entrypoint, parse_envs(envs)), overrides)
-    result = execution.exec_task(task, cluster, console=console, detach_run=detach_run)
+    require_cluster(cluster)
+    task = build_task(entrypoint, envs, env_file, secrets, overrides)
+    result = execution.exec_task(
+        task,
+        cluster,
+        console=console,
+        detach_run=detach_run,
+        options=override_flags(overrides),
+    )
     _finish(result)

@@ -9,17 +9,20 @@ paragraph (exit 2), never a traceback.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from skycore.cli.common import handle_errors, parse_envs
+from skycore.cli.common import handle_errors
 from skycore.cli.output import is_terminal, make_console, print_json
 from skycore.cli.output import table as new_table
+from skycore.cli.task_args import build_task, task_options
 from skycore.errors import UserError
 from skycore.humanize import ago
 from skycore.managed import core
@@ -30,7 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 console: Console = make_console()
 
-# Exit codes of `jobs launch --follow` / `jobs logs --follow` (as SkyPilot's JobExitCode).
+# Exit codes of `jobs launch` (without -d) / `jobs logs --follow` (as SkyPilot's JobExitCode).
 EXIT_CODES = {
     JobStatus.SUCCEEDED: 0,
     JobStatus.FAILED: 100,
@@ -93,33 +96,80 @@ def jobs() -> None:
 
 @jobs.command("launch")
 @click.argument("entrypoint")
-@click.option("-n", "--name", help="Job name (default: the task's name).")
-@click.option("--use-spot", is_flag=True, help="Run on spot nodes (may be preempted).")
-@click.option("--env", "envs", multiple=True, help="KEY=VALUE; overrides the task's envs.")
-@click.option("-y", "--yes", is_flag=True, help="Accepted for SkyPilot compatibility.")
-@click.option("--follow", is_flag=True, help="Stream the job log until the job ends.")
+@task_options
+@click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")
+@click.option("--dryrun", is_flag=True, help="Show what would happen; change nothing.")
+@click.option("-d", "--detach-run", is_flag=True, help="Return once the job is submitted.")
+@click.option("--follow", "follow_alias", is_flag=True, hidden=True, help="The default now.")
 @_errors
 def launch_cmd(
     entrypoint: str,
-    name: str | None,
-    use_spot: bool,
     envs: tuple[str, ...],
+    env_file: str | None,
+    secrets: tuple[str, ...],
     yes: bool,
-    follow: bool,
+    dryrun: bool,
+    detach_run: bool,
+    follow_alias: bool,
+    **overrides: Any,
 ) -> None:
     """Launch a task YAML as a managed job: its own cluster, torn down when it ends,
-    relaunched from where it left off (its checkpoints) after a preemption."""
-    job = core.launch(entrypoint, name=name, use_spot=use_spot, envs=parse_envs(envs))
+    relaunched from where it left off (its checkpoints) after a preemption. Streams the
+    job's log until it ends (exit 0, 100 failed, 101 no resources, 103 cancelled); with
+    -d, returns once it is submitted. -n names the job."""
+    if follow_alias and detach_run:
+        raise UserError("--follow and -d/--detach-run contradict each other; give one of them.")
+    task = build_task(entrypoint, envs, env_file, secrets, overrides)
+    if dryrun:
+        _dryrun(task)
+        return
+    if not yes and not click.confirm(
+        f"Launching managed job {task.name or '(unnamed)'} ({task.num_nodes} node(s)). Proceed?",
+        default=True,
+    ):
+        raise click.Abort()
+    job = _submit(task)
     spot = " on spot nodes" if job.use_spot else ""
     console.print(
         f"Managed job [bold]{job.job_id}[/bold]{escape(f' ({job.name})' if job.name else '')} "
         f"submitted{spot}; cluster {escape(job.cluster)}. Log: {escape(job.log_path)}",
     )
-    if follow:
+    if not detach_run:
         _follow(job.job_id)
     console.print(
         f"'skycore jobs queue' shows it; 'skycore jobs logs {job.job_id} --follow' streams it."
     )
+
+
+def _submit(task: Any) -> jstate.ManagedJob:
+    """Submit ``task`` as a managed job, through a private copy of its YAML (resolved paths,
+    envs and overrides; the job's folder keeps its own copy)."""
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="skycore-job-") as folder:
+        path = Path(folder) / "task.yaml"
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(task.to_yaml_dict(), sort_keys=False))
+        return core.launch(path, name=task.name, use_spot=bool(task.resources.use_spot))
+
+
+def _dryrun(task: Any) -> None:
+    """What ``jobs launch`` would do: the job on its own new cluster, and the task's plan."""
+    from skycore.config import load_config
+    from skycore.core import provider_of
+    from skycore.plan import dryrun_plan
+
+    provider_of(task)
+    res = task.resources
+    recovery = res.job_recovery.strategy if res.job_recovery else "FAILOVER"
+    console.print(
+        f"Would submit managed job {escape(task.name or '(unnamed)')}: a new cluster of "
+        f"{task.num_nodes} node(s), {'spot' if res.use_spot else 'on-demand'}, recovery "
+        f"{recovery}, torn down when the job ends."
+    )
+    plan = dryrun_plan(task, load_config())
+    if plan is not None:
+        console.print(plan)
 
 
 @jobs.command("queue")
