@@ -132,10 +132,10 @@ class ManagedJobs:
         return spec
 
     def launch(self, spec: dict[str, Any], name: str = "train") -> jstate.ManagedJob:
-        """``skycore jobs launch TASK --use-spot -n NAME`` in a separate process."""
+        """``skycore jobs launch TASK --use-spot -n NAME -d`` in a separate process."""
         path = self.tmp_path / f"{name}-{time.time_ns()}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        result = jobs_cli("launch", str(path), "--use-spot", "-n", name, "-y")
+        result = jobs_cli("launch", str(path), "--use-spot", "-n", name, "-y", "-d")
         assert result.returncode == 0, result.stdout + result.stderr
         m = re.search(r"Managed job (\d+)", result.stdout)
         assert m, result.stdout
