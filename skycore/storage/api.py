@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -212,6 +213,30 @@ class AbstractStore(ABC):
         if anonymous is None:
             return text
         return text + "\n" + mounting.rclone_section(cls.remote_name(True), options | anonymous)
+
+    # --- the account ('skycore check') ------------------------------------------------------
+    @classmethod
+    def check_account(cls, config: SkycoreConfig) -> str:
+        """Try the endpoint and the credentials of the store's config section without
+        changing anything: ask whether a bucket no one created exists (it must not). Returns
+        ``describe_account``; StorageError (one paragraph with the fix) when the endpoint
+        does not answer or refuses the credentials."""
+        probe = cls(f"skycore-check-{uuid.uuid4().hex[:12]}", config)
+        if probe.exists():
+            endpoint = cls.endpoint_label or f"{cls.store_name} endpoint"
+            raise StorageAccessError(
+                f"the {endpoint} refused the credentials of the '{cls.config_section}' section "
+                f"of the skycore config (it would not say that {probe.url}, which no one "
+                "created, does not exist). Fix the credentials in that section, or run "
+                "'harness up' to write the local cloud's."
+            )
+        return cls.describe_account(probe.section)
+
+    @classmethod
+    def describe_account(cls, section: Any) -> str:
+        """Where and as whom config ``section`` reaches the store, for 'skycore check' (never
+        a secret); default: the section's name."""
+        return f"credentials of the '{cls.config_section}' config section"
 
     # --- identity ---------------------------------------------------------------------------
     @property

@@ -98,6 +98,11 @@ class AzureBlobStore(AbstractStore):
             {},
         )
 
+    @classmethod
+    def describe_account(cls, section: Any) -> str:
+        """The blob endpoint and the account (never its key)."""
+        return f"endpoint {section.blob_endpoint()}, credentials of account {section.account_name}"
+
     @property
     def own_account(self) -> bool:
         """True when the container lives in the user's own storage account."""

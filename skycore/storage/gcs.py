@@ -110,6 +110,13 @@ class GcsStore(AbstractStore):
         )
         return cls.rclone_remotes(options, auth, anonymous={"anonymous": "true"})
 
+    @classmethod
+    def describe_account(cls, section: Any) -> str:
+        """The endpoint, the project and the kind of credentials (never the token)."""
+        who = "an access token" if section.access_token else "application default credentials"
+        endpoint = section.api_endpoint or "the default"
+        return f"endpoint {endpoint}, project {section.project}, credentials: {who}"
+
     def _options(self) -> dict[str, Any]:
         return {"api_endpoint": self.section.api_endpoint} if self.section.api_endpoint else {}
 

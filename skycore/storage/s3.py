@@ -126,6 +126,12 @@ class S3Store(AbstractStore):
             }
         return cls.rclone_remotes(options, creds, anonymous={"env_auth": "false"})
 
+    @classmethod
+    def describe_account(cls, section: Any) -> str:
+        """The endpoint and the access key id (never the secret)."""
+        who = section.access_key_id or "the default AWS credential chain"
+        return f"endpoint {section.endpoint_url or 'the default'}, credentials of user {who}"
+
     def _make_client(self, anonymous: bool) -> Any:
         """One boto3 client per endpoint, credentials and signing mode, shared by every
         S3Store of the process (a new Session costs ~0.5 s of CPU; clients are
