@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from skycore import node_images
 from skycore.config import SkycoreConfig
 from skycore.storage import Storage, StorageAccessError, StoragePlan, make_store, parse_url
 from skycore.storage.common import is_cloud_url
@@ -165,9 +166,12 @@ def _plain_copy(dst: str, src: str) -> MountPlan:
 def dryrun_plan(task: Task, config: SkycoreConfig) -> RenderableType:
     """Validate ``task`` (including bucket access) without creating or changing anything and
     return a rich renderable of the plan: stages, nodes, each mount (store, mode, bucket
-    kind) and the buckets to create. Raises a UserError (exit 2) on any problem."""
-    mounts = mount_plans(task, config)
+    kind) and the buckets to create. Raises a UserError (exit 2) on any problem, also an
+    ``image_id`` the local provider cannot run (``node_images.usable_image``: only reads)."""
     res = task.resources
+    if res.image_id:
+        node_images.usable_image(res.image_id, config)
+    mounts = mount_plans(task, config)
     lines: list[RenderableType] = []
     title = f"Plan for task {escape(task.name)}" if task.name else "Plan"
     lines.append(Text.from_markup(f"[bold]{title}[/bold] (dry run: nothing was changed)"))

@@ -25,8 +25,10 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
+from skycore import node_images
 from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
+from skycore.errors import UserError
 from skycore.provision import (
     ClusterInfo,
     NodeResources,
@@ -81,16 +83,15 @@ __all__ = [
 ]
 
 
-def resolve_image(image_id: str | None, config: SkycoreConfig) -> str:
-    """The local image for nodes: ``docker:<image>`` from the task, else the configured one."""
-    if image_id:
-        if not image_id.startswith("docker:"):
-            raise ProvisionError(
-                f"resources.image_id: {image_id!r} is not a container image. Use "
-                "'docker:<local image>' (e.g. docker:skycore-node:latest) or leave it out."
-            )
-        return image_id[len("docker:") :]
-    return config.docker.image
+def resolve_image(image_id: str | None, config: SkycoreConfig, on_engine: bool = False) -> str:
+    """The local image for nodes: ``docker:<image>`` from the task, else the configured one;
+    ProvisionError saying why and what to give instead if the provider cannot run it (with
+    ``on_engine``, also when it is not on the engine). The check is
+    ``skycore.node_images.usable_image``, the dry run's too."""
+    try:
+        return node_images.usable_image(image_id, config, on_engine=on_engine)
+    except UserError as e:
+        raise ProvisionError(e.message) from None
 
 
 def _create(
@@ -174,17 +175,6 @@ def _install_runtimes(created: dict[int, Container], image: str, cluster_name: s
     parallel(install, sorted(created))
 
 
-def _check_image(image: str, config: SkycoreConfig) -> None:
-    try:
-        client(config).images.get(image)
-    except docker.errors.ImageNotFound as e:
-        raise ProvisionError(
-            f"The node image {image!r} is not on the docker engine at {config.docker.host} "
-            "(images are never pulled). Build it with 'harness up', or set "
-            "resources.image_id to 'docker:<an image listed by docker images>'."
-        ) from e
-
-
 @engine_errors
 def run_instances(
     cluster_name: str,
@@ -197,7 +187,7 @@ def run_instances(
     The nodes it creates get ``resources``; a resumed node keeps what it was made with."""
     cfg = config_or_load(config)
     resources = resources or NodeResources()
-    image = resolve_image(image_id, cfg)
+    image = resolve_image(image_id, cfg)  # a wrong kind of id is refused before any engine call
     existing = list_nodes(cluster_name, cfg)
     todo: list[tuple[int, Container | None]] = []
     for rank in range(num_nodes):
@@ -207,7 +197,7 @@ def run_instances(
     new = sum(1 for _, c in todo if c is None or status_of(c) is None)
     if new:
         limits.check(resources, new, cfg)
-        _check_image(image, cfg)
+        resolve_image(image_id, cfg, on_engine=True)
     with contextlib.ExitStack() as stack:
         if resources.disk_size_gib is not None or docker_disks.in_use(cluster_name, existing):
             stack.enter_context(disks.cluster_lock(cluster_name))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,6 +13,7 @@ import docker.errors
 import requests
 from docker.models.containers import Container
 
+from skycore import node_images
 from skycore.config import SkycoreConfig, load_config
 from skycore.provision import ClusterInfo, NodeInfo, NodeStatus, ProvisionError
 
@@ -25,10 +25,6 @@ LABEL_HOSTNAME = "skycore.hostname"
 LABEL_DISK = "skycore.disk"
 """The host folder of a node's own disk (only on nodes launched with a disk_size)."""
 STOP_TIMEOUT_S = 2
-
-_clients: dict[str, docker.DockerClient] = {}
-_clients_lock = threading.Lock()
-
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,18 +53,9 @@ def config_or_load(config: SkycoreConfig | None) -> SkycoreConfig:
 
 
 def client(config: SkycoreConfig | None = None) -> docker.DockerClient:
-    """A docker SDK client for the configured engine (cached per host)."""
-    host = config_or_load(config).docker.host
-    with _clients_lock:
-        if host not in _clients:
-            try:
-                _clients[host] = docker.DockerClient(base_url=host, version="auto", timeout=120)
-            except docker.errors.DockerException as e:
-                raise ProvisionError(
-                    f"Cannot reach the docker engine at {host} (docker.host in config.yaml): "
-                    f"{e}. Start it with 'harness up' or fix docker.host."
-                ) from e
-        return _clients[host]
+    """A docker SDK client for the configured engine (cached per host, shared with the dry
+    run's image check: ``skycore.node_images.client``)."""
+    return node_images.client(config_or_load(config))
 
 
 def container_name(cluster_name: str, rank: int) -> str:
