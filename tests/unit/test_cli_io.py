@@ -199,3 +199,71 @@ def test_jobs_queue_piped_prints_every_column_whole(home: Path) -> None:
     )
     assert rows[0]["status"] == "CANCELLED" and rows[0]["status_reason"] == reason
     assert rows[0]["submitted_at"] <= time.time()
+
+
+MISSING_COMMANDS = [
+    ("status", "nope"),
+    ("status", "nope", "--json"),
+    ("queue", "nope"),
+    ("logs", "nope"),
+    ("cancel", "nope", "--all", "-y"),
+    ("stop", "nope", "-y"),
+    ("start", "nope", "-y"),
+    ("exec", "nope", "echo hi"),
+]
+
+
+@pytest.mark.parametrize("args", MISSING_COMMANDS, ids=lambda a: "-".join(a[:1] + a[2:3]))
+def test_a_missing_cluster_is_exit_2_and_one_sentence(home: Path, args: tuple[str, ...]) -> None:
+    code, out = run(*args)
+    assert code == 2, out
+    assert " ".join(out.split()) == (
+        "Error: Cluster 'nope' does not exist: 'skycore status' lists the clusters, and "
+        "'skycore launch -c NAME TASK.yaml' creates one."
+    )
+
+
+def test_status_names_every_missing_cluster_and_lists_none_without_names(home: Path) -> None:
+    assert run("status") == (0, "No existing clusters.\n")
+    _record_cluster("here")
+    code, out = run("status", "here", "gone", "lost")
+    assert code == 2 and "Clusters 'gone', 'lost' do not exist" in " ".join(out.split()), out
+    code, out = run("status", "here")
+    assert code == 0 and "here" in out, out
+
+
+def test_env_file_is_read_as_dotenv_and_env_wins(home: Path, tmp_path: Path) -> None:
+    from skycore.cli.task_args import build_task
+
+    (tmp_path / "t.yaml").write_text("envs:\n  A: yaml\n  B: yaml\n  C: yaml\nrun: x\n")
+    (tmp_path / "vars.env").write_text(
+        "# a comment\nexport A=from-file\nB='quoted value'  # trailing\n\nD=only-file\n"
+    )
+    task = build_task("t.yaml", ("A=from-env",), "vars.env", (), {})
+    assert task.envs == {"A": "from-env", "B": "quoted value", "C": "yaml", "D": "only-file"}
+    code, out = run("launch", "t.yaml", "--env-file", "vars.env", "--dryrun", "-c", "ok")
+    assert code == 0, out
+    (tmp_path / "bad.env").write_text("A=1\nnot a pair\n")
+    code, out = run("launch", "t.yaml", "--env-file", "bad.env", "--dryrun", "-c", "ok")
+    assert code == 2 and "--env-file bad.env, line 2: 'not a pair' is not KEY=VALUE" in out, out
+    code, out = run("exec", "ok", "t.yaml", "--env-file", "missing.env")
+    assert code == 2 and "does not exist" in out, out  # the cluster is checked first
+    code, out = run("launch", "t.yaml", "--env-file", "missing.env", "--dryrun", "-c", "ok")
+    assert code == 2 and "--env-file missing.env: cannot read it" in out, out
+
+
+def test_jobs_launch_dryrun_shows_the_plan_with_overrides_and_submits_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    from skycore.state import managed_jobs as jstate
+
+    (tmp_path / "t.yaml").write_text("name: a\nrun: echo hi\n")
+    args = ["launch", "t.yaml", "--dryrun", "--num-nodes", "2", "--use-spot", "-n", "train"]
+    result = CliRunner().invoke(jobs_cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "Would submit managed job train: a new cluster of 2 node(s), spot" in out, out
+    assert "Plan for task train" in out and "Nodes: 2" in out, out
+    assert jstate.list_jobs() == []
+    result = CliRunner().invoke(jobs_cli, ["launch", "t.yaml", "-d", "--follow"])
+    assert result.exit_code == 2 and "--follow and -d/--detach-run" in result.output
