@@ -45,6 +45,7 @@ status: venv
 ## The main job: launch the seed's comp_test.yaml on the local cloud, then tear it down.
 demo: up
 	$(BIN)/skycore launch tests/fixtures/comp_test.yaml -c comp-test --env RUN_ID=$(RUN_ID) -y --down
+	@echo "demo: done. skycore and harness are in $(BIN); put them on your PATH with: source $(BIN)/activate"
 
 ## The whole test suite: lint, unit tests (no cloud), integration tests (real emulators,
 ## dockerd, FUSE), then smoke tests on every registered store. The suites run one after the
