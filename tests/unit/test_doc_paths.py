@@ -21,7 +21,7 @@ on). What is looked for, anywhere in a page (prose, backticked spans, tables, co
 Out of scope, and why (OUT_OF_SCOPE below): paths that are not in the repository (`~`,
 `$HOME`, `$HARNESS_HOME`, absolute paths such as `/tmp` or a node's `/var/lib/...`), paths
 under `build/` (written by `make test`, not kept), placeholders (a part holding `<...>`,
-`NAME`, `STORE`, `X`, `...`), URLs, and paths of other projects that do not start with one
+`NAME`, `STORE`, `X`, `N`, `...`), URLs, and paths of other projects that do not start with one
 of our top-level folders (`vfs/dir.go` in rclone, `path/to/your-backend`). Bare file names
 without a folder (`layers.toml`) are not checked: they name no place.
 
@@ -53,7 +53,7 @@ OUT_OF_SCOPE = {
 caches) and *.egg-info are out too: they are made by tools, not kept in the repository."""
 
 PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…|(?<![A-Za-z])(?:NAME|STORE|X|N)(?![A-Za-z])")
-"""A part of a path or name that stands for something: `<store>`, `NAME`, `X`, `...`."""
+"""A part of a path or name that stands for something: `<store>`, `NAME`, `X`, `N`, `...`."""
 
 
 def repo_folders() -> list[str]:
