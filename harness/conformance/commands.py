@@ -92,7 +92,7 @@ def _run(argv: list[str]) -> int:
     "stores",
     multiple=True,
     metavar="NAME",
-    help="store to check (repeatable; default: all, or the target's)",
+    help="store to check, by name or alias (repeatable; default: all, or the target's)",
 )
 @click.option(
     "--target",
@@ -144,6 +144,9 @@ def conform_command(
         for line in cleanup.sweep(target):
             click.echo(line)
         return
+    from harness.emulators import registry
+
+    stores = tuple(dict.fromkeys(registry.resolve_store(s) for s in stores))
     if target is not None:
         if stores and stores != (target.store,):
             raise click.UsageError(
@@ -151,8 +154,6 @@ def conform_command(
                 f"'{target.store}'."
             )
         stores = (target.store,)
-    from harness.emulators import registry
-
     registry.check_stores(stores)
     label = "the local cloud" if target is None else f"the endpoint in {target_path}"
     run_id = new_run_id()
@@ -171,11 +172,12 @@ def conform_command(
 @click.command("target")
 @click.argument("store")
 def target_command(store: str) -> None:
-    """Print a target file for STORE on the local cloud: the gate's endpoint, the user's
-    and the other account's credentials (never the admin token). Redirected into a file,
-    the file is made readable by its owner only."""
-    from harness.emulators import fleet
+    """Print a target file for STORE (a store or its alias) on the local cloud: the gate's
+    endpoint, the user's and the other account's credentials (never the admin token).
+    Redirected into a file, the file is made readable by its owner only."""
+    from harness.emulators import fleet, registry
 
+    store = registry.resolve_store(store)
     emulator = fleet.get(store)
     text = dump_target(
         store,

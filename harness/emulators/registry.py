@@ -53,15 +53,11 @@ def store_names() -> tuple[str, ...]:
 
 def get_emulator_class(store: str) -> type[RunningEmulator]:
     """The emulator of ``store``; UnknownEmulatorError names it and lists the registered."""
-    classes = emulator_classes()
     try:
-        return classes[store]
+        return emulator_classes()[store]
     except KeyError:
         check_loaded(store)
-        raise UnknownEmulatorError(
-            f"Unknown store '{store}': no emulator is registered for it. Registered stores: "
-            f"{', '.join(classes) or 'none'} (entry-point group '{GROUP}')."
-        ) from None
+        raise UnknownEmulatorError(_unknown(store)) from None
 
 
 def check_loaded(store: str) -> None:
@@ -75,9 +71,51 @@ def check_stores(stores: tuple[str, ...] | list[str]) -> None:
         get_emulator_class(store)
 
 
+def aliases() -> dict[str, str]:
+    """alias -> store: each emulator's ``cli_alias`` (its cloud), the one source of them."""
+    return {c.cli_alias: s for s, c in emulator_classes().items() if c.cli_alias}
+
+
 def store_of_alias(alias: str) -> str | None:
     """The store whose emulator has ``alias`` as its cli_alias (None if none has)."""
-    return next((s for s, c in emulator_classes().items() if c.cli_alias == alias), None)
+    return aliases().get(alias)
+
+
+def find_store(name: str) -> str | None:
+    """The registered store that ``name`` names, by its name or its alias, in any case
+    (None if none)."""
+    classes, by_alias = emulator_classes(), aliases()
+    for candidate in dict.fromkeys((name, name.lower())):
+        store = candidate if candidate in classes else by_alias.get(candidate)
+        if store is not None:
+            return store
+    return None
+
+
+def resolve_store(name: str) -> str:
+    """The store that ``name`` (a store's name or alias) names: every harness command and
+    option that takes a store resolves it here. UnknownEmulatorError lists the stores with
+    their aliases; EmulatorLoadError if the store's package failed to load."""
+    store = find_store(name)
+    if store is None:
+        check_loaded(name)
+        raise UnknownEmulatorError(_unknown(name))
+    return store
+
+
+def described_stores() -> str:
+    """The registered stores, each with its alias when it has another: ``NAME (ALIAS), ...``."""
+    by_store = {store: alias for alias, store in aliases().items() if alias != store}
+    named = [f"{s} ({by_store[s]})" if s in by_store else s for s in emulator_classes()]
+    return ", ".join(named) or "none"
+
+
+def _unknown(name: str) -> str:
+    return (
+        f"Unknown store '{name}': no emulator is registered for it. Registered stores: "
+        f"{described_stores()}; a store's package registers it under the entry-point group "
+        f"'{GROUP}'."
+    )
 
 
 def add_emulator(cls: type[RunningEmulator]) -> None:

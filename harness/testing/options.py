@@ -15,15 +15,10 @@ from harness.testing.store_selection import CAPABILITY_MARKER, aliases, markers
 def _store_option(value: str) -> str:
     """--store's value: a store name or an emulator's alias, optionally as 'smoke-NAME' (the
     per-store tox envs pass their own name); anything else lists the registered stores."""
-    name = value.removeprefix("smoke-")
-    store = name if name in registry.store_names() else registry.store_of_alias(name)
-    if store is None:
-        known = ", ".join(registry.store_names())
-        alias_names = ", ".join(sorted(aliases()))
-        raise argparse.ArgumentTypeError(
-            f"unknown store '{value}'; registered stores: {known} (aliases: {alias_names})"
-        )
-    return store
+    try:
+        return registry.resolve_store(value.removeprefix("smoke-"))
+    except (registry.UnknownEmulatorError, registry.EmulatorLoadError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

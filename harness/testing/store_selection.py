@@ -24,8 +24,8 @@ with the reason."""
 
 
 def aliases() -> dict[str, str]:
-    """alias option name -> store, from the emulators' ``cli_alias``."""
-    return {c.cli_alias: s for s, c in registry.emulator_classes().items() if c.cli_alias}
+    """alias option name -> store, from the emulators' ``cli_alias`` (the registry's)."""
+    return registry.aliases()
 
 
 def markers() -> dict[str, str]:
