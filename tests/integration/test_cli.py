@@ -169,14 +169,15 @@ def test_user_errors_are_one_paragraph_exit_2(cluster: str, sky: Run) -> None:
     r = sky("launch", write("ok.yaml", "run: echo\n"), "-c", "Bad_Name", "-y")
     assert r.returncode == 2 and "Cluster name" in r.stderr
     r = sky("exec", cluster, "echo")
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    missing = f"Cluster '{cluster}' does not exist: 'skycore status' lists the clusters"
+    assert r.returncode == 2 and missing in " ".join(r.stderr.split()), r.stderr
     # --env KEY takes KEY from the local environment (as SkyPilot); unset there: a clear error.
     r = sky("launch", "ok.yaml", "-c", cluster, "-y", "--env", "NOEQUALS")
     assert r.returncode == 2 and "NOEQUALS is not set in your environment" in r.stderr
     r = sky("logs", cluster)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    r = sky("down", cluster, "-y")  # no such cluster: only the clean message
-    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    r = sky("down", cluster, "-y")  # no such cluster (no record, no nodes): the one sentence
+    assert r.returncode == 2 and missing in " ".join(r.stderr.split()), r.stderr
     assert "failed" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
 
 
@@ -185,6 +186,11 @@ def test_different_resources_names_both(cluster: str, sky: Run) -> None:
     r = sky("launch", write("two.yaml", "num_nodes: 2\nrun: echo\n"), "-c", cluster, "-y")
     assert r.returncode == 2
     assert "num_nodes=1" in r.stderr and "num_nodes=2" in r.stderr
+    r = sky("exec", cluster, "--cloud", "gcp", "--num-nodes", "2", "echo never")
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "--num-nodes: the task asks for num_nodes=2" in err, err
+    assert "--cloud: the task asks for cloud=gcp" in err and "launch -c" in err, err
+    assert "never" not in r.stdout
 
 
 def test_dryrun_changes_nothing(cluster: str, sky: Run) -> None:
