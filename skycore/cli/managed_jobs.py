@@ -119,6 +119,12 @@ def launch_cmd(
     -d, returns once it is submitted. -n names the job."""
     if follow_alias and detach_run:
         raise UserError("--follow and -d/--detach-run contradict each other; give one of them.")
+    if secrets:
+        raise UserError(
+            "--secret: a managed job's saved task keeps only its secrets' names (never their "
+            "values), so its controller could not give them to the job. Pass the value with "
+            "--env or --env-file, or run the task on a cluster with 'skycore launch --secret'."
+        )
     task = build_task(entrypoint, envs, env_file, secrets, overrides)
     if dryrun:
         _dryrun(task)

@@ -118,7 +118,8 @@ def load_task(entrypoint: str, envs: dict[str, str], secrets: dict[str, str]) ->
         raise UserError("ENTRYPOINT is empty: give a task YAML file or a command to run.")
     # Task.from_yaml checks the path with the one resolver (skycore.user_paths); a string
     # that names nothing and has no YAML suffix is a command.
-    given: dict[str, Any] = {"secret_overrides": secrets} if secrets else {}  # TEMP
+    # The keyword only when secrets are given: a task without any loads the same either way.
+    given: dict[str, Any] = {"secret_overrides": secrets} if secrets else {}
     if Path(entrypoint).suffix in (".yaml", ".yml") or path_exists(entrypoint):
         return Task.from_yaml(entrypoint, envs, **given)
     # A bare command: `skycore exec CLUSTER 'echo hi'`.
