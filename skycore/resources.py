@@ -1,9 +1,11 @@
 """A task's ``resources`` (SkyPilot's fields): where and on what it runs.
 
 ``disk_size`` (GiB, whole), ``cpus`` and ``memory`` (GiB) take SkyPilot's forms (``256``,
-``"256GB"``, ``"4+"``, ``"16GB"``); a ``+`` (at least) is read as the number itself. Fields
-SkyPilot has that the local provider cannot give (``accelerators``, ``region``, ...) are
-refused with the reason, never as unknown.
+``"256GB"``, ``"4+"``, ``"16GB"``); a ``+`` (at least) is read as the number itself.
+``cloud`` takes each cloud and each store's name (``s3`` is read as ``aws``); ``infra`` with
+a cloud alone is read as ``cloud``, ``ephemeral_storage`` (SkyPilot's old name) as
+``disk_size``. Fields SkyPilot has that the local provider cannot give (``accelerators``,
+``region``, ``autostop``, ...) are refused with the reason, never as unknown.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    model_validator,
 )
 
-from skycore.storage.entry_spec import lower, upper
-from skycore.stores import clouds
+from skycore.storage.entry_spec import lower, refused, upper
+from skycore.stores import store_classes
 
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?|\.\d+)")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmgtp])(i?b?)", re.IGNORECASE)
@@ -33,11 +36,43 @@ _GIB_PER_UNIT |= {"t": Fraction(1 << 10), "p": Fraction(1 << 20)}
 _LOCAL = "skycore's local provider (Docker containers on this machine)"
 
 
+def cloud_names() -> dict[str, str]:
+    """Every name ``resources.cloud`` takes, and the cloud it means: ``docker``, the cloud of
+    each registered store, and each store's own name (``s3`` -> ``aws``)."""
+    stores = store_classes().values()
+    names = {"docker": "docker"} | {cls.cloud: cls.cloud for cls in stores}
+    return names | {cls.store_name: cls.cloud for cls in stores if cls.store_name not in names}
+
+
 def _known_cloud(v: str | None) -> str | None:
-    allowed = ["docker", *clouds()]
-    if v is not None and v not in allowed:
-        raise ValueError(f"'{v}' is not one of {', '.join(repr(c) for c in allowed)}")
-    return v
+    names = cloud_names()
+    if v is None or v in names:
+        return None if v is None else names[v]
+    aliases = {c: [n for n, m in names.items() if m == c and n != c] for c in set(names.values())}
+    shown = [f"'{c}'" + "".join(f" (or '{a}')" for a in aliases[c]) for c in sorted(aliases)]
+    raise ValueError(f"'{v}' is not one of {', '.join(shown)}")
+
+
+def _old_forms(data: Any) -> Any:
+    """SkyPilot's other spellings read as skycore's: ``infra: <cloud>`` (no region or zone)
+    as ``cloud``, ``ephemeral_storage`` as ``disk_size``."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    infra = data.get("infra")
+    if isinstance(infra, str) and infra.lower() in cloud_names():
+        if str(data.get("cloud") or infra).lower() != infra.lower():
+            raise ValueError(f"infra: {infra} and cloud: {data['cloud']} disagree; keep one")
+        data["cloud"] = data.pop("infra")
+    if "ephemeral_storage" in data:
+        old = data.pop("ephemeral_storage")
+        if data.get("disk_size") is not None and old is not None:
+            raise ValueError(
+                "ephemeral_storage is SkyPilot's old name of disk_size and both are given; "
+                "keep disk_size"
+            )
+        data["disk_size"] = data.get("disk_size", old) if old is None else old
+    return data
 
 
 def _recovery(v: Any) -> Any:
@@ -109,14 +144,32 @@ _CANNOT = {
     "needs with cpus, memory and disk_size",
     "region": "runs every node on this machine, which is in no region; remove region",
     "zone": "runs every node on this machine, which is in no zone; remove zone",
-    "infra": "has no regions or zones to choose from; remove infra (cloud: docker picks the "
-    "local provider)",
+    "infra": "has no regions or zones to choose from; write infra with a cloud alone (infra: "
+    "docker picks the local provider) or remove infra",
     "ports": "runs every node on this machine's network, so a port a node listens on is "
     "reachable at the node's 127.x address without opening it; remove ports",
     "disk_tier": "gives each node a disk on this machine, which has one tier; remove "
     "disk_tier (disk_size sets the size)",
     "network_tier": "connects nodes through this machine's loopback network, which has one "
     "tier; remove network_tier",
+    "local_disk": "gives each node one disk on this machine; remove local_disk (disk_size sets "
+    "its size)",
+    "volumes": "has no volumes (disks of their own); mount a bucket with a file_mounts storage "
+    "entry or size each node's disk with disk_size, and remove volumes",
+    "labels": "names each node's container itself (skycore status lists them) and puts no "
+    "labels on it; remove labels",
+    "autostop": "never stops a cluster by itself; remove autostop and run skycore stop (or "
+    "launch with --down to tear the cluster down when the job ends)",
+    "priority": "runs a cluster's jobs in the order they are submitted, with no priorities; "
+    "remove priority",
+    "priority_class": "runs containers, not Kubernetes pods, so there is no priority class; "
+    "remove priority_class",
+    "max_hourly_cost": "costs nothing per hour and has no price catalog to choose by; remove "
+    "max_hourly_cost",
+    "any_of": "has one set of resources to offer, so there are no candidates to choose from; "
+    "write that set directly under resources and remove any_of",
+    "ordered": "has one set of resources to offer, so there is no order of candidates to try; "
+    "write that set directly under resources and remove ordered",
 }
 """Fields SkyPilot has that the local provider cannot give, and why."""
 
@@ -147,6 +200,13 @@ class JobRecovery(_Strict):
         "FAILOVER"
     )
     max_restarts_on_errors: Annotated[StrictInt, Field(ge=0)] = 0
+    recover_on_exit_codes: Annotated[
+        Any,
+        refused(
+            "skycore restarts a managed job whose run failed, whatever its exit code, while "
+            "max_restarts_on_errors allows; remove recover_on_exit_codes"
+        ),
+    ] = _not_given()
 
 
 class Resources(_Strict):
@@ -170,3 +230,17 @@ class Resources(_Strict):
     ports: Annotated[Any, _cannot("ports")] = _not_given()
     disk_tier: Annotated[Any, _cannot("disk_tier")] = _not_given()
     network_tier: Annotated[Any, _cannot("network_tier")] = _not_given()
+    local_disk: Annotated[Any, _cannot("local_disk")] = _not_given()
+    volumes: Annotated[Any, _cannot("volumes")] = _not_given()
+    labels: Annotated[Any, _cannot("labels")] = _not_given()
+    autostop: Annotated[Any, _cannot("autostop")] = _not_given()
+    priority: Annotated[Any, _cannot("priority")] = _not_given()
+    priority_class: Annotated[Any, _cannot("priority_class")] = _not_given()
+    max_hourly_cost: Annotated[Any, _cannot("max_hourly_cost")] = _not_given()
+    any_of: Annotated[Any, _cannot("any_of")] = _not_given()
+    ordered: Annotated[Any, _cannot("ordered")] = _not_given()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_spellings(cls, data: Any) -> Any:
+        return _old_forms(data)

@@ -32,8 +32,9 @@ START_FAILED_MARK = "skycore: the job part did not start on this node"
 def job_env(
     handle: ClusterHandle, task: Task, rank: int, num_nodes: int, task_id: str
 ) -> dict[str, str]:
-    """The environment of setup and run on node ``rank``: task envs + SKYPILOT_* variables."""
-    env = dict(task.envs)
+    """The environment of setup and run on node ``rank``: task envs and secrets + SKYPILOT_*
+    variables (the runner passes them on stdin, never on a command line)."""
+    env = dict(task.envs) | dict(task.secrets)
     env.update(
         {
             "SKYPILOT_NODE_RANK": str(rank),

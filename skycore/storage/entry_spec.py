@@ -127,6 +127,24 @@ _VOLUME = (
 )
 
 
+class EntryProblems(StorageSpecError):
+    """Several problems of one entry: one paragraph, and each in ``problems``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems) + ".")
+        self.problems = [p + "." for p in problems]
+
+
+def _one_source(v: Any) -> Any:
+    if isinstance(v, list):
+        raise ValueError(
+            "a list of sources is SkyPilot's way to upload several local paths into one "
+            "bucket; skycore takes one local folder or bucket URL: give one source (one "
+            "entry per folder)"
+        )
+    return v
+
+
 class StrictModel(BaseModel):
     """A YAML mapping whose unknown fields are errors."""
 
@@ -176,7 +194,7 @@ class StorageSpec(StrictModel):
     """A file_mounts storage entry as written in the YAML."""
 
     name: str | None = None
-    source: str | None = None
+    source: Annotated[str | None, BeforeValidator(_one_source)] = None
     store: Annotated[str | None, BeforeValidator(lower), AfterValidator(_known_store)] = None
     mode: Annotated[Literal["COPY", "MOUNT", "MOUNT_CACHED"], BeforeValidator(upper)] = "MOUNT"
     persistent: StrictBool = True
@@ -185,6 +203,14 @@ class StorageSpec(StrictModel):
     chunk_size: StrictStr | StrictInt | None = None  # a size with a unit, checked per store
     type: Annotated[MountType | None, BeforeValidator(upper)] = None
     config: EntryConfig | None = None
+    mount_options: Annotated[
+        Any,
+        refused(
+            "passes extra flags to SkyPilot's mount tool; skycore's mounts take their "
+            "settings from config.mount_cached (MOUNT_CACHED) and config.mount (MOUNT): "
+            "remove mount_options"
+        ),
+    ] = Field(default=None, exclude=True)
 
 
 MODELS: dict[tuple[str, ...], type[BaseModel]] = {
@@ -249,7 +275,7 @@ def resolve(
     the mode or disagree."""
     problems = _mode_problems(mode, mount_type, config, field)
     if problems:
-        raise StorageSpecError("; ".join(problems) + ".")
+        raise EntryProblems(problems)
     if mode is not StorageMode.MOUNT_CACHED:  # a top-level transfers is refused later
         read_only = config.mount.read_only if config and config.mount else None
         origin = "transfers" if transfers is not None else None
