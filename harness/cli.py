@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -9,7 +10,6 @@ from typing import TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from harness.emulators.records import EmulatorError
 from harness.emulators.registry import EmulatorLoadError, UnknownEmulatorError
@@ -70,34 +70,41 @@ class LazyGroup(click.Group):
         return load() if load is not None else super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="skycore")
 def cli() -> None:
     """The local cloud for skycore: dockerd, the node image, the storage emulators."""
 
 
 def _store_option(what: str) -> Callable[[F], F]:
-    return click.option("--store", "stores", multiple=True, metavar="NAME", help=what)
+    return click.option(
+        "--store",
+        "stores",
+        multiple=True,
+        metavar="NAME",
+        help=f"{what} NAME: a store or its alias.",
+    )
 
 
 def _selected(stores: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The stores named with --store (None: all); a name no package registers is a usage
-    error that lists the registered ones."""
+    """The stores named with --store, by name or alias (None: all); a name no package
+    registers is a usage error that lists the registered ones with their aliases."""
     from harness.emulators import registry
 
-    selected = tuple(dict.fromkeys(stores)) or None
-    if selected is not None:
-        for store in selected:
-            registry.check_loaded(store)
-        known = registry.store_names()
-        unknown = [s for s in selected if s not in known]
-        if unknown:
-            raise click.BadParameter(
-                f"no store named {', '.join(map(repr, unknown))} is registered. Registered "
-                f"stores: {', '.join(known) or 'none'}. Name one of them, or install the "
-                "package that declares the store (entry-point group 'harness.emulators').",
-                param_hint="--store",
-            )
-    return selected
+    if not stores:
+        return None
+    found = {name: registry.find_store(name) for name in stores}
+    unknown = [name for name, store in found.items() if store is None]
+    for name in unknown:
+        registry.check_loaded(name)
+    if unknown:
+        raise click.BadParameter(
+            f"no store named {', '.join(map(repr, unknown))} is registered. Registered "
+            f"stores: {registry.described_stores()}. Name one of them, or install the "
+            "package that declares the store (entry-point group 'harness.emulators').",
+            param_hint="--store",
+        )
+    return tuple(dict.fromkeys(registry.resolve_store(name) for name in stores))
 
 
 @cli.command()
@@ -127,8 +134,9 @@ def _forget_only(stores: tuple[str, ...], forget: bool) -> tuple[str, ...]:
 
     if not forget:
         return ()
-    loaded = registry.store_names()
-    return tuple(s for s in dict.fromkeys(stores) if s not in loaded and store_sections(s))
+    return tuple(
+        s for s in dict.fromkeys(stores) if registry.find_store(s) is None and store_sections(s)
+    )
 
 
 @cli.command()
@@ -175,22 +183,25 @@ def down(stores: tuple[str, ...], forget: bool, wipe: bool) -> None:
 
 
 @cli.command()
-def status() -> None:
-    """Show what runs and where."""
-    from harness.cloud import cloud
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (stable field names).")
+@click.option("-v", "--verbose", is_flag=True, help="List every log file.")
+def status(as_json: bool, verbose: bool) -> None:
+    """Show what runs and where: dockerd, the node image, each store's emulator and gate,
+    the node containers, the faults active in each gate (unknown if a gate does not
+    answer in 2 s) and the skycore config."""
+    from harness.cloud import status as cloud_status
+    from harness.cloud import status_view
 
-    table = Table("component", "state", "where", "details")
-    for column in table.columns:
-        column.overflow = "fold"
-    for row in cloud.status():
-        up, down = (
-            ("present", "missing")
-            if row.component in ("node image", "skycore config")
-            else ("running", "stopped")
-        )
-        state = f"[green]{up}[/green]" if row.running else f"[red]{down}[/red]"
-        table.add_row(row.component, state, row.where, row.details)
-    console.print(table)
+    found = cloud_status.collect()
+    if as_json:
+        click.echo(json.dumps(cloud_status.as_json(found), indent=2))
+        return
+    out = status_view.console()
+    with out.capture() as captured:
+        for part in status_view.render(found, verbose):
+            out.print(part)
+    for line in captured.get().splitlines():
+        click.echo(line.rstrip())
 
 
 @cli.command()

@@ -33,6 +33,7 @@ from typing import Any
 import click
 import docker.errors
 
+from harness.cloud.status import describe_fault
 from harness.errors import CloudError
 from harness.gate.faults import KINDS
 from skycore import state
@@ -318,12 +319,12 @@ class StoreFaults:
                 return now
             if now.get("ended") is not None:
                 raise ChaosError(
-                    f"{store} fault {_describe(now)} ended ({now['ended']}) after "
+                    f"{store} fault {describe_fault(now)} ended ({now['ended']}) after "
                     f"{now['hits']} of the {n} hit(s) waited for."
                 )
             if time.monotonic() > deadline:
                 raise ChaosError(
-                    f"{store} fault {_describe(now)} hit {now['hits']} of the {n} "
+                    f"{store} fault {describe_fault(now)} hit {now['hits']} of the {n} "
                     f"request(s) waited for in {timeout:g} s: no matching request came "
                     "(check its bucket and method)."
                 )
@@ -360,29 +361,6 @@ class StoreFaults:
         self._started.clear()
 
 
-def _describe(fault: dict[str, Any]) -> str:
-    parts = [f"#{fault['id']} {fault['kind']}"]
-    for name in ("rate", "status", "ms", "mibps"):
-        value = fault.get(name)
-        default = {"rate": 1.0, "status": 503, "ms": 0.0, "mibps": 0.0}[name]
-        if value is not None and value != default:
-            parts.append(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}")
-    if fault.get("kind") == "errors" and "status=" not in " ".join(parts):
-        parts.append(f"status={fault.get('status')}")
-    parts.append(f"bucket={fault.get('bucket') or '*'}")
-    parts.append(f"method={fault.get('method') or '*'}")
-    if fault.get("max_hits"):
-        parts.append(f"hits={fault.get('hits', 0)}/{fault['max_hits']}")
-    ends = fault.get("ends_at_ns")
-    if fault.get("ended"):
-        parts.append(f"ended ({fault['ended']})")
-    elif ends:
-        parts.append(f"until {time.strftime('%H:%M:%S', time.localtime(ends / 1e9))}")
-    else:
-        parts.append("until cleared")
-    return " ".join(parts)
-
-
 @click.command("fault")
 @click.argument("store")
 @click.argument("kind", type=click.Choice([*FAULT_KINDS, "clear", "list"]))
@@ -416,16 +394,17 @@ def fault_command(
     method: str | None,
     fault_id: int | None,
 ) -> None:
-    """Make STORE misbehave through its gate: outage, errors, latency, bandwidth,
-    stream-bandwidth, reset, deny, corrupt; or clear / list its faults."""
-    from harness.emulators import fleet
+    """Make STORE (a store or its alias) misbehave through its gate: outage, errors,
+    latency, bandwidth, stream-bandwidth, reset, deny, corrupt; or clear / list its faults."""
+    from harness.emulators import fleet, registry
 
+    store = registry.resolve_store(store)
     try:
         emulator = fleet.get(store)
         if kind == "list":
             active = emulator.faults()
             for fault in active:
-                click.echo(_describe(fault))
+                click.echo(describe_fault(fault))
             if not active:
                 click.echo(f"No faults on {store}.")
             return
@@ -446,4 +425,4 @@ def fault_command(
         )
     except fleet.EmulatorError as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"{store}: started {_describe(fault)}")
+    click.echo(f"{store}: started {describe_fault(fault)}")

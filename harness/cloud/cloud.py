@@ -1,4 +1,4 @@
-"""The local cloud as one thing: bring it up, describe it, take it down.
+"""The local cloud as one thing: bring it up, take it down (harness.cloud.status describes it).
 
 ``up`` is idempotent: every step checks first and only starts what is missing, so a second
 call returns in about a second. It writes the skycore config (endpoints, the user's
@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
-from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
 from harness.accounts import OTHER, USER
-from harness.cloud import bringup, dockerd, leftovers, nodes, steps
+from harness.cloud import bringup, dockerd, leftovers, steps
 from harness.emulators import fleet, registry
 from harness.errors import CloudError
 from harness.paths import harness_home
@@ -51,16 +49,6 @@ class CloudInfo:
     image: str
     endpoints: dict[str, str]
     config_path: Path
-
-
-@dataclass
-class StatusRow:
-    """One line of ``harness status``."""
-
-    component: str
-    running: bool
-    where: str
-    details: str
 
 
 def _lock() -> FileLock:
@@ -235,52 +223,6 @@ def forget(stores: tuple[str, ...], wipe: bool = False, note: Say = print) -> No
             for store in stores:
                 note(leftovers.wipe(store, harness_home()))
         note(leftovers.config_line(stores, forget=True))
-
-
-def status() -> list[StatusRow]:
-    """What runs and where."""
-    rows: list[StatusRow] = []
-    engine = dockerd.current()
-    if engine:
-        owner = f"pid {engine.pid}" if engine.pid else "not started by harness"
-        rows.append(StatusRow("dockerd", True, engine.host, owner))
-        rows.append(_image_row(engine.host))
-    else:
-        rows.append(StatusRow("dockerd", False, "-", "run 'harness up'"))
-    for store, st in fleet.status_all().items():
-        implementation = st.get("implementation") or fleet.emulator_class(store).implementation
-        rows.append(
-            StatusRow(
-                f"{store} ({implementation})",
-                bool(st.get("running")),
-                str(st.get("endpoint") or "-"),
-                f"gate pid {st.get('gate_pid') or '-'} (the endpoint; log {st.get('gate_log')}), "
-                f"{implementation} pid {st.get('pid') or '-'} (behind the gate; log "
-                f"{st.get('log')})",
-            )
-        )
-    cfg = config_path()
-    rows.append(StatusRow("skycore config", cfg.exists(), str(cfg), ""))
-    return rows
-
-
-def _image_row(host: str) -> StatusRow:
-    try:
-        tag = nodes.image_tag()
-    except CloudError as e:
-        return StatusRow("node image", False, "-", str(e))
-    try:
-        client = docker.DockerClient(base_url=host, version="auto", timeout=10)
-        try:
-            client.images.get(tag)
-            present = True
-        finally:
-            client.close()
-    except ImageNotFound:
-        present = False
-    except DockerException as e:
-        return StatusRow("node image", False, tag, str(e))
-    return StatusRow("node image", present, tag, "" if present else "run 'harness up'")
 
 
 def env_exports() -> dict[str, str]:

@@ -61,7 +61,7 @@ class GateClient:
             return self.target_endpoint  # type: ignore[return-value]
         return f"http://{LOOPBACK}:{self.record.gate_port}"
 
-    def _admin(self, method: str, route: str, body: Any = None) -> Any:
+    def _admin(self, method: str, route: str, body: Any = None, timeout: float = 30.0) -> Any:
         if getattr(self, "target", None) is not None:
             raise EmulatorError(
                 f"The {self.store} gate's admin API ({route.split('?')[0]}) exists only in the "
@@ -75,7 +75,7 @@ class GateClient:
             headers={"Content-Type": "application/json", **self.admin_headers()},
         )
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace")
@@ -114,9 +114,10 @@ class GateClient:
         """One fault as the gate shows it now, active or ended (``hits``, ``ended``)."""
         return dict(self._admin("GET", f"faults/state?id={int(fault_id)}"))
 
-    def faults(self) -> list[dict[str, Any]]:
-        """The faults active now."""
-        return list(self._admin("GET", "faults"))
+    def faults(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """The faults active now (EmulatorError if the gate does not answer in ``timeout``
+        seconds)."""
+        return list(self._admin("GET", "faults", timeout=timeout))
 
     def fault_log(self, bucket: str | None = None) -> list[dict[str, Any]]:
         """Every fault start and end (``phase``, ``t_ns``, the fault's fields), oldest first;

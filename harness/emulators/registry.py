@@ -76,11 +76,6 @@ def aliases() -> dict[str, str]:
     return {c.cli_alias: s for s, c in emulator_classes().items() if c.cli_alias}
 
 
-def store_of_alias(alias: str) -> str | None:
-    """The store whose emulator has ``alias`` as its cli_alias (None if none has)."""
-    return aliases().get(alias)
-
-
 def find_store(name: str) -> str | None:
     """The registered store that ``name`` names, by its name or its alias, in any case
     (None if none)."""
