@@ -38,33 +38,25 @@ def test_cli_up_prints_one_timed_line_per_step(local_cloud) -> None:
     assert "Local cloud is up" in up.stdout
 
 
-def _emulator_rows() -> list[str]:
-    """Status rows of the emulators: the store and what implements it (moto, Azurite...)."""
-    return [
-        f"{store} ({registry.get_emulator_class(store).implementation})"
-        for store in registry.store_names()
-    ]
-
-
 def test_status_lists_every_component(local_cloud) -> None:
-    from harness.emulators import fleet as emulators
+    from harness.cloud import status as cloud_status
 
-    rows = {row.component: row for row in cloud.status()}
-    for component in ("dockerd", "node image", *_emulator_rows()):
-        assert rows[component].running, rows[component]
-    assert rows["node image"].where == local_cloud.image
-    for store, row in zip(registry.store_names(), _emulator_rows(), strict=True):
-        record = emulators.get(store).record  # the gate's and the emulator's own pids
-        assert record.gate_pid != record.pid
-        assert f"gate pid {record.gate_pid} (the endpoint" in rows[row].details
-        assert f"pid {record.pid} (behind the gate" in rows[row].details
+    found = cloud_status.collect()
+    assert found.dockerd.running and found.image.present and found.config_present
+    assert found.image.tag == local_cloud.image
+    assert [e.store for e in found.emulators] == list(registry.store_names())
+    for row in found.emulators:
+        record = emulators.get(row.store).record  # the gate's and the emulator's own pids
+        assert row.running and (row.gate_pid, row.pid) == (record.gate_pid, record.pid)
+        assert row.gate_pid != row.pid
+        assert row.implementation == registry.get_emulator_class(row.store).implementation
 
 
 def test_cli_status_and_env(local_cloud) -> None:
     harness = [sys.executable, "-m", "harness.cli"]
     status = subprocess.run([*harness, "status"], capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, status.stderr
-    for word in ("dockerd", "node image", *_emulator_rows()):
+    for word in ("dockerd", "node image", *registry.store_names()):
         assert word in status.stdout
     env = subprocess.run([*harness, "env"], capture_output=True, text=True, timeout=60)
     assert f"export DOCKER_HOST={local_cloud.docker_host}" in env.stdout
