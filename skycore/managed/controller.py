@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import enum
 import io
+import json
 import os
 import sys
 import threading
@@ -105,7 +106,9 @@ class Controller(JobCluster):
 
     def _load_task(self) -> Task:
         job = self._job()
-        task = Task.from_yaml(job.task_yaml)
+        secrets = paths.secrets_path(self.job_id)
+        given = json.loads(secrets.read_text()) if secrets.exists() else None
+        task = Task.from_yaml(job.task_yaml, secret_overrides=given)
         self.provider = core.provider_of(task)
         return task
 

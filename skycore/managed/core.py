@@ -13,6 +13,7 @@ a killed controller never leaks a cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -58,15 +59,18 @@ def launch(
     name: str | None = None,
     use_spot: bool = False,
     envs: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
 ) -> jstate.ManagedJob:
     """Submit a task YAML as a managed job and start its controller; returns the job.
 
     The task is validated first (TaskError: one paragraph, nothing recorded). ``use_spot``
-    (``--use-spot``) overrides resources.use_spot.
+    (``--use-spot``) overrides resources.use_spot; ``envs`` and ``secrets`` are ``--env`` and
+    ``--secret``. The task file keeps the secrets' names only; their values go to a file of
+    the user's alone (paths.secrets_path), which the controller reads.
     """
     load_config()  # a missing or broken config is reported now, not by the controller
     adopt_orphans()
-    task = Task.from_yaml(entrypoint, envs or {})
+    task = Task.from_yaml(entrypoint, envs or {}, secret_overrides=secrets)
     if use_spot:
         task.resources = task.resources.model_copy(update={"use_spot": True})
     job_recovery = task.resources.job_recovery
@@ -80,6 +84,10 @@ def launch(
     folder.mkdir(parents=True, exist_ok=True)
     task_file = paths.task_path(job.job_id)
     task_file.write_text(yaml.safe_dump(task.to_yaml_dict(), sort_keys=False))
+    if task.secrets:
+        fd = os.open(paths.secrets_path(job.job_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(task.secrets, out)
     jstate.update(
         job.job_id,
         cluster=cluster_name_for(job.job_id, job.name),
