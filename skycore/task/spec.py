@@ -51,7 +51,7 @@ def _key_paths(value: Any) -> str:
         for k, v in value.items()
         for sub in (v if isinstance(v, dict) else [None])
     ]
-    return ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
+    return ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "") or "none"
 
 
 def _no_overrides(v: Any) -> Any:
