@@ -119,12 +119,6 @@ def launch_cmd(
     -d, returns once it is submitted. -n names the job."""
     if follow_alias and detach_run:
         raise UserError("--follow and -d/--detach-run contradict each other; give one of them.")
-    if secrets:
-        raise UserError(
-            "--secret: a managed job's saved task keeps only its secrets' names (never their "
-            "values), so its controller could not give them to the job. Pass the value with "
-            "--env or --env-file, or run the task on a cluster with 'skycore launch --secret'."
-        )
     task = build_task(entrypoint, envs, env_file, secrets, overrides)
     if dryrun:
         _dryrun(task)
@@ -149,14 +143,17 @@ def launch_cmd(
 
 def _submit(task: Any) -> jstate.ManagedJob:
     """Submit ``task`` as a managed job, through a private copy of its YAML (resolved paths,
-    envs and overrides; the job's folder keeps its own copy)."""
+    envs and overrides; the job's folder keeps its own copy). The copy names the secrets
+    only; their values go to the controller through ``core.launch``."""
     import yaml
 
     with tempfile.TemporaryDirectory(prefix="skycore-job-") as folder:
         path = Path(folder) / "task.yaml"
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(task.to_yaml_dict(), sort_keys=False))
-        return core.launch(path, name=task.name, use_spot=bool(task.resources.use_spot))
+        return core.launch(
+            path, name=task.name, use_spot=bool(task.resources.use_spot), secrets=task.secrets
+        )
 
 
 def _dryrun(task: Any) -> None:

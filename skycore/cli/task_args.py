@@ -118,12 +118,10 @@ def load_task(entrypoint: str, envs: dict[str, str], secrets: dict[str, str]) ->
         raise UserError("ENTRYPOINT is empty: give a task YAML file or a command to run.")
     # Task.from_yaml checks the path with the one resolver (skycore.user_paths); a string
     # that names nothing and has no YAML suffix is a command.
-    # The keyword only when secrets are given: a task without any loads the same either way.
-    given: dict[str, Any] = {"secret_overrides": secrets} if secrets else {}
     if Path(entrypoint).suffix in (".yaml", ".yml") or path_exists(entrypoint):
-        return Task.from_yaml(entrypoint, envs, **given)
+        return Task.from_yaml(entrypoint, envs, secret_overrides=secrets)
     # A bare command: `skycore exec CLUSTER 'echo hi'`.
-    return Task.from_dict({"run": entrypoint}, envs, **given)
+    return Task.from_dict({"run": entrypoint}, envs, secret_overrides=secrets)
 
 
 def given_overrides(overrides: dict[str, Any]) -> dict[str, Any]:

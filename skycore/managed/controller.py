@@ -142,7 +142,16 @@ class Controller(JobCluster):
             return 1
         finally:
             self._stop.set()
+            self._forget_secrets()
             lock.release()
+
+    def _forget_secrets(self) -> None:
+        """Delete the secrets' values once the job has ended: no attempt will need them."""
+        try:
+            if self._job().status.terminal:
+                paths.secrets_path(self.job_id).unlink(missing_ok=True)
+        except Exception as e:  # a busy database leaves the file for the next controller
+            self.say(f"secrets not removed yet: {e}")
 
     def _run_job(self) -> None:
         job = self._job()
