@@ -450,3 +450,27 @@ def test_jobs_belong_to_the_cluster_whichever_home_submits_them(
     assert [(j["job_id"], j["status"]) for j in rows] == [(2, "SUCCEEDED"), (3, "SUCCEEDED")]
     r = sky_other("logs", cluster, "9")
     assert r.returncode == 2 and "has no job 9" in r.stderr, r.stdout + r.stderr
+
+
+def test_a_managed_jobs_secret_reaches_its_run_and_is_kept_nowhere(
+    home: SkycoreConfig, sky: Run
+) -> None:
+    """``jobs launch --secret``: the run sees the value; the job's folder and queue never
+    hold it once the job has ended."""
+    from skycore.managed import paths
+
+    value = f"s3cr3t-{os.getpid()}"
+    task = write(
+        "secret.yaml",
+        'name: secret-job\nsecrets:\n  TOKEN: null\nrun: echo "token-length ${#TOKEN}"\n',
+    )
+    done = sky("jobs", "launch", task, "--secret", f"TOKEN={value}", "-y")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"token-length {len(value)}" in done.stdout
+    assert value not in done.stdout + done.stderr
+    (job,) = json.loads(sky("jobs", "queue", "--json").stdout)
+    assert job["status"] == "SUCCEEDED" and value not in json.dumps(job)
+    folder = paths.job_dir(job["job_id"])
+    assert not paths.secrets_path(job["job_id"]).exists()
+    kept = [p.name for p in folder.rglob("*") if p.is_file() and value in p.read_text()]
+    assert kept == [], f"the secret's value is kept in {kept}"
