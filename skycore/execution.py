@@ -88,11 +88,12 @@ def launch(
             record = state.get_cluster(cluster_name)
             if record is not None:
                 core.check_same_resources(record, task)
+            fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
+            checked = backend.check_bucket_sources(task, config, fm_log)  # before any change
             touched = True
-            if task.storage_mounts:
-                # Buckets and uploads need no node: they run while the nodes come up.
+            if task.storage_mounts:  # buckets and uploads need no node: made as nodes come up
                 prepared = backend.start_storage_prepare(
-                    task, config, log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS], background
+                    task, config, fm_log, background, checked=checked
                 )
             handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
             # INIT until the workdir and every mount are in place (Ctrl-C, SIGKILL here:

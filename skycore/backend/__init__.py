@@ -40,7 +40,13 @@ from skycore.backend.mounts import (
     remount,
 )
 from skycore.backend.provision import HEALTH_TIMEOUT_S, node_problems, start_nodes, wait_healthy
-from skycore.backend.sync import WORKDIR, start_storage_prepare, sync_file_mounts, sync_workdir
+from skycore.backend.sync import (
+    WORKDIR,
+    check_bucket_sources,
+    start_storage_prepare,
+    sync_file_mounts,
+    sync_workdir,
+)
 from skycore.errors import ClusterError, StageError
 
 __all__ = [
@@ -58,6 +64,7 @@ __all__ = [
     "StageError",
     "batch_script",
     "cancel_job",
+    "check_bucket_sources",
     "describe_resources",
     "drain_failure",
     "drain_mounts",

@@ -3,7 +3,7 @@ storage copies and mounts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,21 +86,45 @@ def _prepare_one(
         logs.append(log_path, f"prepare {dst}: {res}")
 
 
+def check_bucket_sources(task: Task, config: SkycoreConfig, log_path: Path) -> set[str]:
+    """Prepare every entry whose source is an existing bucket (check and record it), in
+    parallel, and wait: launch calls it before any node or bucket is made, so a bucket that
+    does not exist or cannot be read is refused while nothing has changed. Returns their
+    destinations."""
+    external = {dst: st for dst, st in task.storage_mounts.items() if st.kind == "external"}
+    if not external:
+        return set()
+    with ThreadPoolExecutor(max_workers=min(16, len(external)), thread_name_prefix="check") as pool:
+        checks = [
+            pool.submit(_prepare_one, dst, st, config, log_path, False)
+            for dst, st in external.items()
+        ]
+        for check in checks:
+            check.result()
+    return set(external)
+
+
 def start_storage_prepare(
     task: Task,
     config: SkycoreConfig,
     log_path: Path,
     pool: ThreadPoolExecutor,
     upload_progress: bool = False,
+    checked: Collection[str] = (),
 ) -> dict[str, Future[None]]:
     """Start the client side of each storage entry (create bucket, upload source) in ``pool``.
 
     Needs no node, so launch starts it before PROVISION; returns a future per destination.
+    ``checked`` entries (``check_bucket_sources``) were prepared already.
     """
-    return {
-        dst: pool.submit(_prepare_one, dst, st, config, log_path, upload_progress)
-        for dst, st in task.storage_mounts.items()
-    }
+    futures: dict[str, Future[None]] = {}
+    for dst, st in task.storage_mounts.items():
+        if dst in checked:
+            futures[dst] = Future()
+            futures[dst].set_result(None)
+        else:
+            futures[dst] = pool.submit(_prepare_one, dst, st, config, log_path, upload_progress)
+    return futures
 
 
 def sync_file_mounts(

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from skycore import core, execution, provision, state
 from skycore.config import SkycoreConfig
-from skycore.errors import ClusterError, StageError
+from skycore.errors import ClusterError, StageError, StorageError
 from skycore.storage import catalog, make_store
 from skycore.task import Task
 from tests.integration.helpers import quiet, task_maker
@@ -313,3 +313,20 @@ def test_plain_bucket_urls_are_copied_through_the_node_daemon(
     finally:
         s3.delete_bucket(mine)
         s3.delete_bucket(theirs)
+
+
+def test_a_bucket_source_that_does_not_exist_is_refused_before_anything_is_made(
+    cluster: str, config: SkycoreConfig, run_id: str, make_task: Callable[..., Task]
+) -> None:
+    """Bad input changes nothing: no node, no cluster record, and the sky-managed bucket of
+    the same task is not created."""
+    missing = f"s3://tps-missing-{run_id}"
+    mounts = {**storage_mounts(run_id), "/missing": {"source": missing, "mode": "MOUNT"}}
+    task = make_task(file_mounts=mounts, run="echo never")
+    with pytest.raises(StorageError, match=f"file_mounts./missing: the source {missing}"):
+        execution.launch(task, cluster, console=quiet(), config=config, stream=False)
+    assert state.get_cluster(cluster) is None
+    assert provision.query_instances("docker", cluster, config) == {}
+    for entry in ("copy", "mount", "cached"):
+        name = f"tps-{entry}-{run_id}"
+        assert state.get_storage(name) is None and not make_store("s3", name, config).exists()
