@@ -28,9 +28,10 @@ def _store_checks(config: SkycoreConfig) -> list[Check]:
     for cls in stores.store_classes().values():
         if cls.config_section not in present:
             continue
-        label = cls.store_name
-        if cls.config_section != cls.store_name:
-            label += f" ({cls.config_section})"
+        label = cls.store_name  # and its cloud, as 'harness status' and resources.cloud say
+        cloud = getattr(cls, "cloud", None)
+        if cloud and cloud != cls.store_name:
+            label += f" ({cloud})"
         checks.append((label, lambda cls=cls: cls.check_account(config)))  # type: ignore[misc]
     for name in stores.broken_store_names():
         problem = stores.load_problem(name) or "it failed to load"

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import yaml
 
-from skycore import stores
-
 SECRETS = ("secret_access_key", "account_key", "access_token")
 """The fields of the stores' config sections that hold the credential's secret part."""
 
@@ -27,16 +25,14 @@ def check(home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+LABELS = {"aws": "s3 (aws)", "gcp": "gcs (gcp)", "azure": "azure", "r2": "r2 (cloudflare)"}
+"""Each built-in store's line label (its name and its cloud, as harness status shows them),
+by config section."""
+
+
 def labels(sections: dict[str, object]) -> dict[str, str]:
-    """The line label of each configured store, by config section."""
-    found = {}
-    for cls in stores.store_classes().values():
-        if cls.config_section in sections:
-            label = cls.store_name
-            if cls.config_section != cls.store_name:
-                label += f" ({cls.config_section})"
-            found[cls.config_section] = label
-    return found
+    """The line label of each configured built-in store, by config section."""
+    return {section: label for section, label in LABELS.items() if section in sections}
 
 
 def lines_by_label(out: str) -> dict[str, str]:
