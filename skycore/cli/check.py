@@ -15,7 +15,7 @@ from skycore import stores
 from skycore.cli.app import cli, console
 from skycore.cli.common import handle_errors
 from skycore.config import SkycoreConfig, load_config
-from skycore.errors import UserError
+from skycore.errors import ProvisionError, UserError
 
 Check = tuple[str, Callable[[], str]]
 """A line's label and what it runs: the ok detail, or an exception whose text is the reason."""
@@ -44,16 +44,19 @@ def _raise(message: str) -> str:
 
 
 def _docker_checks(config: SkycoreConfig) -> list[Check]:
-    """The engine (a ping) and the node image (present on the engine; never pulled)."""
-    import docker
+    """The engine (a ping) and the node image (present on the engine; never pulled), through
+    the engine client and image check that PROVISION uses (``skycore.node_images``)."""
     import docker.errors
 
-    host, image = config.docker.host, config.docker.image
+    from skycore import node_images
+
+    host = config.docker.host
 
     def engine() -> str:
         try:
-            client = docker.DockerClient(base_url=host, timeout=15)
-            version = client.version().get("Version", "?")
+            version = node_images.client(config).version().get("Version", "?")
+        except ProvisionError as e:  # its message names the engine and the fix
+            raise UserError(str(e)) from None
         except docker.errors.DockerException as e:
             raise UserError(
                 f"cannot reach the docker engine at {host} ({_first_line(e)}). Start it with "
@@ -63,16 +66,14 @@ def _docker_checks(config: SkycoreConfig) -> list[Check]:
 
     def node_image() -> str:
         try:
-            found = docker.DockerClient(base_url=host, timeout=15).images.get(image)
-        except docker.errors.ImageNotFound:
-            raise UserError(
-                f"the node image {image} is not on the engine at {host} (images are never "
-                "pulled). Build it with 'harness up', or fix docker.image in the skycore config."
-            ) from None
+            image = node_images.usable_image(None, config)
+            found = node_images.client(config).images.get(image)
+        except ProvisionError as e:
+            raise UserError(str(e)) from None
         except docker.errors.DockerException as e:
             raise UserError(
-                f"cannot ask the engine at {host} for {image} ({_first_line(e)}). Start it "
-                "with 'harness up', or fix docker.host in the skycore config."
+                f"cannot ask the engine at {host} for {config.docker.image} ({_first_line(e)}). "
+                "Start it with 'harness up', or fix docker.host in the skycore config."
             ) from None
         return f"{image} ({found.short_id})"
 
