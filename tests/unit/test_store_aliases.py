@@ -155,6 +155,10 @@ def test_every_smoke_env_of_tox_names_a_store() -> None:
     assert match, parser["tox"]["envlist"]
     envs = [f"smoke-{name.strip()}" for name in match.group(1).split(",")]
     assert {_store_option(env) for env in envs} == set(registry.store_names())
+    # `tox -e smoke-NAME` runs for every name of every store: its name and its alias.
+    (section,) = (s for s in parser.sections() if s.startswith("testenv:smoke-{"))
+    factors = {f.strip() for f in section[len("testenv:smoke-{") : -1].split(",")}
+    assert factors == {*registry.store_names(), *registry.aliases()}, section
 
 
 def test_help_and_version_work_as_skycores() -> None:
