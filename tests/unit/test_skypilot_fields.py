@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
+from skycore.cli import cli as skycore_cli
 from skycore.task import Task, TaskError
 from tests.unit.task_messages import problems_of
 
@@ -134,3 +137,44 @@ def test_resources_cloud_takes_a_store_name(given: str, cloud: str) -> None:
     assert Task.from_dict({"resources": {"cloud": given}}).resources.cloud == cloud
     _, problem = answer({"resources": {"cloud": "awz"}})
     assert "'aws' (or 's3')" in problem and "'gcp' (or 'gcs')" in problem
+
+
+def command_rows() -> list[tuple[str, str, str]]:
+    """(skycore command, what it is said to take, what it is said to lack) of each
+    "supported as `skycore ...`" command row of docs/skypilot.md."""
+    rows = []
+    for line in TABLE.read_text().splitlines():
+        match = re.match(
+            r"\| `sky [a-z -]+` \| command \| supported as `skycore ([a-z ]+)`(.*)", line
+        )
+        if match:
+            takes, _, lacks = match.group(2).partition("lacks")
+            rows.append((match.group(1), takes, lacks))
+    return rows
+
+
+def flags(text: str) -> set[str]:
+    """The options named in ``text``: `--x`, `-x`, and both sides of `--x`/`--y`."""
+    return {f for span in re.findall(r"`(-[^`]+)`", text) for f in span.split("/")}
+
+
+@pytest.mark.parametrize(("command", "takes", "lacks"), command_rows())
+def test_a_command_rows_options_are_the_commands(command: str, takes: str, lacks: str) -> None:
+    """The options a command row says skycore takes are its options; those it lacks are not."""
+    group: click.Command = skycore_cli
+    for word in command.split():
+        assert isinstance(group, click.Group), command
+        found = group.get_command(click.Context(group), word)
+        assert found is not None, (
+            f"docs/skypilot.md names 'skycore {command}', which does not exist"
+        )
+        group = found
+    options = {
+        o for p in group.params if isinstance(p, click.Option) for o in p.opts + p.secondary_opts
+    }
+    assert flags(takes) <= options, f"skycore {command} lacks {sorted(flags(takes) - options)}"
+    assert not flags(lacks) & options, f"skycore {command} has {sorted(flags(lacks) & options)}"
+
+
+def test_every_command_row_was_read() -> None:
+    assert len(command_rows()) >= 16, command_rows()
