@@ -90,10 +90,11 @@ def launch(
 
 
 def _dryrun(task: Any, name: str, config: Any) -> None:
-    """Print what launch would do: the plan of the storage engineer's plan module if present.
-    Resources this machine cannot give (cpus, memory, disk_size) are refused as launch
-    would refuse them."""
+    """Print what launch would do (``skycore.plan``), changing nothing. What this machine
+    cannot give (cpus, memory, disk_size, an image not on the engine) is refused as launch
+    would refuse it."""
     from skycore import core
+    from skycore.plan import dryrun_plan
 
     core.provider_of(task)
     record = state.get_cluster(name)
@@ -103,21 +104,12 @@ def _dryrun(task: Any, name: str, config: Any) -> None:
         console.print(f"Would reuse cluster {name} ({record.status}).")
     res = task.resources
     console.print(
-        f"Task {escape(task.name or '-')}: {task.num_nodes} node(s), cloud "
+        f"Task {escape(task.name or '(unnamed)')}: {task.num_nodes} node(s), cloud "
         f"{escape(res.cloud or 'default')}, {'spot' if res.use_spot else 'on-demand'}"
         + (f", image {escape(res.image_id)}" if res.image_id else "")
         + (f", workdir {escape(str(task.workdir))}" if task.workdir else "")
         + "."
     )
-    try:
-        from skycore.plan import dryrun_plan
-    except ImportError:
-        for dst, src in task.file_mounts.items():
-            console.print(f"  copy {escape(str(src))} -> {escape(dst)}")
-        for dst, st in task.storage_mounts.items():
-            console.print(f"  {st.mode.value} {escape(st.bucket_url)} -> {escape(dst)}")
-        console.print("Dry run: nothing was changed.")
-        return
     plan = dryrun_plan(task, config)
     if plan is not None:
         console.print(plan)
