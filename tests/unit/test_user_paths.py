@@ -479,4 +479,5 @@ def test_random_paths_in_every_field_never_traceback(
         fields += ["task file", "ENTRYPOINT"]
     assert any(f in msg for f in fields), (fields, msg)
     event(next((k for k in _KINDS if k in msg), "other: " + msg[:60]))
-    assert len(msg) < 1000, msg
+    for problem in problems_of(msg):  # each problem is one short paragraph
+        assert len(problem) < 1000, msg
