@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,7 +19,6 @@ from rich.markup import escape
 from skycore import backend, core, logs, state
 from skycore.backend import ClusterHandle
 from skycore.config import SkycoreConfig, load_config
-from skycore.errors import ClusterError
 from skycore.stages import (
     EXIT_JOB_CANCELLED,
     EXIT_JOB_FAILED,
@@ -339,12 +337,12 @@ def exec_task(
 ) -> RunResult:
     """Run ``task`` on an UP cluster: SYNC_WORKDIR -> EXEC (no provisioning, no setup);
     with ``detach_run``, return once the run started on the nodes. The task must fit the
-    cluster (``check_exec_fits``; ``options``: the command-line option behind each field)."""
+    cluster (``core.check_exec_fits``; ``options``: the command-line option behind each field)."""
     config = config or load_config()
     console = _console(console)
     known = state.get_cluster(cluster_name)
     if known is not None:
-        check_exec_fits(known, task, options)  # before any node is asked
+        core.check_exec_fits(known, task, options)  # before any node is asked
     _, handle = core.require_up(cluster_name, config)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
@@ -358,35 +356,6 @@ def exec_task(
     result.job_id = job.job_id
     _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
     return result
-
-
-def check_exec_fits(
-    record: state.ClusterRecord, task: Task, options: Mapping[str, str] | None = None
-) -> None:
-    """ClusterError when ``task`` asks for more nodes than the cluster has, or for another
-    cloud, image or spot choice than it was launched with; ``options`` maps a field to the
-    command-line option that set it (named in the message, else the YAML field is)."""
-    options, res, have = options or {}, task.resources, record.resources
-    asked: list[tuple[str, Any, Any]] = []  # (field, the task's, the cluster's)
-    if task.num_nodes > record.num_nodes:
-        asked.append(("num_nodes", task.num_nodes, record.num_nodes))
-    for key in ("cloud", "image_id"):
-        if getattr(res, key) is not None and getattr(res, key) != have.get(key):
-            asked.append((key, getattr(res, key), have.get(key)))
-    spot_set = res.use_spot or "use_spot" in options or "use_spot" in res.model_fields_set
-    if spot_set and res.use_spot != bool(have.get("use_spot")):
-        asked.append(("use_spot", res.use_spot, bool(have.get("use_spot"))))
-    if asked:
-        flags = [options.get(k, k if k == "num_nodes" else f"resources.{k}") for k, _, _ in asked]
-        raise ClusterError(
-            "; ".join(
-                f"{flag}: the task asks for {k}={want} but cluster '{record.name}' has {k}={got}"
-                for flag, (k, want, got) in zip(flags, asked, strict=True)
-            )
-            + ". exec runs on the cluster as it was launched: change or drop "
-            + " and ".join(flags)
-            + ", or launch a new cluster with -c: 'skycore launch -c NEW_NAME TASK.yaml ...'."
-        )
 
 
 # ---------------------------------------------------------------------------------------------

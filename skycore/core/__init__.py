@@ -6,6 +6,7 @@ from skycore.backend import DRAIN_TIMEOUT_S, HEALTH_TIMEOUT_S
 from skycore.core.clusters import (
     MOUNTS_REMOVED,
     SYNCING,
+    check_exec_fits,
     check_name,
     check_same_resources,
     cluster_lock,
@@ -59,6 +60,7 @@ __all__ = [
     "cached_mounts",
     "cancel_job",
     "cancel_jobs",
+    "check_exec_fits",
     "check_name",
     "check_node_drains",
     "check_same_resources",

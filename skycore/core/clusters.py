@@ -4,7 +4,7 @@ transition of provisioning, stop, start and teardown (the backend does the node 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,35 @@ def check_same_resources(record: state.ClusterRecord, task: Task) -> None:
 
 def _field(key: str) -> str:
     return key if key == "num_nodes" else f"resources.{key}"
+
+
+def check_exec_fits(
+    record: state.ClusterRecord, task: Task, options: Mapping[str, str] | None = None
+) -> None:
+    """ClusterError when ``task`` asks for more nodes than the cluster has, or for another
+    cloud, image or spot choice than it was launched with; ``options`` maps a field to the
+    command-line option that set it (named in the message, else the YAML field is)."""
+    options, res, have = options or {}, task.resources, record.resources
+    asked: list[tuple[str, Any, Any]] = []  # (field, the task's, the cluster's)
+    if task.num_nodes > record.num_nodes:
+        asked.append(("num_nodes", task.num_nodes, record.num_nodes))
+    for key in ("cloud", "image_id"):
+        if getattr(res, key) is not None and getattr(res, key) != have.get(key):
+            asked.append((key, getattr(res, key), have.get(key)))
+    spot_set = res.use_spot or "use_spot" in options or "use_spot" in res.model_fields_set
+    if spot_set and res.use_spot != bool(have.get("use_spot")):
+        asked.append(("use_spot", res.use_spot, bool(have.get("use_spot"))))
+    if asked:
+        flags = [options.get(k, _field(k)) for k, _, _ in asked]
+        raise ClusterError(
+            "; ".join(
+                f"{flag}: the task asks for {k}={want} but cluster '{record.name}' has {k}={got}"
+                for flag, (k, want, got) in zip(flags, asked, strict=True)
+            )
+            + ". exec runs on the cluster as it was launched: change or drop "
+            + " and ".join(flags)
+            + ", or launch a new cluster with -c: 'skycore launch -c NEW_NAME TASK.yaml ...'."
+        )
 
 
 def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli as harness_cli
-from skycore import execution, state
+from skycore import core, state
 from skycore.cli import cli as skycore_cli
 from skycore.config import DockerConfig, SkycoreConfig, save_config
 from skycore.errors import ClusterError
@@ -172,13 +172,13 @@ def test_exec_fit_names_the_yaml_field_and_accepts_what_fits(home: Path) -> None
     fits = Task.from_dict(
         {"num_nodes": 1, "resources": {"cloud": "aws", "use_spot": True, "image_id": "docker:img"}}
     )
-    execution.check_exec_fits(record, fits)
-    execution.check_exec_fits(record, Task.from_dict({"run": "x"}))  # asks for nothing
+    core.check_exec_fits(record, fits)
+    core.check_exec_fits(record, Task.from_dict({"run": "x"}))  # asks for nothing
     other = Task.from_dict({"resources": {"cloud": "gcp"}, "run": "x"})
     with pytest.raises(ClusterError, match=r"resources\.cloud: the task asks for cloud=gcp"):
-        execution.check_exec_fits(record, other)
+        core.check_exec_fits(record, other)
     with pytest.raises(ClusterError, match=r"--num-nodes: .*; --cloud: .*drop --num-nodes and"):
-        execution.check_exec_fits(
+        core.check_exec_fits(
             record,
             Task.from_dict({"num_nodes": 5, "resources": {"cloud": "gcp"}, "run": "x"}),
             {"cloud": "--cloud", "num_nodes": "--num-nodes"},
