@@ -6,8 +6,9 @@ pinged and asked for the node image. One line each; exit 1 if any failed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from rich.markup import escape
 
@@ -46,38 +47,39 @@ def _raise(message: str) -> str:
 def _docker_checks(config: SkycoreConfig) -> list[Check]:
     """The engine (a ping) and the node image (present on the engine; never pulled), through
     the engine client and image check that PROVISION uses (``skycore.node_images``)."""
-    import docker.errors
-
     from skycore import node_images
 
     host = config.docker.host
 
     def engine() -> str:
-        try:
+        with _engine_errors(f"cannot reach the docker engine at {host}"):
             version = node_images.client(config).version().get("Version", "?")
-        except ProvisionError as e:  # its message names the engine and the fix
-            raise UserError(str(e)) from None
-        except docker.errors.DockerException as e:
-            raise UserError(
-                f"cannot reach the docker engine at {host} ({_first_line(e)}). Start it with "
-                "'harness up', or fix docker.host in the skycore config."
-            ) from None
         return f"engine at {host}, Docker {version}"
 
     def node_image() -> str:
-        try:
+        with _engine_errors(f"cannot ask the engine at {host} for {config.docker.image}"):
             image = node_images.usable_image(None, config)
             found = node_images.client(config).images.get(image)
-        except ProvisionError as e:
-            raise UserError(str(e)) from None
-        except docker.errors.DockerException as e:
-            raise UserError(
-                f"cannot ask the engine at {host} for {config.docker.image} ({_first_line(e)}). "
-                "Start it with 'harness up', or fix docker.host in the skycore config."
-            ) from None
         return f"{image} ({found.short_id})"
 
     return [("docker", engine), ("node image", node_image)]
+
+
+@contextmanager
+def _engine_errors(what: str) -> Iterator[None]:
+    """The engine's failures as one UserError: ProvisionError's own message (it names the
+    engine and the fix), else ``what`` with the SDK's reason and the fix."""
+    import docker.errors
+
+    try:
+        yield
+    except ProvisionError as e:
+        raise UserError(str(e)) from None
+    except docker.errors.DockerException as e:
+        raise UserError(
+            f"{what} ({_first_line(e)}). Start it with 'harness up', or fix docker.host in the "
+            "skycore config."
+        ) from None
 
 
 def _first_line(e: BaseException) -> str:
