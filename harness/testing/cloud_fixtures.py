@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,16 @@ def _emulator_contract_kept(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def session_skycore_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A skycore home shared by this worker's tests (config written by the cloud)."""
-    root = harness_home()
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    home = root / "test-homes" / f"{os.getpid()}-{worker}"
-    home.mkdir(parents=True, exist_ok=True)
-    return home
+    return new_session_home(harness_home(), os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+def new_session_home(root: Path, worker: str) -> Path:
+    """A new, empty folder under ``root``/test-homes for one session's skycore home. Never
+    one an earlier session used: process ids come round again, and the cloud's config is
+    merged into what the folder holds, so an old session's sections would come with it."""
+    parent = root / "test-homes"
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-{worker}-", dir=parent))
 
 
 @pytest.fixture(scope="session")
