@@ -143,7 +143,9 @@ def test_a_section_of_a_package_missing_here_warns_and_every_command_runs(
     launch = run(sys.executable, env, *argv)
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert "hello from s3" in launch.stdout
-    (warning,) = warnings_of(launch.stderr)
+    found = warnings_of(launch.stderr)
+    assert len(found) == 1, launch.stderr
+    (warning,) = found
     assert f"section '{STORE}' is kept but unused" in warning
     assert f"package {DIST}" in warning and f"harness down --store {STORE} --forget" in warning
 
