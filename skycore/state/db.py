@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +15,8 @@ from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
+
+from filelock import FileLock
 
 from skycore.config import skycore_home
 from skycore.stores import store_classes
@@ -113,17 +116,43 @@ def db_path() -> Path:
     return skycore_home() / "state.db"
 
 
+_ready: set[tuple[Path, int]] = set()
+"""(path, inode) of each database this process has put in WAL mode with the schema."""
+_ready_lock = threading.Lock()
+
+
+def _make_ready(path: Path) -> None:
+    """Put the database at ``path`` in WAL mode with the schema in place, once per file.
+
+    Two first connections at once (threads of one dry run, or two commands) used to switch a
+    new file to WAL together, and SQLite answers one of them "database is locked" at once,
+    without waiting: so one thread and one process at a time (a file lock beside it)."""
+    with _ready_lock:
+        if path.exists() and (path, path.stat().st_ino) in _ready:
+            return
+        with FileLock(str(path) + ".init.lock", timeout=60):
+            conn = sqlite3.connect(path, timeout=30)
+            conn.row_factory = sqlite3.Row
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                _migrate(conn)
+                conn.commit()
+            finally:
+                conn.close()
+        _ready.add((path, path.stat().st_ino))
+
+
 @contextmanager
 def connect() -> Iterator[sqlite3.Connection]:
-    """A connection in WAL mode with the schema in place; commits on success."""
+    """A connection to the state database (WAL mode, the schema in place); commits on
+    success."""
     path = db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
+    _make_ready(path)
     conn = sqlite3.connect(path, timeout=30)
     conn.row_factory = sqlite3.Row
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        _migrate(conn)
         yield conn
         conn.commit()
     finally:
