@@ -48,7 +48,8 @@ class DockerConfig(_Strict):
 
 
 class SkycoreConfig(BaseModel):
-    """The whole config file: ``docker``, ``logs_dir`` and one section per configured store.
+    """The whole config file: ``docker``, ``logs_dir``, ``mount_recipe`` (who mounts buckets
+    on nodes: skycore.storage.recipes) and one section per configured store.
 
     Store sections are named and modelled by the registered stores (``config_section`` /
     ``config_model``); a section left out means that store is not configured. A section no
@@ -60,6 +61,7 @@ class SkycoreConfig(BaseModel):
 
     docker: DockerConfig = Field(default_factory=DockerConfig)
     logs_dir: str = "~/sky_logs"
+    mount_recipe: str = "skycore"
 
     @model_validator(mode="after")
     def _store_sections(self, info: ValidationInfo) -> SkycoreConfig:

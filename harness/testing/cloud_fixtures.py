@@ -80,7 +80,23 @@ def local_cloud(request: pytest.FixtureRequest, session_skycore_home: Path) -> I
                 config.unlink(missing_ok=True)  # the target's credentials leave no copy
             return
         stores = tuple(selected_stores(request.config))
-        yield cloud.up(say=lambda _msg: None, stores=stores)
+        info = cloud.up(say=lambda _msg: None, stores=stores)
+        use_recipe(request.config.getoption("recipe"))
+        yield info
+
+
+def use_recipe(name: str) -> None:
+    """Make ``name`` the mount recipe of the current skycore home's config (checked: an
+    unknown or broken recipe stops the session with the recipe's error)."""
+    from skycore.config import load_config, save_config
+    from skycore.storage import recipes
+
+    config = load_config()
+    if config.mount_recipe == name:
+        return
+    config.mount_recipe = name
+    recipes.active(config)
+    save_config(config)
 
 
 def _target_cloud(target: Any) -> Path:

@@ -64,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "local stand-in, and print where they differ",
     )
     group.addoption(
+        "--recipe",
+        metavar="NAME",
+        default="skycore",
+        help="the mount recipe the nodes mount buckets with: skycore (the default) or a "
+        "registered one such as skypilot (docs/mount-recipes.md)",
+    )
+    group.addoption(
         "--keep-on-failure",
         action="store_true",
         default=False,

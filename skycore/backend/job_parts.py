@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from skycore import logs, node
 from skycore.backend.handle import ClusterHandle
-from skycore.backend.mounts import DRAIN_TIMEOUT_S
+from skycore.backend.mounts import cached_drain_script
 from skycore.backend.sync import WORKDIR
 from skycore.concurrency import parallel
 from skycore.errors import StageError
@@ -98,11 +98,9 @@ def run_on_nodes(
     each node drains those cached mounts before it records the part's exit code. Without
     ``follow`` the parts are only started (returns []).
     """
-    from skycore.storage import mounting
-
     n = task.num_nodes
     has_workdir = task.workdir is not None
-    drain = mounting.drain_command(list(drain_dsts), DRAIN_TIMEOUT_S) if drain_dsts else ""
+    drain = cached_drain_script(handle.config, drain_dsts) if drain_dsts else ""
 
     def env(rank: int) -> dict[str, str]:
         part = _start_env(body, job_id, kind, rank, has_workdir, drain)

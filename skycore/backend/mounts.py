@@ -16,8 +16,12 @@ from skycore import logs, node, state
 from skycore.backend.batch import NodeStep, ShellStep, run_batch
 from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
+from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
+from skycore.storage import mounting, recipes
+from skycore.storage.common import StorageMode
+from skycore.storage.storage import Storage
 
 DRAIN_TIMEOUT_S = 600
 Say = Callable[[str], None]
@@ -41,14 +45,12 @@ def remount(
     rc timeout ends that call, rclone still finishes it once the store answers, so the
     mount is waited for, never asked for twice; a batch that failed at once for want of a
     connection is run again."""
-    from skycore.storage import mounting
-    from skycore.storage.storage import Storage
-
     mounts = [m for m in state.get_cluster_mounts(handle.name) if m.spec is not None]
     if not mounts:
         return 0
-    entries = [
-        (f"mount {m.dst}", Storage.from_mount_spec(m.spec).mount_step(m.dst, handle.config))
+    prepare_nodes(handle, [m.mode for m in mounts])
+    entries: list[tuple[str, NodeStep]] = [
+        (f"mount {m.dst}", mount_entry(Storage.from_mount_spec(m.spec), m.dst, handle.config))
         for m in mounts
         if m.spec is not None
     ]
@@ -271,9 +273,32 @@ class _StoreWait:
 def drain_all_command(dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S) -> str:
     """Bash draining every cached mount in ``dsts`` with one poller (the drain rule of
     skycore/node/mountd); exit 0 when all are durable."""
-    from skycore.storage import mounting
-
     return mounting.drain_command(list(dsts), timeout_s)
+
+
+def cached_drain_script(
+    config: SkycoreConfig, dsts: Sequence[str], timeout_s: float = DRAIN_TIMEOUT_S
+) -> str:
+    """Bash draining the MOUNT_CACHED mounts ``dsts`` after a job's run: the mount recipe's
+    drain when a recipe mounts MOUNT_CACHED entries, else skycore's."""
+    recipe = recipes.takes(config, StorageMode.MOUNT_CACHED)
+    if recipe is None:
+        return drain_all_command(dsts, timeout_s)
+    return recipe.drain_script(list(dsts), timeout_s)
+
+
+def prepare_nodes(handle: ClusterHandle, modes: Sequence[str]) -> None:
+    """Let the mount recipe prepare every node once if it mounts any of ``modes``."""
+    recipe = next((r for m in modes if (r := recipes.takes(handle.config, m)) is not None), None)
+    if recipe is not None:
+        parallel(recipe.prepare_node, handle.runners)
+
+
+def mount_entry(st: Storage, dst: str, config: SkycoreConfig) -> NodeStep:
+    """The node step mounting ``st`` at ``dst``: the mount recipe's bash for the modes it
+    takes, else skycore's mount step."""
+    script = recipes.mount_script(st, dst, config)
+    return ShellStep(script) if script is not None else st.mount_step(dst, config)
 
 
 class _Throttled:
@@ -312,15 +337,16 @@ def drain_mounts(
     mounts = [m for m in state.get_cluster_mounts(handle.name) if m.is_mount]
     if not mounts:
         return 0
-    from skycore.storage import mounting
-
+    recipe = recipes.takes(handle.config, StorageMode.MOUNT_CACHED)
     cached = [m.dst for m in mounts if m.mode == "MOUNT_CACHED"]
+    if recipe is not None and not recipe.drains_before_stop:
+        cached = []  # the recipe runs nothing before a stop or a down
     progress = _Throttled(say) if say is not None else None
 
     def drain(runner: CommandRunner) -> None:
         logs.append(log_path, f"[{runner.node_name}] drain {', '.join(cached)}")
         rc = runner.run(
-            drain_all_command(cached),
+            cached_drain_script(handle.config, cached),
             log_path=log_path,
             stream=progress is not None,
             sink=progress,
@@ -341,9 +367,15 @@ def drain_mounts(
     if unmount:
         # unmount_command drains again by itself and refuses to unmount with uploads pending;
         # one command per node unmounts them all, then the idle daemon quits.
-        dsts = [m.dst for m in mounts]
-        step = ShellStep(mounting.unmount_command(dsts, DRAIN_TIMEOUT_S))
-        entries: list[tuple[str, NodeStep]] = [(f"unmount {', '.join(dsts)}", step)]
+        own = [m.dst for m in mounts if recipes.takes(handle.config, m.mode) is None]
+        theirs = [m.dst for m in mounts if m.dst not in own]
+        entries: list[tuple[str, NodeStep]] = []
+        if theirs and recipe is not None:
+            step = ShellStep(recipe.unmount_script(theirs))
+            entries.append((f"unmount {', '.join(theirs)} ({recipe.name})", step))
+        if own:
+            step = ShellStep(mounting.unmount_command(own, DRAIN_TIMEOUT_S))
+            entries.append((f"unmount {', '.join(own)}", step))
         try:
             run_batch(handle, entries, log_path)
         except StageError as e:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from skycore import logs, state
 from skycore.backend.batch import NodeStep, run_batch, write_files_command
 from skycore.backend.handle import ClusterHandle
+from skycore.backend.mounts import mount_entry, prepare_nodes
 from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
 from skycore.errors import StageError
@@ -192,7 +193,7 @@ def sync_file_mounts(
         records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, spec))
         # A mount still live from an earlier launch is left alone by the mount script itself
         # (one live probe per node for the whole batch; no separate probe exec).
-        return f"mount {dst} ({mode})", st.mount_step(dst, handle.config)
+        return f"mount {dst} ({mode})", mount_entry(st, dst, handle.config)
 
     previous = state.get_cluster_mounts(handle.name)
     waiting = [*urls, *storages]
@@ -201,6 +202,7 @@ def sync_file_mounts(
     from skycore.storage import mounting
 
     files: dict[str, str] = mounting.node_files(handle.config)
+    prepare_nodes(handle, [st.mode.value for st in storages.values()])
     try:
         # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so
         # a slow upload holds back only its own entries.

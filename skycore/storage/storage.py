@@ -358,6 +358,11 @@ class Storage:
         info = self._access
         return (False, False) if info is None else (info.anonymous, not info.can_write)
 
+    def mounts_read_only(self) -> bool:
+        """True when the last access check found the user cannot write (or the entry asks
+        for read-only): the mount refuses writes."""
+        return self.mount_options.read_only or self._remote()[1]
+
     def mount_spec(self) -> dict[str, Any]:
         """What a mount is, as data (JSON-ready): recorded per cluster so that start and a
         relaunch render the mount with the current code (``from_mount_spec``)."""
