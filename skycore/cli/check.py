@@ -16,7 +16,7 @@ from skycore import stores
 from skycore.cli.app import cli, console
 from skycore.cli.common import handle_errors
 from skycore.config import SkycoreConfig, load_config
-from skycore.errors import ProvisionError, UserError
+from skycore.errors import ConfigError, ProvisionError, UserError
 
 Check = tuple[str, Callable[[], str]]
 """A line's label and what it runs: the ok detail, or an exception whose text is the reason."""
@@ -65,6 +65,13 @@ def _docker_checks(config: SkycoreConfig) -> list[Check]:
     return [("docker", engine), ("node image", node_image)]
 
 
+def _recipe_check(config: SkycoreConfig) -> Check:
+    """The mount recipe config names: loadable, and which modes it mounts itself."""
+    from skycore.storage import recipes
+
+    return ("mount recipe", lambda: recipes.active(config).describe())
+
+
 @contextmanager
 def _engine_errors(what: str) -> Iterator[None]:
     """The engine's failures as one UserError: ProvisionError's own message (it names the
@@ -92,6 +99,8 @@ def _run(check: Callable[[], str]) -> tuple[bool, str]:
         return True, check()
     except UserError as e:
         return False, e.message
+    except ConfigError as e:
+        return False, " ".join(str(e).split())
     except Exception as e:  # an SDK's own error: still one line, never a traceback
         return False, (
             f"{type(e).__name__}: {_first_line(e)}. Check the endpoint and the credentials of "
@@ -102,10 +111,10 @@ def _run(check: Callable[[], str]) -> tuple[bool, str]:
 @cli.command()
 @handle_errors()
 def check() -> None:
-    """Check each configured store (its endpoint and credentials), the docker engine and
-    the node image, changing nothing; exit 1 if any check failed."""
+    """Check each configured store (its endpoint and credentials), the docker engine, the
+    node image and the mount recipe, changing nothing; exit 1 if any check failed."""
     config = load_config()
-    checks = _store_checks(config) + _docker_checks(config)
+    checks = _store_checks(config) + _docker_checks(config) + [_recipe_check(config)]
     with ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="check") as pool:
         results = list(pool.map(lambda c: _run(c[1]), checks))
     for (label, _), (ok, detail) in zip(checks, results, strict=True):

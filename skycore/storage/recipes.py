@@ -65,6 +65,11 @@ class MountRecipe:
     modes: ClassVar[frozenset[StorageMode]] = frozenset()
     drains_before_stop: ClassVar[bool] = True
 
+    def describe(self) -> str:
+        """One line for ``skycore check``: the recipe, where it comes from, what it mounts."""
+        modes = ", ".join(sorted(m.value for m in self.modes)) or "no mode"
+        return f"{self.name} ({type(self).__module__}; mounts {modes}, skycore the rest)"
+
     def prepare_node(self, runner: CommandRunner) -> None:
         """Put what the recipe's scripts need on the node ``runner`` reaches."""
 
@@ -85,6 +90,9 @@ class SkycoreRecipe(MountRecipe):
     """skycore's own mounting: every mode through the node's rclone daemon and mountd."""
 
     name = DEFAULT
+
+    def describe(self) -> str:
+        return "skycore (skycore's own mounting, every mode)"
 
 
 _RECIPES: PluginGroup[MountRecipe] = PluginGroup(

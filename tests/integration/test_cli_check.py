@@ -44,8 +44,9 @@ def test_check_says_ok_for_every_configured_store_and_the_engine(skycore_home: P
     r = check(skycore_home)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = lines_by_label(r.stdout)
-    for label in [*labels(config).values(), "docker", "node image"]:
+    for label in [*labels(config).values(), "docker", "node image", "mount recipe"]:
         assert lines[label].startswith(f"{label}: ok — "), r.stdout
+    assert lines["mount recipe"].endswith("skycore (skycore's own mounting, every mode)")
     for section, label in labels(config).items():
         endpoint = config[section].get("endpoint_url") or config[section].get("api_endpoint")
         if endpoint:
@@ -78,3 +79,13 @@ def test_a_wrong_key_fails_that_store_with_a_sentence_and_exit_1(skycore_home: P
                 assert lines[label].startswith(f"{label}: ok — "), r.stdout
         assert f"1 check(s) failed: {wrong}." in r.stderr, r.stderr
         assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_an_unknown_mount_recipe_fails_its_line_naming_the_field(skycore_home: Path) -> None:
+    path = skycore_home / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**config, "mount_recipe": "nosuch"}))
+    r = check(skycore_home)
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = lines_by_label(r.stdout)["mount recipe"]
+    assert line.startswith("mount recipe: FAILED — mount_recipe: 'nosuch' is not a mount recipe")
