@@ -11,6 +11,13 @@ The store contract (docs/backends.md):
 - ``S3Store``: the S3 store, to subclass for an S3-compatible service.
 - ``AwsConfig``: the config.yaml model of the S3 store, to subclass for its section.
 
+The mount recipe contract (docs/mount-recipes.md):
+
+- ``MountRecipe``: the base class of a way to mount buckets on nodes (registered under the
+  entry-point group ``skycore.mount_recipes``, chosen with ``mount_recipe:`` in config.yaml).
+- ``BucketMount``: what a recipe is asked to mount (store, bucket, mount path, mode, tuning).
+- ``StorageMode``: COPY, MOUNT or MOUNT_CACHED (a recipe's ``modes``).
+
 What a store raises (each a one-paragraph ``UserError`` naming the field or bucket and the fix):
 
 - ``StorageError``: a store operation failed (the base of the errors below).
@@ -35,12 +42,14 @@ from skycore.errors import (
     UnknownStoreError,
 )
 from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
+from skycore.storage.common import StorageMode
+from skycore.storage.recipes import BucketMount, MountRecipe
 from skycore.storage.s3 import AwsConfig, S3Store
 
 __all__ = [
-    "AbstractStore", "AccessInfo", "AwsConfig", "BucketNameError", "PluginAPIDeprecationWarning",
-    "S3Store", "StorageAccessError", "StorageError", "StorageSpecError", "StoreLoadError",
-    "UnknownStoreError", "UploadResult",
+    "AbstractStore", "AccessInfo", "AwsConfig", "BucketMount", "BucketNameError", "MountRecipe",
+    "PluginAPIDeprecationWarning", "S3Store", "StorageAccessError", "StorageError",
+    "StorageMode", "StorageSpecError", "StoreLoadError", "UnknownStoreError", "UploadResult",
 ]  # fmt: skip
 
 DEPRECATED: dict[str, str] = {}

@@ -20,9 +20,10 @@ API = ("skycore.plugin_api", "harness.plugin_api")
 
 PUBLISHED: dict[str, tuple[str, ...]] = {
     "skycore.plugin_api": (
-        "AbstractStore", "AccessInfo", "AwsConfig", "BucketNameError",
-        "PluginAPIDeprecationWarning", "S3Store", "StorageAccessError", "StorageError",
-        "StorageSpecError", "StoreLoadError", "UnknownStoreError", "UploadResult",
+        "AbstractStore", "AccessInfo", "AwsConfig", "BucketMount", "BucketNameError",
+        "MountRecipe", "PluginAPIDeprecationWarning", "S3Store", "StorageAccessError",
+        "StorageError", "StorageMode", "StorageSpecError", "StoreLoadError", "UnknownStoreError",
+        "UploadResult",
     ),
     "harness.plugin_api": (
         "LOOPBACK", "OTHER", "UNKNOWN", "USER", "Access", "AccessKey", "CloudError",

@@ -24,11 +24,16 @@ from skycore.deprecation import SHOWN_ENV, PluginAPIDeprecationWarning
 
 CLASSES = {
     "harness.plugin_api": ("RunningEmulator", "S3Emulator", "GateProtocol", "S3GateProtocol"),
-    "skycore.plugin_api": ("AbstractStore", "S3Store"),
+    "skycore.plugin_api": ("AbstractStore", "S3Store", "MountRecipe"),
 }
 """The public classes whose own public methods are frozen."""
 
 SIGNATURES: dict[str, str] = {
+    "skycore.plugin_api.MountRecipe.describe": "(self)",
+    "skycore.plugin_api.MountRecipe.drain_script": "(self, mount_paths, timeout_s)",
+    "skycore.plugin_api.MountRecipe.mount_script": "(self, mount)",
+    "skycore.plugin_api.MountRecipe.prepare_node": "(self, runner)",
+    "skycore.plugin_api.MountRecipe.unmount_script": "(self, mount_paths)",
     "harness.plugin_api.RunningEmulator.attach": "(cls, target)",
     "harness.plugin_api.RunningEmulator.bucket_exists": "(self, name, owner=)",
     "harness.plugin_api.RunningEmulator.bucket_url": "(self, name, owner=)",
@@ -163,6 +168,11 @@ SIGNATURES: dict[str, str] = {
 }  # fmt: skip
 
 OLD_SIGNATURES: dict[str, str] = {
+    "skycore.plugin_api.MountRecipe.describe": "(self)",
+    "skycore.plugin_api.MountRecipe.drain_script": "(self, mount_paths, timeout_s)",
+    "skycore.plugin_api.MountRecipe.mount_script": "(self, mount)",
+    "skycore.plugin_api.MountRecipe.prepare_node": "(self, runner)",
+    "skycore.plugin_api.MountRecipe.unmount_script": "(self, mount_paths)",
     "harness.plugin_api.RunningEmulator.config_section": "(self)",
 }
 """Overrides of an earlier release's signature that the harness still calls the old way."""
