@@ -168,11 +168,6 @@ SIGNATURES: dict[str, str] = {
 }  # fmt: skip
 
 OLD_SIGNATURES: dict[str, str] = {
-    "skycore.plugin_api.MountRecipe.describe": "(self)",
-    "skycore.plugin_api.MountRecipe.drain_script": "(self, mount_paths, timeout_s)",
-    "skycore.plugin_api.MountRecipe.mount_script": "(self, mount)",
-    "skycore.plugin_api.MountRecipe.prepare_node": "(self, runner)",
-    "skycore.plugin_api.MountRecipe.unmount_script": "(self, mount_paths)",
     "harness.plugin_api.RunningEmulator.config_section": "(self)",
 }
 """Overrides of an earlier release's signature that the harness still calls the old way."""
