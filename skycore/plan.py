@@ -17,7 +17,7 @@ from rich.text import Text
 
 from skycore import node_images
 from skycore.config import SkycoreConfig
-from skycore.storage import Storage, StorageAccessError, StoragePlan, make_store, parse_url
+from skycore.storage import Storage, StorageAccessError, StoragePlan, make_store, parse_url, recipes
 from skycore.storage.common import is_cloud_url
 from skycore.storage.entry_spec import order_given_up
 from skycore.task import Task
@@ -132,7 +132,9 @@ def _describe(dst: str, st: Storage, plan: StoragePlan, config: SkycoreConfig) -
     access = ""
     if st.mode.is_mount:
         access, why = _access(st, plan)
-        actions.append(f"mount {access} on every node{why}")
+        recipe = recipes.takes(config, st.mode)
+        by = f" with the {recipe.name} mount recipe" if recipe is not None else ""
+        actions.append(f"mount {access} on every node{by}{why}")
     else:
         what = f"the objects under {st.prefix}" if st.prefix else "the bucket's objects"
         actions.append(f"copy {what} to every node (a snapshot: writes stay on the node)")

@@ -8,14 +8,16 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from skycore import plan
 from skycore.backend.batch import ShellStep
 from skycore.backend.mounts import DRAIN_TIMEOUT_S, cached_drain_script, mount_entry
 from skycore.config import SkycoreConfig
 from skycore.errors import ConfigError
 from skycore.storage import recipes
+from skycore.storage.api import AccessInfo
 from skycore.storage.common import StorageMode
 from skycore.storage.mounting import MountStep, drain_command
-from skycore.storage.storage import Storage
+from skycore.storage.storage import Storage, StoragePlan
 
 
 class EchoRecipe(recipes.MountRecipe):
@@ -100,3 +102,14 @@ def test_the_entry_s_own_transfers_reach_the_recipe_and_the_default_does_not(
 def test_recipe_names_lists_skycore_and_the_registered_ones(echo_recipe: SkycoreConfig) -> None:
     names = recipes.recipe_names()
     assert "skycore" in names and "echo-recipe" in names and names == sorted(names)
+
+
+def test_the_dry_run_names_the_recipe_that_mounts_an_entry(echo_recipe: SkycoreConfig) -> None:
+    new_bucket = StoragePlan(AccessInfo(exists=False), create=True)
+    action = plan._describe("/ckpt", cached(), new_bucket, echo_recipe).action
+    assert (
+        action == "create bucket, mount read-write on every node with the echo-recipe mount recipe"
+    )
+    plain = Storage.from_spec(name="bucket-one", source=None, store="s3", mode="MOUNT")
+    action = plan._describe("/data", plain, new_bucket, echo_recipe).action
+    assert action == "create bucket, mount read-write on every node"
