@@ -116,35 +116,45 @@ KINDS = {
 store (``Rclone.RcloneStores``) and what gives its credentials and stand-ins."""
 
 
-def skycore_remote(mount: BucketMount) -> dict[str, str]:
-    """The options of the rclone remote skycore itself mounts ``mount``'s store with (its
-    endpoint and the user's credentials from the store's config section)."""
+def skycore_remote(mount: BucketMount) -> tuple[dict[str, str], str]:
+    """(the options of the rclone remote skycore itself mounts ``mount``'s store with: its
+    endpoint and the user's credentials, the name of the config section they come from)."""
     from skycore.stores import get_store_class
 
-    text = get_store_class(mount.store).rclone_config(mount.store_config)
+    cls = get_store_class(mount.store)
     parser = configparser.RawConfigParser()
-    parser.read_string(text)
-    return dict(parser[parser.sections()[0]])
+    parser.read_string(cls.rclone_config(mount.store_config))
+    return dict(parser[parser.sections()[0]]), cls.config_section
 
 
-def sky_request(mount: BucketMount) -> tuple[dict[str, Any], Env]:
-    """(sky_commands' request for ``mount``, the stand-in environment of its mount)."""
-    opts = skycore_remote(mount)
+def sky_kind(opts: Mapping[str, str]) -> tuple[str, Creds, Env] | None:
+    """(SkyPilot's store, its credentials, the stand-ins) for the rclone remote ``opts``;
+    None for a backend SkyPilot's MOUNT_CACHED does not speak."""
     backend, provider = opts.get("type", ""), opts.get("provider")
     found = KINDS.get((backend, provider)) or KINDS.get((backend, None))
     if found is None:
-        raise ConfigError(
-            f"mount_recipe: the skypilot recipe cannot mount {mount.store} buckets ({mount.bucket} "
-            f"at {mount.mount_path}): SkyPilot's MOUNT_CACHED speaks rclone's s3, google cloud "
-            f"storage and azureblob backends, and this store's is {backend or 'unknown'}. Use "
-            "mount_recipe: skycore, or another mode for this entry."
-        )
+        return None
     kind, parts = found
-    creds, env = parts(opts)
+    return (kind, *parts(opts))
+
+
+def sky_request(mount: BucketMount) -> tuple[dict[str, Any], Env]:
+    """(sky_commands' request for ``mount``, the stand-in environment of its mount);
+    ConfigError for a store SkyPilot cannot mount or a section without credentials."""
+    opts, section = skycore_remote(mount)
+    found = sky_kind(opts)
+    if found is None:
+        raise ConfigError(
+            f"mount_recipe: the skypilot recipe cannot mount {mount.bucket} at "
+            f"{mount.mount_path}: SkyPilot's MOUNT_CACHED speaks rclone's s3, google cloud "
+            f"storage and azureblob backends, and the {mount.store} store's is "
+            f"{opts.get('type') or 'unknown'}. Use mount_recipe: skycore, or another mode."
+        )
+    kind, creds, env = found
     missing = [k for k, v in creds.items() if not v]
     if missing:
         raise ConfigError(
-            f"mount_recipe: the skypilot recipe needs {', '.join(missing)} from the {mount.store} "
+            f"mount_recipe: the skypilot recipe needs {', '.join(missing)} in the '{section}' "
             f"section of the skycore config to mount {mount.bucket} (SkyPilot writes the "
             "credentials into its rclone profile); add them there, or use mount_recipe: skycore."
         )

@@ -16,6 +16,7 @@ install) or made for other pins is removed and made again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,6 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from harness.cloud.procs import log_tail
-from harness.emulators.base import installing_notice
 from harness.paths import harness_home
 from skycore.errors import ConfigError
 
@@ -43,6 +43,14 @@ MARKER = ".skycore-installed"
 
 Say = Callable[[str], None]
 _NOT_PASSED = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")  # ours would steer the other venv
+
+
+def installing_notice(message: str) -> None:
+    """Tell the person at the terminal, even under pytest's output capture."""
+    stream = sys.__stderr__ or sys.stderr
+    with contextlib.suppress(OSError):
+        stream.write(f"harness: {message}\n")
+        stream.flush()
 
 
 class SkyPilotUnavailable(ConfigError):
