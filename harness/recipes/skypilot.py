@@ -26,7 +26,7 @@ What stands in for what SkyPilot finds on a cloud VM (nothing else is added):
   internet, and the node's /usr/local/bin/rclone is skycore's newer one. SkyPilot's version
   check runs first and the mount fails with a clear message if it does not pass;
 - AWS_CA_BUNDLE unset, as skycore's own mount program does: it breaks the S3 backend of
-  some rclone builds (Debian's 1.60);
+  some rclone builds (Debian's 1.60; 1.68.2 over the gate's http works either way);
 - ``mountpoint -q DST ||``: skycore runs the mount again after a start, and SkyPilot's
   command, run on a live mount, appends its profile again and reports success while its
   second rclone dies ("directory already mounted");
