@@ -28,7 +28,6 @@ from skycore.stages import (
     Stage,
     StageResult,
 )
-from skycore.storage import recipes
 from skycore.task import Task
 
 
@@ -89,8 +88,6 @@ def launch(
                 core.check_same_resources(record, task)
             fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
             checked = backend.check_bucket_sources(task, config, fm_log)  # before any change
-            if task.storage_mounts:
-                recipes.active(config)  # an unknown mount_recipe changes nothing either
             touched = True
             if task.storage_mounts:  # buckets and uploads need no node: made as nodes come up
                 prepared = backend.start_storage_prepare(

@@ -16,6 +16,7 @@ from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
+from skycore.storage import recipes
 
 if TYPE_CHECKING:
     from skycore.storage.storage import Storage
@@ -90,8 +91,10 @@ def _prepare_one(
 def check_bucket_sources(task: Task, config: SkycoreConfig, log_path: Path) -> set[str]:
     """Prepare every entry whose source is an existing bucket (check and record it), in
     parallel, and wait: launch calls it before any node or bucket is made, so a bucket that
-    does not exist or cannot be read is refused while nothing has changed. Returns their
-    destinations."""
+    does not exist or cannot be read is refused while nothing has changed (and so is a
+    mount_recipe that names no recipe). Returns their destinations."""
+    if task.storage_mounts:
+        recipes.active(config)
     external = {dst: st for dst, st in task.storage_mounts.items() if st.kind == "external"}
     if not external:
         return set()

@@ -17,6 +17,8 @@ from skycore.backend.handle import node_resources
 from skycore.config import SkycoreConfig, skycore_home
 from skycore.core.jobs import settle_orphan_jobs
 from skycore.provision import ProvisionError
+from skycore.storage import recipes
+from skycore.storage.common import StorageMode
 from skycore.task import Task
 
 
@@ -305,7 +307,7 @@ def stop_nodes(
         return None
     if running is not None:
         settle_orphan_jobs(record, config)
-        say("draining cached mounts and unmounting")
+        say(_drain_words(config)[0])
         n = backend.drain_mounts(running, log_path, unmount=True, say=say)
         logs.append(log_path, f"drained and unmounted {n} mount(s)")
         if n:
@@ -319,7 +321,16 @@ def stop_nodes(
         state.set_cluster_status(name, state.CLUSTER_INIT, f"stop failed: {e}")
         raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
     state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
-    return f"{running.num_nodes if running else 0} node(s) stopped; mounts drained"
+    return f"{running.num_nodes if running else 0} node(s) stopped; {_drain_words(config)[1]}"
+
+
+def _drain_words(config: SkycoreConfig) -> tuple[str, str]:
+    """(progress line, outcome) of unmounting before a stop or a down: a drain first, unless
+    the mount recipe of MOUNT_CACHED entries runs nothing before a stop."""
+    recipe = recipes.takes(config, StorageMode.MOUNT_CACHED)
+    if recipe is None or recipe.drains_before_stop:
+        return "draining cached mounts and unmounting", "mounts drained"
+    return "unmounting", f"mounts unmounted, not drained (as the {recipe.name} recipe does)"
 
 
 def start_nodes(
@@ -366,7 +377,7 @@ def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[st
     if record is not None:
         running = backend.up_nodes(backend.get_handle(record, config))
         if running is not None and mounts:
-            say("draining cached mounts and unmounting")
+            say(_drain_words(config)[0])
             backend.drain_mounts(running, log_path, unmount=True, say=say)
             # Until the nodes are gone, nothing may run there against plain local folders.
             state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
