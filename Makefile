@@ -102,3 +102,27 @@ smoke-%: venv
 
 clean:
 	rm -rf $(VENV) .tox .mypy_cache .ruff_cache .pytest_cache
+
+## The recipe matrix (tests/matrix): the same scenarios on s3 and gcs with skycore's mount
+## recipe and with SkyPilot's (its venv installed first), one pytest session per store and
+## recipe, then the side-by-side report (build/recipe-matrix/report.html and report.md).
+## Every session runs to the end and a failed test still has its row in the report; the
+## target then exits non-zero. Times are read from /proc/uptime (monotonic).
+MATRIX_DIR := build/recipe-matrix
+MATRIX_STORES ?= s3 gcs
+MATRIX_RECIPES ?= skycore skypilot
+.PHONY: skypilot-matrix
+skypilot-matrix: venv
+	@start=$$(cut -d' ' -f1 /proc/uptime); rc=0; \
+	$(BIN)/python -m harness.recipes.skypilot_venv || rc=1; \
+	rm -f $(MATRIX_DIR)/*.json; \
+	for recipe in $(MATRIX_RECIPES); do for store in $(MATRIX_STORES); do \
+	  begun=$$(cut -d' ' -f1 /proc/uptime); \
+	  $(BIN)/pytest tests/matrix -n $(PYTEST_WORKERS) --dist loadgroup -rfE \
+	    --store $$store --recipe $$recipe || rc=1; \
+	  awk -v s="$$begun" -v run="$$store $$recipe" \
+	    '{printf "skypilot-matrix: %s: %.1f s\n", run, $$1 - s}' /proc/uptime; \
+	done; done; \
+	$(BIN)/python -m harness.recipes.matrix_report $(MATRIX_DIR) -o $(MATRIX_DIR)/report.html || rc=1; \
+	awk -v s="$$start" '{printf "skypilot-matrix: %.1f s in all\n", $$1 - s}' /proc/uptime; \
+	exit $$rc

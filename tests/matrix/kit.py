@@ -68,7 +68,9 @@ class Recorder:
 
     def order(self, events: Sequence[Any], expected: Sequence[str], prefix: str) -> bool:
         """Replay the write events under ``prefix`` (deletes included) against the creation
-        order ``expected``; the row's order kept and first violation. Whether it was kept."""
+        order ``expected``; the row's order kept and first violation (its time counted from
+        the first event under ``prefix``). Whether it was kept."""
+        events = [e for e in events if e.key.startswith(prefix)]
         found = visible_prefix_violations(events, expected, prefix)
         self.row.order_kept = not found
         self.row.first_violation = (
