@@ -126,6 +126,8 @@ class Row:
     files: int | None = None
     """How many files the writer wrote (the files that could be lost)."""
     files_lost: int | None = None
+    lost_note: str = ""
+    """A few words shown beside files lost (``20 not there at stop``)."""
     writer_blocked: bool | None = None
     longest_wait_s: float | None = None
     durable_s: float | None = None
@@ -290,7 +292,8 @@ SCENARIOS: dict[str, str] = {
     "writer-503": "writer during a 503 storm until it finished",
     "corrupt": "corrupt answers (half the writes), default transfers",
     "stop-start": "files written, stop at once, start, a job",
-    "preemption": "managed job preempted mid-run, recovers",
+    "preemption": "managed job preempted mid-run, recovers (lost: checkpoints saved, not "
+    "in the store when the node vanished)",
     "job-scale": "1 GiB checkpoint and 200 small files, a fault that comes and goes",
 }
 """Scenario id -> what it does (the report's row titles, in this order)."""

@@ -110,6 +110,7 @@ def cell(row: Row | None, column: str) -> Cell:
     elif column == LOST_COLUMN:
         lost = "—" if row.files_lost is None else str(row.files_lost)
         text = lost if row.files is None or row.files_lost is None else f"{lost} of {row.files}"
+        text += f" ({row.lost_note})" if row.lost_note else ""
     elif column == WRITER_COLUMN:
         blocked = {None: "—", True: "yes", False: "no"}[row.writer_blocked]
         longest = row.longest_wait_s
@@ -167,7 +168,8 @@ class Table:
                     continue
                 parts = [f"{BROKEN if v.made else UNKEPT} {v.promise}: {v.detail}"
                          for v in row.verdicts if not v.ok]  # fmt: skip
-                if row.first_violation:
+                told = " ".join(parts)
+                if row.first_violation and row.first_violation not in told:
                     parts.append(f"first violation: {row.first_violation}")
                 if row.note:
                     parts.append(row.note)

@@ -30,7 +30,7 @@ from tests.matrix.node_writer import Written
 MIB = 1 << 20
 CKPT = "/ckpt"
 WRITE_HANG_S = 120.0
-"""Hang guard of a burst of writes (they take a second or so)."""
+"""Hang guard of a burst of writes (they take a second or so; pass 10x a longer writer's)."""
 HIT_HANG_S = 120.0
 """Hang guard of a wait for a fault to meet a request (uploads start within seconds)."""
 JOB_HANG_S = 900.0
@@ -58,8 +58,9 @@ class Recorder:
         self.save()
 
     def writes(self, written: Written) -> None:
-        """The writer's measures: how many files, the longest write."""
-        self.row.files = len(written.paths)
+        """The writer's measures: how many files it wrote (those whose write failed were
+        not written: they are the writer's failures, not files lost), the longest write."""
+        self.row.files = len(written.paths) - len(written.errors)
         self.row.longest_wait_s = round(written.longest, 3)
         if written.errors:
             path, error = next(iter(written.errors.items()))
@@ -310,6 +311,8 @@ def writer_result(job: WriterJob, outcome: Any) -> node_writer.Written:
     return found
 
 
-def keys_of(files: list[tuple[str, int]]) -> list[str]:
-    """The object keys of files written under /ckpt."""
-    return [path.removeprefix(CKPT + "/") for path, _ in files]
+def keys_of(files: list[tuple[str, int]], written: Written | None = None) -> list[str]:
+    """The object keys of files under /ckpt, in creation order; with ``written``, of those
+    the writer wrote (its failed writes left out)."""
+    failed = written.errors if written is not None else {}
+    return [path.removeprefix(CKPT + "/") for path, _ in files if path not in failed]

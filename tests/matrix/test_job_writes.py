@@ -125,14 +125,15 @@ def comp_test(store: str, kit: ScenarioKit) -> None:
     written = node_writer.parse(log)
     assert written is not None, outcome.output + log[-3000:]
     rec.writes(written)
-    lost = [d for d, b in buckets.items() if "hellotest.txt" not in list_keys(store, b)]
+    created = [d for d in mine if f"{d}/hellotest.txt" not in written.errors]
+    lost = [d for d in created if "hellotest.txt" not in list_keys(store, buckets[d])]
     rec.row.files_lost = len(lost)
     events = [e for b in buckets.values() for e in emulator.events(b)]
     rec.durable(events, ["hellotest.txt"], written.last_close)
     for dst in theirs:
         said = "refused" if f"WRITE-REFUSED {dst}" in log else "accepted"
         rec.note(f"a write to another account's bucket ({dst}) was {said}")
-    rec.check(job_verdict(lost, len(files), outcome))
+    rec.check(job_verdict(lost, len(created), outcome))
     for entry in theirs.values():
         dataset = bucket_of(entry, run_id)
         assert "hellotest.txt" not in list_keys(store, dataset, owner=OTHER), dataset
@@ -162,19 +163,20 @@ def upload_order(store: str, kit: ScenarioKit, transfers: int | None) -> None:
     bucket = kit.bucket_factory(store, SKY_MANAGED)
     cluster = cached_cluster(kit, bucket, transfers, ["order"])
     files = [(f"{CKPT}/order/file-{i:03d}.bin", s) for i, s in enumerate(order_sizes())]
-    expected = keys_of(files)
     with kit.store_faults.hold(store, "corrupt", bucket=bucket.name, max_hits=CORRUPTED) as fault:
         job = WriterJob(cluster, files)
         outcome = job.outcome()
         hits = kit.store_faults.state(store, fault)["hits"]
-    rec.writes(writer_result(job, outcome))
+    written = writer_result(job, outcome)
+    rec.writes(written)
+    expected = keys_of(files, written)
     events = bucket.events()
     rec.order(events, expected, "order/")
     lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, writer_result(job, outcome).last_close)
+    rec.durable(events, expected, written.last_close)
     deleted = sum(1 for e in events if e.op in DELETE_OPS and e.key in expected)
     rec.note(f"{hits} write(s) answered corrupt, {deleted} object(s) deleted by the client")
-    rec.check(order_verdict(rec), job_verdict(lost, len(files), outcome))
+    rec.check(order_verdict(rec), job_verdict(lost, len(expected), outcome))
     assert hits == CORRUPTED, f"the corrupt fault hit {hits} writes, not {CORRUPTED}"
 
 
@@ -198,7 +200,6 @@ def corrupt_answers(store: str, kit: ScenarioKit) -> None:
     bucket = kit.bucket_factory(store, SKY_MANAGED)
     cluster = cached_cluster(kit, bucket, None, ["corrupt"])
     files = [(f"{CKPT}/corrupt/c-{i:03d}.bin", MIB) for i in range(N_CORRUPT)]
-    expected = keys_of(files)
     with kit.store_faults.hold(
         store, "corrupt", bucket=bucket.name, rate=0.5, max_hits=CORRUPT_HITS
     ) as fault:
@@ -207,12 +208,13 @@ def corrupt_answers(store: str, kit: ScenarioKit) -> None:
         hits = kit.store_faults.state(store, fault)["hits"]
     written = writer_result(job, outcome)
     rec.writes(written)
+    expected = keys_of(files, written)
     events = bucket.events()
     rec.order(events, expected, "corrupt/")
     lost = rec.lost(bucket, expected)
     rec.durable(events, expected, written.last_close)
     rec.note(f"{hits} write(s) answered corrupt")
-    rec.check(order_verdict(rec), job_verdict(lost, len(files), outcome))
+    rec.check(order_verdict(rec), job_verdict(lost, len(expected), outcome))
     assert hits > 0, "no write was answered corrupt: the scenario did not happen"
 
 
@@ -255,11 +257,11 @@ def job_scale(store: str, kit: ScenarioKit) -> None:
     cluster = cached_cluster(kit, bucket, None, ["scale"])
     files = [(f"{CKPT}/scale/checkpoint-1g.bin", BIG)]
     files += [(f"{CKPT}/scale/small-{i:03d}.bin", SMALL) for i in range(N_SMALL)]
-    expected = keys_of(files)
     outage = kit.store_faults.start(store, "outage", bucket=bucket.name)
     job, written, blocked = write_through_fault(
         rec, cluster, outage, files, hang_s=BIG_WRITE_HANG_S
     )
+    expected = keys_of(files, written)
     storms = storms_between_uploads(kit, bucket, job)
     outcome = job.outcome()
     rec.note(f"{storms} storm(s) of 503 met requests after the outage")
@@ -270,9 +272,9 @@ def job_scale(store: str, kit: ScenarioKit) -> None:
     rec.check(
         writer_verdict(written, blocked, "outage"),
         order_verdict(rec),
-        job_verdict(lost, len(files), outcome),
+        job_verdict(lost, len(expected), outcome),
     )
-    big = [e for e in events if e.key == expected[0] and e.op not in DELETE_OPS]
+    big = [e for e in events if e.key == keys_of(files)[0] and e.op not in DELETE_OPS]
     assert big and big[-1].size == BIG, f"the 1 GiB checkpoint arrived as {big[-1:]}"
 
 

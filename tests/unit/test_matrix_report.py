@@ -90,6 +90,7 @@ def runs_dir(tmp_path: Path) -> Path:
             "stop-start",
             "skypilot",
             files=20,
+            lost_note="20 not there at stop",
             note="in the store: 0 of 20 when stop returned",
             verdicts=[verdict("drained before a stop", False, False, "20 of 20 not there")],
         ),
@@ -140,7 +141,7 @@ def test_a_broken_promise_and_an_unkept_one_are_marked(runs_dir: Path) -> None:
     assert rows["order-1"][skypilot][0] == "**no ✗**"  # made with transfers: 1, broken
     assert rows["order-1"][0] == "yes"  # skycore kept it
     assert rows["order-default"][skypilot][0] == "**no ○**"  # not promised
-    assert rows["stop-start"][skypilot][1] == "**0 of 20 ○**"  # a lost-files promise
+    assert rows["stop-start"][skypilot][1] == "**0 of 20 (20 not there at stop) ○**"
     assert "✗ order kept: file-000 not visible" in md
     assert "first violation: event #1 (put order/file-001.bin)" in md
     assert "test failed: PromiseBroken: order-1 on s3" in md
