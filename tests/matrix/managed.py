@@ -26,7 +26,7 @@ from skycore.state.managed_jobs import JobStatus
 from tests.polling import wait_for
 
 TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
-STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
+STEPS, EVERY, CKPT_MIB, STEP_S = 60, 5, 2, 0.15
 CKPT_KEY = re.compile(r"^ckpt/checkpoint-(\d+)\.(bin|json)$")
 RUN_LINE = re.compile(r"^(?:\(head, rank=0\) )?(RESUME step=(\d+)|saved checkpoint (\d+)) ", re.M)
 
