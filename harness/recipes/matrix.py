@@ -93,6 +93,22 @@ order only when the entry asks for one transfer, flushes after a job's run, and 
 before a stop. A recipe not listed here makes none (its rows are recorded, never failed)."""
 
 
+KNOWN_BROKEN: dict[tuple[str, Promise, str], str] = {
+    ("skypilot", Promise.ORDER, "order-1"): (
+        "with transfers: 1, a write the store answers corrupt is deleted by rclone and "
+        "uploaded again after the newer files (measured on s3 and gcs in every run)"
+    ),
+}
+"""Promises a recipe makes and, measured, breaks in one scenario: (recipe, promise,
+scenario) -> what was seen. Such a test is an expected failure (xfail) that still records
+its row and marks the cell broken; once the promise holds there, the test fails until its
+entry is removed, so a fix never goes unnoticed."""
+
+
+class KnownBrokenHolds(AssertionError):
+    """A promise listed in KNOWN_BROKEN held: remove its entry."""
+
+
 def makes(recipe: str, promise: Promise, transfers: int | None = None) -> Term | None:
     """The term under which ``recipe`` makes ``promise`` for a mount with ``transfers``
     (None: the recipe's default), or None if it does not make it."""
@@ -180,15 +196,30 @@ def check_all(
     raised (naming every broken promise the recipe makes)."""
     if recipe != row.recipe:
         raise ValueError(f"checking {recipe}'s promises on a row of {row.recipe}")
-    broken = []
+    broken, known, healed = [], [], []
     for promise, ok, detail in verdicts:
         term = makes(recipe, promise, row.transfers)
         row.verdicts.append(Verdict(promise.value, bool(ok), term is not None, detail))
-        if term is not None and not ok:
+        expected = KNOWN_BROKEN.get((recipe, promise, row.scenario))
+        if expected is not None and ok:
+            healed.append(f"'{promise.value}' held ({expected!r} no longer happens)")
+        elif expected is not None and term is not None:
+            known.append(f"{recipe} breaks '{promise.value}' ({term.when}): {expected}")
+        elif term is not None and not ok:
             broken.append(f"{recipe} promises '{promise.value}' ({term.when}): {detail}")
     record_row(row, record)
+    where = f"{row.scenario} on {row.store}: "
     if broken:
-        raise PromiseBroken(f"{row.scenario} on {row.store}: " + "; ".join(broken))
+        raise PromiseBroken(where + "; ".join(broken))
+    if healed:
+        raise KnownBrokenHolds(
+            where + "; ".join(healed) + ": remove its entry from KNOWN_BROKEN "
+            "(harness/recipes/matrix.py)"
+        )
+    if known:
+        import pytest
+
+        pytest.xfail(where + "; ".join(known))
 
 
 # --- the session's rows, written as JSON by the controller -------------------------------
@@ -197,7 +228,7 @@ def check_all(
 def _outcome(report: Any) -> str | None:
     """passed / failed / skipped / error for the phase that decides it (None: no verdict)."""
     if report.when == "call":
-        return str(report.outcome)
+        return "xfailed" if hasattr(report, "wasxfail") else str(report.outcome)
     if report.failed:
         return "error"
     if report.when == "setup" and report.skipped:

@@ -175,6 +175,8 @@ class Table:
                     parts.append(row.note)
                 if row.outcome in ("failed", "error"):
                     parts.append(f"test {row.outcome}: {row.failure or ''}")
+                if row.outcome == "xfailed":
+                    parts.append("a known break (KNOWN_BROKEN): the test is an expected failure")
                 if parts:
                     out.append(f"{scenario} ({recipe}): " + "; ".join(parts))
         return out

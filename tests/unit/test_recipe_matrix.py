@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from harness.recipes.matrix import (
+    KNOWN_BROKEN,
     ROW_PROPERTY,
+    KnownBrokenHolds,
     Promise,
     PromiseBroken,
     Row,
@@ -51,10 +53,22 @@ def test_a_broken_promise_fails_only_where_the_recipe_makes_it() -> None:
     assert saved["verdicts"] == [
         {"promise": "order kept", "ok": False, "made": False, "detail": "file-3 before file-2"}
     ]
-    ordered = Row("order-1", "s3", "skypilot", transfers=1)
+    ordered = Row("job-scale", "s3", "skypilot", transfers=1)
     with pytest.raises(PromiseBroken, match=r"skypilot promises 'order kept' \(only with"):
         check("skypilot", Promise.ORDER, False, "file-3 first", row=ordered, record=record)
-    assert record.last_row()["scenario"] == "order-1"  # recorded before it failed
+    assert record.last_row()["scenario"] == "job-scale"  # recorded before it failed
+
+
+def test_a_known_break_is_an_expected_failure_until_it_holds() -> None:
+    record = Properties()
+    row = Row("order-1", "s3", "skypilot", transfers=1)
+    with pytest.raises(pytest.xfail.Exception, match=r"skypilot breaks 'order kept'"):
+        check("skypilot", Promise.ORDER, False, "file-1 first", row=row, record=record)
+    assert record.last_row()["verdicts"][0]["ok"] is False  # recorded, the cell shows it
+    healed = Row("order-1", "s3", "skypilot", transfers=1)
+    with pytest.raises(KnownBrokenHolds, match="remove its entry from KNOWN_BROKEN"):
+        check("skypilot", Promise.ORDER, True, "in order", row=healed, record=record)
+    assert set(KNOWN_BROKEN) == {("skypilot", Promise.ORDER, "order-1")}
 
 
 def test_every_verdict_is_recorded_before_the_failure() -> None:
