@@ -36,7 +36,8 @@ from harness.recipes.matrix import (
 
 BROKEN, UNKEPT = "✗", "○"
 LEGEND = (
-    f"{BROKEN}: a promise the recipe makes, broken (its test failed); "
+    f"{BROKEN}: a promise the recipe makes, broken (its test failed, or is a known break: "
+    "an expected failure); "
     f"{UNKEPT}: did not hold, and the recipe does not promise it; —: not measured."
 )
 FIRST_RECIPE = "skycore"
@@ -193,10 +194,15 @@ def tables(runs: Sequence[Run]) -> list[Table]:
     return found
 
 
-def _run_line(run: Run) -> str:
+def _run_times(run: Run) -> str:
+    """``started WHEN, N s, session M s`` of one run."""
     took = f"{run.store_s:.0f} s" if run.store_s is not None else "?"
     session = f", session {run.session_s:.0f} s" if run.session_s is not None else ""
-    return f"{run.recipe}: `{run.command}` (started {run.started}, {took}{session})"
+    return f"started {run.started}, {took}{session}"
+
+
+def _run_line(run: Run) -> str:
+    return f"{run.recipe}: `{run.command}` ({_run_times(run)})"
 
 
 def promises_markdown() -> list[str]:
@@ -273,7 +279,7 @@ def html_report(runs: Sequence[Run]) -> str:
         out.append("</table><p>Runs:</p><ul>")
         for r in table.recipes:
             run = table.runs[r]
-            out.append(f"<li>{e(r)}: <code>{e(run.command)}</code> ({e(_run_line(run))})</li>")
+            out.append(f"<li>{e(r)}: <code>{e(run.command)}</code> ({e(_run_times(run))})</li>")
         out.append("</ul>")
         notes = table.notes()
         if notes:
