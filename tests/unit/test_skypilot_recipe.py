@@ -2,7 +2,8 @@
 and stand-ins each store's rclone remote gets, the tuning it passes on, the bash it wraps
 around SkyPilot's commands, the per-process cache, and the JSON contract with
 harness/recipes/sky_commands.py. No node, no network: the contract tests that need SkyPilot
-itself run with the SkyPilot venv when it is installed (skipped otherwise)."""
+itself run with the SkyPilot venv, installed first if it is not (skipped, with the reason,
+only when it cannot be installed)."""
 
 from __future__ import annotations
 
@@ -269,10 +270,12 @@ def test_sky_commands_refuses_bad_input_with_one_json_line_before_importing_sky(
 
 @pytest.fixture
 def venv() -> skypilot_venv.Venv:
-    found = skypilot_venv.installed()
-    if found is None:
-        pytest.skip("the SkyPilot venv is not installed: python -m harness.recipes.skypilot_venv")
-    return found
+    """The SkyPilot venv, installed first if it is not (skipped with the reason only when
+    it cannot be installed here)."""
+    try:
+        return skypilot_venv.ensure(say=lambda _msg: None)
+    except skypilot_venv.SkyPilotUnavailable as e:
+        pytest.skip(str(e))
 
 
 def test_sky_commands_answers_with_skypilot_s_own_commands(
