@@ -1,28 +1,6 @@
-"""The one poller of the tests (and of the benchmarks, bench/common.py): wait until something
-holds, or fail naming what never came."""
+"""The tests' poller: harness.testing.polling's ``wait_for``, which the harness's test helpers
+(harness.testing.managed_jobs) use too."""
 
-from __future__ import annotations
+from harness.testing.polling import wait_for
 
-import time
-from collections.abc import Callable
-from typing import Any
-
-
-def wait_for(
-    what: str,
-    check: Callable[[], Any],
-    timeout: float,
-    poll: float = 0.1,
-    error: type[Exception] = AssertionError,
-) -> Any:
-    """Poll ``check`` until it returns something truthy and return that value; after
-    ``timeout`` seconds raise ``error`` (by default AssertionError: the test fails) naming
-    ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise error(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
+__all__ = ["wait_for"]

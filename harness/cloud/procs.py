@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from skycore.processes import start_detached
 
@@ -148,6 +149,32 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except FileNotFoundError:
         return ""
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def run_logged(
+    argv: Sequence[str],
+    log: IO[bytes],
+    timeout: float,
+    header: str = "$ ",
+    env: Mapping[str, str] | None = None,
+) -> int | str:
+    """Run ``argv`` to its end (no input), its output appended to the open ``log`` after
+    ``header`` and the command line: its exit code, or ``timeout after N s``. An OSError
+    (the program cannot start) is raised."""
+    log.write(f"{header}{' '.join(argv)}\n".encode())
+    log.flush()
+    try:
+        return subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=timeout,
+            check=False,
+        ).returncode
+    except subprocess.TimeoutExpired:
+        return f"timeout after {timeout:.0f} s"
 
 
 def start_process(

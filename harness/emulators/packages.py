@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harness.cloud.procs import log_tail
+from harness.cloud.procs import log_tail, run_logged
 from harness.emulators.base import installing_notice
 from harness.emulators.records import EmulatorError
 from harness.paths import harness_home
@@ -123,20 +122,7 @@ def _install(spec: str, folder: Path, pip_args: list[str]) -> None:
             spec,
         ]
         with open(log, "ab") as out:
-            out.write(f"\n=== {' '.join(argv)}\n".encode())
-            out.flush()
-            try:
-                done = subprocess.run(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    timeout=INSTALL_TIMEOUT,
-                    check=False,
-                )
-                code: int | str = done.returncode
-            except subprocess.TimeoutExpired:
-                code = f"timeout after {INSTALL_TIMEOUT:.0f} s"
+            code = run_logged(argv, out, INSTALL_TIMEOUT, header="\n=== ")
         if code != 0:
             raise EmulatorError(
                 f"'pip install {spec}' into {folder} failed ({code}). {log} ends with:\n"

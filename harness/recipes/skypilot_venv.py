@@ -29,7 +29,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harness.cloud.procs import log_tail
+from harness.cloud.procs import log_tail, run_logged
 from harness.paths import harness_home
 from skycore.errors import ConfigError
 
@@ -127,20 +127,8 @@ def _install(root: Path, say: Say) -> Venv:
     env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     with open(log, "ab") as out:
         for what, argv in steps:
-            out.write(f"$ {' '.join(argv)}\n".encode())
-            out.flush()
             try:
-                code: int | str = subprocess.run(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    timeout=INSTALL_TIMEOUT_S,
-                    check=False,
-                ).returncode
-            except subprocess.TimeoutExpired:
-                code = f"timeout after {INSTALL_TIMEOUT_S:.0f} s"
+                code: int | str = run_logged(argv, out, INSTALL_TIMEOUT_S, env=env)
             except OSError as e:
                 code = str(e)
             if code != 0:

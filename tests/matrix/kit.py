@@ -1,8 +1,8 @@
 """What the recipe matrix's scenarios share: a scenario's row (recorded from its start, so a
 scenario that fails early still has one), a cluster with the scenario's bucket mounted
 MOUNT_CACHED, a writer job run in the background (its end is the recipe's drain), faults
-ended on events, and the row's measures read from the gate's write events and the bucket's
-listing.
+ended on events, the row's measures read from the gate's write events and the bucket's
+listing, and a module's table of scenarios (a test case each).
 
 Everything here is recipe-neutral: skycore's own commands (launch, exec, stop, start), the
 gate's faults and events, and the store. A node is reached only to make a folder on its
@@ -11,18 +11,20 @@ mount, run the writer, and read the writer's done file (node-local, outside the 
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import pytest
+
 from harness.recipes import matrix
 from harness.recipes.matrix import Promise, Row
+from harness.testing.background import Background
 from harness.testing.buckets import TestBucket
 from harness.testing.clusters import Outcome, SmokeCluster
 from harness.testing.order_check import DELETE_OPS, visible_prefix_violations
-from harness.testing.side_by_side import ScenarioKit
+from harness.testing.side_by_side import Scenario, ScenarioKit, scenario
 from skycore.config import load_config
 from tests.matrix import node_writer
 from tests.matrix.node_writer import Written
@@ -99,6 +101,18 @@ class Recorder:
             self.row.durable_s = round(max(ends) / 1e9 - last_close, 2)
         self.save()
 
+    def measure(
+        self, bucket: TestBucket, expected: Sequence[str], prefix: str, last_close: float
+    ) -> tuple[list[Any], list[str]]:
+        """The row's order, files lost and time to durable of the writer's ``expected`` keys
+        (under ``prefix``; its last close ``last_close``): the bucket's write events and the
+        lost keys."""
+        events = bucket.events()
+        self.order(events, expected, prefix)
+        lost = self.lost(bucket, expected)
+        self.durable(events, expected, last_close)
+        return events, lost
+
     def check(self, *verdicts: tuple[Promise, bool, str]) -> None:
         """matrix.check_all on this row (fails only for a promise the recipe makes)."""
         matrix.check_all(self.recipe, verdicts, row=self.row, record=self.kit.record_property)
@@ -137,34 +151,6 @@ def cached_cluster(
         paths = " ".join(f"{CKPT}/{f}" for f in folders)
         shell(cluster, f"mkdir -p {paths} && ls {paths}")
     return cluster
-
-
-class Background:
-    """``fn()`` in a thread of its own: whether it still runs, then its outcome."""
-
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
-        self._outcome: list[tuple[bool, Any]] = []
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            self._outcome.append((True, fn()))
-        except BaseException as e:  # handed to result()
-            self._outcome.append((False, e))
-
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def result(self, timeout: float) -> Any:
-        """What ``fn`` returned (its exception re-raised); AssertionError if it still runs
-        after ``timeout`` s (a hang guard)."""
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"{self._thread.name} still runs after {timeout:.0f} s"
-        ok, value = self._outcome[0]
-        if not ok:
-            raise value
-        return value
 
 
 class WriterJob:
@@ -206,6 +192,27 @@ class WriterJob:
     def finished(self) -> bool:
         """True once the job (run and drain) ended."""
         return not self._job.running()
+
+
+def job_under_fault(
+    rec: Recorder,
+    bucket: TestBucket,
+    cluster: SmokeCluster,
+    files: list[tuple[str, int]],
+    kind: str,
+    **options: Any,
+) -> tuple[Outcome, Written, int]:
+    """The writer job run to its end (the recipe's drain) while fault ``kind`` (with
+    ``options``) holds on ``bucket``: the job's outcome, what the writer wrote (the row has
+    the writer's measures) and how many requests the fault hit."""
+    kit = rec.kit
+    with kit.store_faults.hold(kit.store, kind, bucket=bucket.name, **options) as fault:
+        job = WriterJob(cluster, files)
+        outcome = job.outcome()
+        hits = int(kit.store_faults.state(kit.store, fault)["hits"])
+    written = writer_result(job, outcome)
+    rec.writes(written)
+    return outcome, written, hits
 
 
 def fault_lasts(kit: ScenarioKit, fault: dict[str, Any]) -> bool:
@@ -316,3 +323,11 @@ def keys_of(files: list[tuple[str, int]], written: Written | None = None) -> lis
     the writer wrote (its failed writes left out)."""
     failed = written.errors if written is not None else {}
     return [path.removeprefix(CKPT + "/") for path, _ in files if path not in failed]
+
+
+def scenario_cases(cases: dict[str, Scenario]) -> pytest.MarkDecorator:
+    """``parametrize("case", ...)`` with one case per scenario (its id the case's name),
+    each marked ``@scenario(fn)``: the store's scenarios run side by side and each test
+    joins its own (harness.testing.side_by_side)."""
+    params = [pytest.param(case, marks=scenario(fn)) for case, fn in cases.items()]
+    return pytest.mark.parametrize("case", params)

@@ -26,7 +26,7 @@ from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED, list_keys, public_unavailable
 from harness.testing.order_check import DELETE_OPS
 from harness.testing.plugin import all_store_params
-from harness.testing.side_by_side import ScenarioKit, scenario
+from harness.testing.side_by_side import ScenarioKit
 from skycore.storage.common import parse_url
 from tests.matrix import node_writer
 from tests.matrix.kit import (
@@ -36,12 +36,13 @@ from tests.matrix.kit import (
     Recorder,
     WriterJob,
     cached_cluster,
+    job_under_fault,
     job_verdict,
     keys_of,
     order_verdict,
+    scenario_cases,
     wait_hits,
     write_through_fault,
-    writer_result,
     writer_verdict,
 )
 from tests.polling import wait_for
@@ -163,17 +164,11 @@ def upload_order(store: str, kit: ScenarioKit, transfers: int | None) -> None:
     bucket = kit.bucket_factory(store, SKY_MANAGED)
     cluster = cached_cluster(kit, bucket, transfers, ["order"])
     files = [(f"{CKPT}/order/file-{i:03d}.bin", s) for i, s in enumerate(order_sizes())]
-    with kit.store_faults.hold(store, "corrupt", bucket=bucket.name, max_hits=CORRUPTED) as fault:
-        job = WriterJob(cluster, files)
-        outcome = job.outcome()
-        hits = kit.store_faults.state(store, fault)["hits"]
-    written = writer_result(job, outcome)
-    rec.writes(written)
+    outcome, written, hits = job_under_fault(
+        rec, bucket, cluster, files, "corrupt", max_hits=CORRUPTED
+    )
     expected = keys_of(files, written)
-    events = bucket.events()
-    rec.order(events, expected, "order/")
-    lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, written.last_close)
+    events, lost = rec.measure(bucket, expected, "order/", written.last_close)
     deleted = sum(1 for e in events if e.op in DELETE_OPS and e.key in expected)
     rec.note(f"{hits} write(s) answered corrupt, {deleted} object(s) deleted by the client")
     rec.check(order_verdict(rec), job_verdict(lost, len(expected), outcome))
@@ -200,19 +195,11 @@ def corrupt_answers(store: str, kit: ScenarioKit) -> None:
     bucket = kit.bucket_factory(store, SKY_MANAGED)
     cluster = cached_cluster(kit, bucket, None, ["corrupt"])
     files = [(f"{CKPT}/corrupt/c-{i:03d}.bin", MIB) for i in range(N_CORRUPT)]
-    with kit.store_faults.hold(
-        store, "corrupt", bucket=bucket.name, rate=0.5, max_hits=CORRUPT_HITS
-    ) as fault:
-        job = WriterJob(cluster, files)
-        outcome = job.outcome()
-        hits = kit.store_faults.state(store, fault)["hits"]
-    written = writer_result(job, outcome)
-    rec.writes(written)
+    outcome, written, hits = job_under_fault(
+        rec, bucket, cluster, files, "corrupt", rate=0.5, max_hits=CORRUPT_HITS
+    )
     expected = keys_of(files, written)
-    events = bucket.events()
-    rec.order(events, expected, "corrupt/")
-    lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, written.last_close)
+    _, lost = rec.measure(bucket, expected, "corrupt/", written.last_close)
     rec.note(f"{hits} write(s) answered corrupt")
     rec.check(order_verdict(rec), job_verdict(lost, len(expected), outcome))
     assert hits > 0, "no write was answered corrupt: the scenario did not happen"
@@ -265,10 +252,7 @@ def job_scale(store: str, kit: ScenarioKit) -> None:
     storms = storms_between_uploads(kit, bucket, job)
     outcome = job.outcome()
     rec.note(f"{storms} storm(s) of 503 met requests after the outage")
-    events = bucket.events()
-    rec.order(events, expected, "scale/")
-    lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, written.last_close)
+    events, lost = rec.measure(bucket, expected, "scale/", written.last_close)
     rec.check(
         writer_verdict(written, blocked, "outage"),
         order_verdict(rec),
@@ -281,15 +265,14 @@ def job_scale(store: str, kit: ScenarioKit) -> None:
 # --- the tests: one per scenario, run side by side with the store's others -------------------
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param("comp", marks=scenario(comp_test)),
-        pytest.param("order-default", marks=scenario(order_default_transfers)),
-        pytest.param("order-1", marks=scenario(order_one_transfer)),
-        pytest.param("corrupt", marks=scenario(corrupt_answers)),
-        pytest.param("job-scale", marks=scenario(job_scale)),
-    ],
+@scenario_cases(
+    {
+        "comp": comp_test,
+        "order-default": order_default_transfers,
+        "order-1": order_one_transfer,
+        "corrupt": corrupt_answers,
+        "job-scale": job_scale,
+    }
 )
 def test_job_writes(case: str, side_by_side: Any, request: pytest.FixtureRequest) -> None:
     """Scenario ``case`` of this store on the session's recipe (its row is recorded)."""

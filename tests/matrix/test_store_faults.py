@@ -17,12 +17,12 @@ import pytest
 
 from harness.cloud import chaos
 from harness.recipes.matrix import Promise
+from harness.testing import managed_jobs as train
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED
 from harness.testing.order_check import visible_prefix_violations
 from harness.testing.plugin import all_store_params
-from harness.testing.side_by_side import ScenarioKit, scenario
+from harness.testing.side_by_side import ScenarioKit
 from skycore.state.managed_jobs import JobStatus
-from tests.matrix import managed as train
 from tests.matrix import node_writer
 from tests.matrix.kit import (
     CKPT,
@@ -32,6 +32,7 @@ from tests.matrix.kit import (
     keys_of,
     lost_verdict,
     order_verdict,
+    scenario_cases,
     shell,
     write_through_fault,
     writer_verdict,
@@ -74,10 +75,7 @@ def writer_during(store: str, kit: ScenarioKit, name: str) -> None:
     )
     outcome = job.outcome()
     expected = keys_of(files, written)
-    events = bucket.events()
-    rec.order(events, expected, "w/")
-    lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, written.last_close)
+    _, lost = rec.measure(bucket, expected, "w/", written.last_close)
     rec.check(
         writer_verdict(written, blocked, kind),
         order_verdict(rec),
@@ -131,10 +129,7 @@ def stop_start(store: str, kit: ScenarioKit) -> None:
         f"in the store: {len(at_stop)} of {N_STOP} when stop returned, {len(after_start)} "
         f"when start returned, {len(in_store(bucket, expected))} after a job"
     )
-    events = bucket.events()
-    rec.order(events, expected, "stop/")
-    lost = rec.lost(bucket, expected)
-    rec.durable(events, expected, written.last_close)
+    _, lost = rec.measure(bucket, expected, "stop/", written.last_close)
     not_at_stop = [k for k in expected if k not in at_stop]
     rec.row.lost_note = f"{len(not_at_stop)} not there at stop"
     rec.check(
@@ -147,6 +142,7 @@ def stop_start(store: str, kit: ScenarioKit) -> None:
 
 # --- f. a managed job preempted mid-run -------------------------------------------------------
 
+TRAIN_STEPS = 60  # the job still runs when its node is removed, even under load
 DETECT_HANG_S = 30.0  # the controller sees a preemption within about a second
 SAVED_AT = re.compile(r"saved checkpoint \d+ \(\d+ bytes\) t=([\d.]+)")
 """The wall time (the node's clock) of each of the program's 'saved checkpoint' lines."""
@@ -155,7 +151,7 @@ SAVED_AT = re.compile(r"saved checkpoint \d+ \(\d+ bytes\) t=([\d.]+)")
 def attempt_order(events: list[Any], resumed: int) -> tuple[bool, str | None]:
     """Whether one attempt's checkpoint writes (``events``) kept the creation order of the
     checkpoints after ``resumed``; its first violation."""
-    steps = range(resumed + train.EVERY, train.STEPS + 1, train.EVERY)
+    steps = range(resumed + train.EVERY, TRAIN_STEPS + 1, train.EVERY)
     expected = [k for s in steps for k in train.checkpoint_keys(s)]
     found = visible_prefix_violations(events, expected, "ckpt/checkpoint-")
     if not found:
@@ -169,18 +165,18 @@ def preemption(store: str, kit: ScenarioKit) -> None:
     store held then. Row: the checkpoints the first run saved that the store did not have
     when the node vanished, the order per run, and that the last run lost nothing."""
     rec = Recorder(kit, "preemption")
-    jobs = train.ManagedJobs(kit.tmp_path)
+    jobs = train.ManagedJobs(kit.tmp_path, own_jobs_only=True)  # the home is shared
     kit.on_cleanup(jobs.cleanup)
     bucket = kit.bucket_factory(store, PRIVATE_BY_USER)
-    job = jobs.launch(jobs.spec(bucket))
-    jobs.wait_log(job, r"saved checkpoint 10 ")
+    job = jobs.launch(jobs.spec(bucket, steps=TRAIN_STEPS), timeout=300)
+    jobs.wait_log(job, r"saved checkpoint 10 ", timeout=180)
     wait_for(
         "a checkpoint in the store",
         lambda: train.complete_checkpoints(bucket.list_keys()),
         120,
     )
     chaos.preempt(job.cluster, 0)
-    jobs.wait_status(job, JobStatus.RECOVERING, DETECT_HANG_S)
+    jobs.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_HANG_S)
     at_preemption = train.durable_checkpoints(bucket)
     boundary = len(bucket.events())  # the node is gone: later writes are the relaunch's
     done = jobs.wait_done(job, 600)
@@ -232,15 +228,14 @@ def preemption(store: str, kit: ScenarioKit) -> None:
 # --- the tests: one per scenario, run side by side with the store's others -------------------
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param("writer-deny", marks=scenario(writer_during_deny)),
-        pytest.param("writer-outage", marks=scenario(writer_during_outage)),
-        pytest.param("writer-503", marks=scenario(writer_during_503)),
-        pytest.param("stop-start", marks=scenario(stop_start)),
-        pytest.param("preemption", marks=scenario(preemption)),
-    ],
+@scenario_cases(
+    {
+        "writer-deny": writer_during_deny,
+        "writer-outage": writer_during_outage,
+        "writer-503": writer_during_503,
+        "stop-start": stop_start,
+        "preemption": preemption,
+    }
 )
 def test_store_faults(case: str, side_by_side: Any, request: pytest.FixtureRequest) -> None:
     """Scenario ``case`` of this store on the session's recipe (its row is recorded)."""

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from harness.testing.background import Background
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
 from harness.testing.plugin import all_store_params
 from harness.testing.side_by_side import ScenarioKit
@@ -41,7 +42,6 @@ from tests.polling import wait_for
 from tests.smoke import fault_events
 from tests.smoke.test_faults import (
     MIB,
-    Background,
     Lines,
     console,
     joining_test,

@@ -22,7 +22,6 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +31,14 @@ from rich.console import Console
 from harness.cloud import chaos
 from harness.emulators import fleet as emulators
 from harness.testing import timed_writes as writes_program
+from harness.testing.background import Background
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
+from harness.testing.managed_jobs import (
+    ManagedJobs,
+    check_detection,
+    checkpoint_matches,
+    complete_checkpoints,
+)
 from harness.testing.order_check import assert_all_visible, assert_visible_prefix
 from harness.testing.plugin import all_store_params
 from harness.testing.report_collector import FAULTS_PROPERTY
@@ -103,34 +109,6 @@ class Lines(io.StringIO):
 def console(out: Lines) -> Console:
     """A plain console printing into ``out`` (what the CLI prints when piped)."""
     return Console(file=out, width=400, force_terminal=False)
-
-
-class Background:
-    """``fn()`` in a thread of its own: whether it still runs, then its outcome."""
-
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
-        self._outcome: list[tuple[bool, Any]] = []
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            self._outcome.append((True, fn()))
-        except BaseException as e:  # handed to result()
-            self._outcome.append((False, e))
-
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def result(self, timeout: float) -> Any:
-        """What ``fn`` returned (its exception re-raised); AssertionError if it still runs
-        after ``timeout`` s (a hang guard)."""
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"{self._thread.name} still runs after {timeout:.0f} s"
-        ok, value = self._outcome[0]
-        if not ok:
-            raise value
-        return value
 
 
 def keys(prefix: str, n: int = N_FILES) -> list[str]:
@@ -645,13 +623,6 @@ def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
     (one after the node was gone); the job resumes only then, from the newest checkpoint
     that was complete in the store (read from the gate's write events: nothing can
     complete during the outage)."""
-    from tests.smoke.test_recovery import (
-        ManagedJobs,
-        check_detection,
-        checkpoint_matches,
-        complete_checkpoints,
-    )
-
     managed = ManagedJobs(kit.tmp_path, own_jobs_only=True)  # the home is shared
     kit.on_cleanup(managed.cleanup)
     bucket: TestBucket = kit.bucket_factory(store, PRIVATE_BY_USER)

@@ -18,20 +18,31 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from harness.cloud import chaos
 from harness.emulators import fleet as emulators
 from harness.testing.buckets import PRIVATE_BY_USER, TestBucket, write_object
+from harness.testing.managed_jobs import (
+    CKPT_KEY_RE,
+    CKPT_MIB,
+    DETECT_GUARD_S,
+    EVERY,
+    STEPS,
+    TRAIN_DIR,
+    ManagedJobs,
+    attempts,
+    check_detection,
+    complete_checkpoints,
+    durable_checkpoints,
+    jobs_cli,
+)
 from harness.testing.plugin import selected_stores
-from skycore import provision
 from skycore import state as core_state
 from skycore.config import load_config
 from skycore.managed import controller, core
@@ -41,28 +52,10 @@ from tests.polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("local_cloud")
 
-TRAIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "train"
-JOBS_CLI = [sys.executable, "-m", "skycore.cli", "jobs"]
-
-STEPS, EVERY, CKPT_MIB, STEP_S = 30, 5, 2, 0.15
-# A hang guard: the controller sees a preemption within about a second (its poll, 0.5 s, and
-# a 2 s grace for a node that just lost its commands). How fast is bench/recovery.py's
-# (target 5 s).
-DETECT_GUARD_S = 30.0
-CKPT_KEY_RE = re.compile(r"^ckpt/checkpoint-(\d+)\.(bin|json)$")
-
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def jobs_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``skycore jobs ...`` in its own process (the controller must outlive it)."""
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [*JOBS_CLI, *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
 
 
 def uninterrupted_result(tmp_path: Path) -> str:
@@ -82,142 +75,6 @@ def uninterrupted_result(tmp_path: Path) -> str:
 def put_object(bucket: TestBucket, key: str, data: bytes) -> None:
     """Write ``key`` straight into the store with the owner's credentials."""
     write_object(bucket.store, bucket.name, key, data, bucket.owner)
-
-
-def complete_checkpoints(keys: list[str]) -> list[int]:
-    """Steps whose data and manifest are both in the bucket."""
-    kinds: dict[int, set[str]] = {}
-    for key in keys:
-        m = CKPT_KEY_RE.match(key)
-        if m:
-            kinds.setdefault(int(m.group(1)), set()).add(m.group(2))
-    return sorted(s for s, k in kinds.items() if k == {"bin", "json"})
-
-
-class ManagedJobs:
-    """Launch managed jobs of the training program and look at them; cleans up after."""
-
-    def __init__(self, tmp_path: Path, own_jobs_only: bool = False) -> None:
-        self.tmp_path = tmp_path
-        # In a home shared with other tests' jobs (side-by-side scenarios), cleanup touches
-        # only the jobs launched here; otherwise every job of the test's own home.
-        self.own_jobs_only = own_jobs_only
-        self.launched: set[int] = set()
-
-    def spec(
-        self,
-        bucket: TestBucket,
-        *,
-        steps: int = STEPS,
-        setup: str = "python3 --version",
-        extra: str = "",
-        job_recovery: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """The training task with its checkpoints on ``bucket`` (MOUNT_CACHED)."""
-        resources: dict[str, Any] = {}
-        if job_recovery is not None:
-            resources["job_recovery"] = job_recovery
-        spec: dict[str, Any] = {
-            "name": "train",
-            "workdir": str(TRAIN_DIR),
-            "file_mounts": {"/checkpoints": bucket.mount_entry("MOUNT_CACHED")},
-            "setup": setup,
-            "run": (
-                f"python3 train.py --ckpt-dir /checkpoints/ckpt --steps {steps} --every {EVERY} "
-                f"--ckpt-mib {CKPT_MIB} --step-seconds {STEP_S} {extra}"
-            ),
-        }
-        if resources:
-            spec["resources"] = resources
-        return spec
-
-    def launch(self, spec: dict[str, Any], name: str = "train") -> jstate.ManagedJob:
-        """``skycore jobs launch TASK --use-spot -n NAME -d`` in a separate process."""
-        path = self.tmp_path / f"{name}-{time.time_ns()}.yaml"
-        path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        result = jobs_cli("launch", str(path), "--use-spot", "-n", name, "-y", "-d")
-        assert result.returncode == 0, result.stdout + result.stderr
-        m = re.search(r"Managed job (\d+)", result.stdout)
-        assert m, result.stdout
-        job = jstate.get(int(m.group(1)))
-        assert job is not None and job.use_spot
-        self.launched.add(job.job_id)
-        return job
-
-    def log(self, job: jstate.ManagedJob) -> str:
-        """The job's whole log so far."""
-        path = Path(job.log_path)
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def wait_log(self, job: jstate.ManagedJob, pattern: str, timeout: float = 90) -> re.Match[str]:
-        """Wait for a line matching ``pattern`` in the job log."""
-        rx = re.compile(pattern, re.M)
-        found: re.Match[str] = wait_for(
-            f"/{pattern}/ in job {job.job_id}'s log", lambda: rx.search(self.log(job)), timeout
-        )
-        return found
-
-    def wait_status(
-        self, job: jstate.ManagedJob, *statuses: JobStatus, timeout: float = 90
-    ) -> jstate.ManagedJob:
-        """Wait until the job is in one of ``statuses``."""
-
-        def check() -> jstate.ManagedJob | None:
-            now = jstate.get(job.job_id)
-            return now if now is not None and now.status in statuses else None
-
-        try:
-            found: jstate.ManagedJob = wait_for(
-                f"job {job.job_id} to be {'/'.join(statuses)}", check, timeout
-            )
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n--- job log ---\n{self.log(job)[-6000:]}") from None
-        return found
-
-    def wait_done(self, job: jstate.ManagedJob, timeout: float = 120) -> jstate.ManagedJob:
-        """Wait until the job is terminal and its controller has exited."""
-        try:
-            return core.wait(job.job_id, timeout)
-        except TimeoutError as e:
-            raise AssertionError(f"{e}\n--- job log ---\n{self.log(job)[-6000:]}") from None
-
-    def resumes(self, job: jstate.ManagedJob) -> list[tuple[int, float]]:
-        """(step, time) of every RESUME line: one per attempt that reached the run."""
-        return [
-            (int(m.group(1)), float(m.group(2)))
-            for m in re.finditer(
-                r"^(?:\(head, rank=0\) )?RESUME step=(\d+) \S+ t=([\d.]+)", self.log(job), re.M
-            )
-        ]
-
-    def events(self, job: jstate.ManagedJob) -> list[jstate.JobEvent]:
-        """The job's recorded events."""
-        return jstate.events(job.job_id)
-
-    def cleanup(self) -> None:
-        """Cancel what still runs, wait for the controllers, remove any leftover nodes."""
-        jobs = jstate.list_jobs()
-        if self.own_jobs_only:
-            jobs = [job for job in jobs if job.job_id in self.launched]
-        for job in jobs:
-            jstate.request_cancel(job.job_id)
-        for job in jobs:
-            try:
-                core.wait(job.job_id, 90)
-            except TimeoutError:
-                pid = (jstate.get(job.job_id) or job).controller_pid
-                if pid and _is_controller(pid):
-                    os.kill(pid, signal.SIGKILL)
-        for job in jobs:
-            if job.cluster:
-                provision.terminate_instances("docker", job.cluster)
-
-
-def _is_controller(pid: int) -> bool:
-    try:
-        return b"skycore.managed.controller" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -241,21 +98,6 @@ def ckpt_bucket(one_store: str, bucket_factory: Any) -> TestBucket:
     return bucket
 
 
-def check_detection(
-    managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
-) -> jstate.ManagedJob:
-    """The controller marks the preempted job RECOVERING, saying why (the job then)."""
-    now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
-    recovering = [
-        e
-        for e in managed.events(job)
-        if e.to_status == JobStatus.RECOVERING and "preempted" in e.reason
-    ]
-    assert len(recovering) == expected_recoveries
-    assert now.recovery_count == expected_recoveries
-    return now
-
-
 def preempt_and_check_detection(
     managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
 ) -> chaos.Preemption:
@@ -263,13 +105,6 @@ def preempt_and_check_detection(
     hit = chaos.preempt(job.cluster, 0)
     check_detection(managed, job, expected_recoveries)
     return hit
-
-
-def second_saved(managed: ManagedJobs, job: jstate.ManagedJob) -> bool:
-    """True once the log shows a checkpoint saved after the second RESUME line."""
-    log = managed.log(job)
-    starts = [m.end() for m in re.finditer(r"^RESUME ", log, re.M)]
-    return len(starts) >= 2 and "saved checkpoint" in log[starts[1] :]
 
 
 def queue_row(stdout: str, cluster: str) -> dict[str, str]:
@@ -288,28 +123,6 @@ def assert_no_leaks(job: jstate.ManagedJob) -> None:
     """The job's cluster is gone: no node on the engine, no cluster record."""
     assert chaos.nodes(job.cluster) == {}
     assert core_state.get_cluster(job.cluster) is None
-
-
-def checkpoint_matches(bucket: TestBucket, step: int) -> bool:
-    """True if checkpoint ``step`` in the bucket is one a resume may use: its manifest parses
-    and names this step, and the data has the size and sha256 the manifest records."""
-    try:
-        manifest = json.loads(bucket.read(f"ckpt/checkpoint-{step:06d}.json"))
-        data = bucket.read(f"ckpt/checkpoint-{step:06d}.bin")
-    except Exception:  # gone or unreadable: not usable, whatever the store says
-        return False
-    return (
-        isinstance(manifest, dict)
-        and manifest.get("step") == step
-        and len(data) == manifest.get("size")
-        and hashlib.sha256(data).hexdigest() == manifest.get("sha256")
-    )
-
-
-def durable_checkpoints(bucket: TestBucket) -> list[int]:
-    """Steps of the checkpoints in the bucket now (listed and read from the store) that a
-    resume may use: data and manifest both there and matching."""
-    return [s for s in complete_checkpoints(bucket.list_keys()) if checkpoint_matches(bucket, s)]
 
 
 @dataclass(frozen=True)
@@ -348,17 +161,6 @@ def assert_resumed_from_snapshot(
     assert step == snapshot.newest, f"resumed from {step}, bucket had {snapshot.steps}"
 
 
-def saved_steps(log: str) -> list[list[int]]:
-    """Per attempt (split at RESUME lines), the steps the program logged as saved."""
-    attempts: list[list[int]] = []
-    for m in re.finditer(r"^(?:\(head, rank=0\) )?(RESUME|saved checkpoint (\d+)) ", log, re.M):
-        if m.group(1) == "RESUME":
-            attempts.append([])
-        elif attempts:
-            attempts[-1].append(int(m.group(2)))
-    return attempts
-
-
 def assert_checkpoints_arrived_in_order(
     bucket: TestBucket, managed: ManagedJobs, job: jstate.ManagedJob, snapshots: list[Snapshot]
 ) -> None:
@@ -370,7 +172,7 @@ def assert_checkpoints_arrived_in_order(
     attempt, and older checkpoints before newer ones. Every checkpoint the last attempt
     saved arrived, and usable."""
     starts = managed.resumes(job)
-    saved = saved_steps(managed.log(job))
+    saved = [steps for _, steps in attempts(managed.log(job))]
     assert starts and len(saved) == len(starts) == len(snapshots) + 1, (starts, saved)
     bounds = [s.events for s in snapshots]
     per_attempt: list[list[emulators.WriteEvent]] = [[] for _ in starts]

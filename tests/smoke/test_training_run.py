@@ -29,12 +29,12 @@ import pytest
 from harness.cloud import chaos
 from harness.testing.buckets import PRIVATE_BY_USER, TestBucket
 from harness.testing.clusters import SmokeCluster
+from harness.testing.managed_jobs import TRAIN_DIR, ManagedJobs
 from skycore.provision import disks
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus
 from tests.polling import wait_for
 from tests.smoke import fault_events
-from tests.smoke.test_recovery import TRAIN_DIR, ManagedJobs
 
 pytestmark = [
     pytest.mark.usefixtures("local_cloud"),
