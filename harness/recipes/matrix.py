@@ -96,7 +96,7 @@ before a stop. A recipe not listed here makes none (its rows are recorded, never
 KNOWN_BROKEN: dict[tuple[str, Promise, str], str] = {
     ("skypilot", Promise.ORDER, "order-1"): (
         "with transfers: 1, a write the store answers corrupt is deleted by rclone and "
-        "uploaded again after the newer files (measured on s3 and gcs in every run)"
+        "uploaded again after the newer files (both stores of the matrix, every run)"
     ),
 }
 """Promises a recipe makes and, measured, breaks in one scenario: (recipe, promise,
