@@ -51,7 +51,7 @@ def names(text: str) -> tuple[str, ...]:
 
 def add_stores_option(p: argparse.ArgumentParser) -> None:
     """``--stores a,b``: default every store of the emulator registry."""
-    from harness.emulators import registry
+    from harness import emulator_registry as registry
 
     p.add_argument("--stores", default=",".join(registry.store_names()))
 

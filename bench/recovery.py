@@ -47,10 +47,10 @@ from bench_clock import MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_consistency import in_order, negatives
 from common import ROOT, arg_parser, cell, print_table, save_results, wait_for
 
+from harness import emulator_registry as registry
 from harness.accounts import USER
 from harness.cloud import chaos
 from harness.emulators import fleet as emulators
-from harness.emulators import registry
 from skycore.config import load_config, save_config, skycore_home
 from skycore.managed import core
 from skycore.state import managed_jobs as jstate

@@ -78,9 +78,9 @@ from recovery import fresh_home
 from training_figures import durable_in_store, figures, judge
 from training_schedule import Schedule, ScheduleError
 
+from harness import emulator_registry as registry
 from harness.accounts import USER
 from harness.emulators import fleet as emulators
-from harness.emulators import registry
 from skycore.managed import core
 from skycore.state import managed_jobs as jstate
 from skycore.storage.units import read_size

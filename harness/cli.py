@@ -11,8 +11,8 @@ from typing import TypeVar
 import click
 from rich.console import Console
 
+from harness.emulator_registry import EmulatorLoadError, UnknownEmulatorError
 from harness.emulators.records import EmulatorError
-from harness.emulators.registry import EmulatorLoadError, UnknownEmulatorError
 from harness.errors import CloudError
 from skycore.errors import ConfigError
 
@@ -89,7 +89,7 @@ def _store_option(what: str) -> Callable[[F], F]:
 def _selected(stores: tuple[str, ...]) -> tuple[str, ...] | None:
     """The stores named with --store, by name or alias (None: all); a name no package
     registers is a usage error that lists the registered ones with their aliases."""
-    from harness.emulators import registry
+    from harness import emulator_registry as registry
 
     if not stores:
         return None
@@ -129,7 +129,7 @@ def _forget_only(stores: tuple[str, ...], forget: bool) -> tuple[str, ...]:
     """The stores named with --store that no package here registers (or whose package fails
     to load) but whose section the skycore config has: with --forget, their section is
     removed though their emulator cannot be stopped from here. Empty without --forget."""
-    from harness.emulators import registry
+    from harness import emulator_registry as registry
     from skycore.config import store_sections
 
     if not forget:

@@ -61,7 +61,6 @@ Helpers:
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.cloud.nodes import rclone_binary
-from harness.cloud.procs import LOOPBACK, free_port, free_ports, log_tail
 from harness.conformance.contract import contract_checks
 from harness.emulators.base import PublicAccessUnavailable, RunningEmulator, installing_notice
 from harness.emulators.deviations import Deviation
@@ -73,13 +72,14 @@ from harness.emulators.packages import (
 )
 from harness.emulators.records import EmulatorError
 from harness.emulators.s3 import AccessKey, S3Emulator
-from harness.emulators.s3_gate.protocol import S3GateProtocol
-from harness.emulators.s3_gate.requests import BUCKET_ROUTES, OBJECT_ROUTES, Route, Table
 from harness.errors import CloudError
 from harness.gate.access_features import MECHANISMS, S3_FEATURES, AccessFeatures
 from harness.gate.protocol import Exchange, GateProtocol, Success, UpstreamResponse
 from harness.gate.rules import Access, Kind, Verdict, decide
 from harness.paths import harness_home
+from harness.processes import LOOPBACK, free_port, free_ports, log_tail
+from harness.store_gates.s3.protocol import S3GateProtocol
+from harness.store_gates.s3.requests import BUCKET_ROUTES, OBJECT_ROUTES, Route, Table
 from skycore.deprecation import forwarder
 
 __all__ = [

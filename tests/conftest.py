@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import emulator_registry as registry
 from harness.accounts import USER
-from harness.emulators import registry
 from harness.emulators.fleet import RunningEmulator, start_all
 from tests import names
 

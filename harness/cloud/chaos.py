@@ -33,7 +33,9 @@ from typing import Any
 import click
 import docker.errors
 
+from harness import emulator_registry as registry
 from harness.cloud.status import describe_fault
+from harness.emulators import fleet
 from harness.errors import CloudError
 from harness.gate.faults import KINDS
 from skycore import state
@@ -124,7 +126,6 @@ def wait_for_node(
 @contextlib.contextmanager
 def pause_store(store: str) -> Iterator[None]:
     """Freeze ``store``'s access gate for the block: its requests hang, then resume."""
-    from harness.emulators import fleet
 
     _, gate = fleet.get(store).procs
     if not gate.alive():
@@ -223,7 +224,6 @@ POLL_S = 0.025  # wait_hits asks the gate this often (a local HTTP call: ~1 ms)
 
 def inject_fault(store: str, kind: str, **options: Any) -> dict[str, Any]:
     """Start ``kind`` in ``store``'s gate (see harness.gate.faults); the fault as shown."""
-    from harness.emulators import fleet
 
     try:
         return fleet.get(store).add_fault(kind, **options)
@@ -270,7 +270,6 @@ class StoreFaults:
 
     def stop(self, store: str, fault: dict[str, Any]) -> None:
         """End one fault now (nothing if it already ended)."""
-        from harness.emulators import fleet
 
         fleet.get(store).clear_faults(fault_id=int(fault["id"]))
 
@@ -298,7 +297,6 @@ class StoreFaults:
 
     def state(self, store: str, fault: dict[str, Any] | int) -> dict[str, Any]:
         """The fault as the gate shows it now, active or ended (``hits``, ``ended``)."""
-        from harness.emulators import fleet
 
         fault_id = fault if isinstance(fault, int) else int(fault["id"])
         try:
@@ -347,13 +345,11 @@ class StoreFaults:
 
     def log(self, store: str, bucket: str | None = None) -> list[dict[str, Any]]:
         """The store's fault log (starts and ends)."""
-        from harness.emulators import fleet
 
         return fleet.get(store).fault_log(bucket)
 
     def clear_all(self) -> None:
         """End every fault started through this object."""
-        from harness.emulators import fleet
 
         for store, fault_id in reversed(self._started):
             with contextlib.suppress(fleet.EmulatorError):
@@ -396,7 +392,6 @@ def fault_command(
 ) -> None:
     """Make STORE (a store or its alias) misbehave through its gate: outage, errors,
     latency, bandwidth, stream-bandwidth, reset, deny, corrupt; or clear / list its faults."""
-    from harness.emulators import fleet, registry
 
     store = registry.resolve_store(store)
     try:

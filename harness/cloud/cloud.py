@@ -20,9 +20,10 @@ from typing import Any
 
 from filelock import FileLock
 
+from harness import emulator_registry as registry
 from harness.accounts import OTHER, USER
 from harness.cloud import bringup, dockerd, leftovers, steps
-from harness.emulators import fleet, registry
+from harness.emulators import fleet
 from harness.errors import CloudError
 from harness.paths import harness_home
 from skycore.config import DockerConfig, SkycoreConfig, config_path, merge_config

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.records import EmulatorError, state_file
 from harness.errors import CloudError
 from harness.paths import harness_home

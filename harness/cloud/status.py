@@ -18,8 +18,9 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 from requests.exceptions import RequestException
 
+from harness import emulator_registry as registry
 from harness.cloud import dockerd, nodes
-from harness.emulators import fleet, registry
+from harness.emulators import fleet
 from harness.errors import CloudError
 from harness.paths import harness_home
 from skycore.config import config_path

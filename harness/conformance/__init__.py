@@ -8,7 +8,7 @@ file of each built-in store's local gate (tests/smoke/test_conformance_targets.p
 local cloud for the store packages installed from a wheel (tests/smoke/test_backend_package.py).
 """
 
-from harness.conformance.plan import COSTS
+from harness.testing.target_plan import COSTS
 
 MODULES = tuple(cost.module for cost in COSTS)
 """The suite's test modules, in the order a run reports them."""

@@ -12,8 +12,9 @@ import sys
 import click
 
 from harness.accounts import OTHER, USER
-from harness.conformance import cleanup, plan
 from harness.targets import Target, dump_target, load_target, new_run_id, run_tag
+from harness.testing import target_cleanup as cleanup
+from harness.testing import target_plan as plan
 
 
 def _echo(line: str) -> None:
@@ -144,7 +145,7 @@ def conform_command(
         for line in cleanup.sweep(target):
             click.echo(line)
         return
-    from harness.emulators import registry
+    from harness import emulator_registry as registry
 
     stores = tuple(dict.fromkeys(registry.resolve_store(s) for s in stores))
     if target is not None:
@@ -175,7 +176,8 @@ def target_command(store: str) -> None:
     """Print a target file for STORE (a store or its alias) on the local cloud: the gate's
     endpoint, the user's and the other account's credentials (never the admin token).
     Redirected into a file, the file is made readable by its owner only."""
-    from harness.emulators import fleet, registry
+    from harness import emulator_registry as registry
+    from harness.emulators import fleet
 
     store = registry.resolve_store(store)
     emulator = fleet.get(store)

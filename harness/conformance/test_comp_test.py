@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import emulator_registry as registry
 from harness.accounts import OTHER, USER
-from harness.emulators import registry
+from harness.conformance.contract_kept import emulator_contract_kept  # noqa: F401 (autouse)
 from harness.testing import access
 from harness.testing.buckets import list_keys, public_unavailable, read_object
 from skycore.storage.common import parse_url

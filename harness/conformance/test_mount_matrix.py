@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.emulators import registry
+from harness import emulator_registry as registry
+from harness.conformance.contract_kept import emulator_contract_kept  # noqa: F401 (autouse)
 from harness.testing import access
 from harness.testing.buckets import (
     KINDS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from harness.conformance.contract_kept import emulator_contract_kept  # noqa: F401 (autouse)
 from harness.conformance.helpers import mounted_buckets
 
 RUN = (

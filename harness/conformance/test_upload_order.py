@@ -17,9 +17,10 @@ import random
 
 import pytest
 
+from harness import emulator_registry as registry
 from harness.cloud.chaos import StoreFaults
+from harness.conformance.contract_kept import emulator_contract_kept  # noqa: F401 (autouse)
 from harness.conformance.order_poll import ListingPoller
-from harness.emulators import registry
 from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED
 from harness.testing.order_check import DELETE_OPS, assert_all_visible, assert_visible_prefix

@@ -1,6 +1,6 @@
 """Azure Blob: Azurite (from npm, installed into ``$HARNESS_HOME/npm``) behind a gate that
 decides anonymous access by the containers' public levels and records write events (its
-protocol: harness.emulators.azure_gate.protocol), and the SDK helpers tests use to reach it."""
+protocol: harness.store_gates.azure.protocol), and the SDK helpers tests use to reach it."""
 
 from __future__ import annotations
 
@@ -13,10 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from filelock import FileLock
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.cloud.procs import LOOPBACK, log_tail
-from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, StorageAccount, account_key
-from harness.emulators.azure_gate.protocol import AzureGateProtocol
-from harness.emulators.azure_gate.requests import classify_azure
 from harness.emulators.base import (
     EmulatorError,
     RunningEmulator,
@@ -24,6 +20,10 @@ from harness.emulators.base import (
     no_other_account,
 )
 from harness.gate.access_features import AccessFeatures
+from harness.processes import LOOPBACK, log_tail
+from harness.store_gates.azure.bookkeeping import ACCOUNTS, StorageAccount, account_key
+from harness.store_gates.azure.protocol import AzureGateProtocol
+from harness.store_gates.azure.requests import classify_azure
 
 if TYPE_CHECKING:
     from harness.targets import Target

@@ -18,13 +18,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from harness import emulator_registry as registry
 from harness.accounts import USER
-from harness.cloud.procs import LOOPBACK, Proc, http_ok, stop_process
-from harness.emulators import launcher, old_signatures, registry
+from harness.emulators import launcher, old_signatures
 from harness.emulators.deviations import Deviation
 from harness.emulators.gate_client import GateClient
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent, state_file
 from harness.gate.access_features import AccessFeatures
+from harness.processes import LOOPBACK, Proc, http_ok, stop_process
 
 if TYPE_CHECKING:
     from harness.gate.protocol import GateProtocol

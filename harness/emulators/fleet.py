@@ -2,7 +2,7 @@
 
 ``start_all()`` starts (or reuses) them, ``stop_all()`` stops what it started,
 ``status_all()`` reports. An emulator is one module of harness/emulators/ (or of a store
-package), found through harness.emulators.registry under the store's name; its store is one
+package), found through harness.emulator_registry under the store's name; its store is one
 module in skycore/storage.
 """
 
@@ -17,13 +17,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from harness.cloud.procs import stop_process
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.base import CAPABILITIES, RunningEmulator
 from harness.emulators.gate_code import gate_code_mtime, gate_version
 from harness.emulators.preparing import prepare_once
 from harness.emulators.records import EmulatorError, WriteEvent, state_file
 from harness.paths import harness_home
+from harness.processes import stop_process
 
 LOCK_TIMEOUT = 900.0
 

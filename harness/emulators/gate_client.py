@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from harness.accounts import OWNERS, USER
-from harness.cloud.procs import LOOPBACK
 from harness.emulators.records import EmulatorError, EmulatorRecord, WriteEvent
+from harness.processes import LOOPBACK
 
 TOKEN_HEADER = "X-Gate-Token"
 

@@ -1,7 +1,7 @@
 """The code that runs inside an emulator's gate, and its version.
 
 The gate process (``python -m harness.gate``) runs the gate package, the modules it imports
-(harness.cloud.procs, harness.emulators.registry, the account names, skycore's leaves...)
+(harness.processes, harness.emulator_registry, the account names, skycore's leaves...)
 and the store's gate protocol with what that imports. ``gate_files`` follows those imports
 (the static ones, in functions too; those only under ``if TYPE_CHECKING:`` never run), so
 the list is whatever the gate imports, never a hand-kept one. The emulators' own modules
@@ -166,9 +166,18 @@ def gate_files(emulator: type[GateConfigured]) -> list[Path]:
     roots = {top: folder.resolve() for top, folder in roots.items()}
     start = [*sorted(GATE_PACKAGE.glob("*.py")), *protocol_files]
     for path in protocol_files:
-        if path.parent.name.endswith("_gate"):  # a gate package: all of it, whatever it loads
+        if _is_gate_package(path.parent):  # all of it, whatever it loads
             start += sorted(path.parent.glob("*.py"))
     return imported_files(start, roots)
+
+
+STORE_GATES = Path(harness.__file__).parent / "store_gates"
+"""The built-in stores' gate packages (harness.store_gates.<store>)."""
+
+
+def _is_gate_package(folder: Path) -> bool:
+    """A store's gate package: one of harness.store_gates or an outside ``*_gate`` one."""
+    return folder.name.endswith("_gate") or folder.resolve().parent == STORE_GATES.resolve()
 
 
 def _top_package(path: Path) -> tuple[str, Path] | None:

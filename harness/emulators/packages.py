@@ -21,10 +21,10 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harness.cloud.procs import log_tail, run_logged
 from harness.emulators.base import installing_notice
 from harness.emulators.records import EmulatorError
 from harness.paths import harness_home
+from harness.processes import log_tail, run_logged
 
 INSTALL_TIMEOUT = 900.0
 MARKER = ".harness-installed.json"

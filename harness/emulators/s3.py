@@ -1,4 +1,4 @@
-"""S3: moto's server behind the access gate (its protocol: harness.emulators.s3_gate.protocol),
+"""S3: moto's server behind the access gate (its protocol: harness.store_gates.s3.protocol),
 and the SDK helpers tests use to reach it."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.cloud.procs import LOOPBACK
 from harness.emulators.base import EmulatorError, PublicAccessUnavailable, RunningEmulator
 from harness.emulators.launcher import harness_pythonpath
-from harness.emulators.s3_gate.keys import AccessKey
-from harness.emulators.s3_gate.protocol import S3GateProtocol
-from harness.emulators.s3_gate.upstream import GATE_KEY
 from harness.gate.access_features import S3_FEATURES, AccessFeatures
+from harness.processes import LOOPBACK
+from harness.store_gates.s3.keys import AccessKey
+from harness.store_gates.s3.protocol import S3GateProtocol
+from harness.store_gates.s3.upstream import GATE_KEY
 
 if TYPE_CHECKING:
     from harness.targets import Target

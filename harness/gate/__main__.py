@@ -2,7 +2,7 @@
 
 ``python -m harness.gate --store NAME (--listen 127.0.0.1:G | --listen-fd N)
 --upstream http://127.0.0.1:P --state FILE [--token-file F]``; NAME is a store of the
-emulator registry (harness.emulators.registry), whose gate protocol says how to read that
+emulator registry (harness.emulator_registry), whose gate protocol says how to read that
 API. With ``--listen-fd`` the gate serves on a listening socket it inherits (made by the
 harness in the host network namespace while the gate and its emulator run in a private one).
 """
@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from harness.cloud.procs import listening_socket
-from harness.emulators.registry import UnknownEmulatorError, get_emulator_class
+from harness.emulator_registry import UnknownEmulatorError, get_emulator_class
 from harness.gate.parse_errors import GateRunner
 from harness.gate.server import Gate
 from harness.gate.state import GateState
+from harness.processes import listening_socket
 
 
 def _loopback(host: str) -> bool:

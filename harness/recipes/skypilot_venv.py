@@ -29,8 +29,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harness.cloud.procs import log_tail, run_logged
 from harness.paths import harness_home
+from harness.processes import log_tail, run_logged
 from skycore.errors import ConfigError
 
 SKYPILOT = "skypilot-nightly[aws,gcp]==1.0.0.dev20261027"

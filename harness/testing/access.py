@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.emulators import fleet, registry
+from harness import emulator_registry as registry
+from harness.emulators import fleet
 from harness.emulators.base import RunningEmulator
 from harness.targets import Target, run_tag
 

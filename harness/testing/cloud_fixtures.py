@@ -17,30 +17,6 @@ from harness.paths import harness_home, home_env
 from harness.testing.store_selection import require_capability, selected_stores
 
 
-@pytest.fixture(autouse=True)
-def _emulator_contract_kept(request: pytest.FixtureRequest) -> None:
-    """A conformance test that relies on a contract check its store's emulator failed is
-    skipped with that check's sentence (local cloud only; the contract test itself runs, and
-    so does every test that relies on no failed check). The local cloud is brought up first:
-    the verdict is about the running emulator."""
-    from harness.testing import access
-
-    module = getattr(request.module, "__name__", "")
-    if not module.startswith("harness.conformance.") or module.endswith(".test_emulator_contract"):
-        return
-    params = getattr(getattr(request.node, "callspec", None), "params", {})
-    store = params.get("store")
-    if store is None or access.target() is not None:
-        return
-    request.getfixturevalue("local_cloud")
-    from harness.conformance.contract.verdict import skip_reason
-    from harness.emulators import fleet
-
-    reason = skip_reason(fleet.get(store), module.rsplit(".", 1)[-1])
-    if reason is not None:
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def session_skycore_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A skycore home shared by this worker's tests (config written by the cloud)."""

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.base import CAPABILITIES
 from harness.testing.store_selection import CAPABILITY_MARKER, aliases, markers
 

@@ -1,6 +1,6 @@
 """pytest plugin of the harness (registered by the ``pytest11`` entry point).
 
-``--store NAME`` (repeatable; choices: the registered stores, harness.emulators.registry) selects
+``--store NAME`` (repeatable; choices: the registered stores, harness.emulator_registry) selects
 stores; each emulator's ``cli_alias`` is an alias option (``--<alias>``), its pytest marker
 and its test id. None given: every registered store. A test marked for a store that was not
 selected is deselected, never silently passed; a test marked
@@ -11,14 +11,15 @@ and give each test its own skycore home.
 
 This module wires the parts, each a plugin of its own (``pytest_plugins``): options and
 markers, store selection, a target run, the local cloud's fixtures, the xdist-group check
-and the run's reports; harness.failure_logs prints the logs the failures point to.
+and the run's reports; harness.testing.failure_logs prints the logs the failures point to.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from harness import env_keys, failure_logs
+from harness import env_keys
+from harness.testing import failure_logs
 
 PARTS = (
     "harness.testing.options",
@@ -65,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     env_keys.keep_current_test_key()
     target_run.activate(config)
     if not config.pluginmanager.is_registered(failure_logs):
-        config.pluginmanager.register(failure_logs, "harness.failure_logs")
+        config.pluginmanager.register(failure_logs, "harness.testing.failure_logs")
     report_hooks.start(config)
     options.register_markers(config)
 

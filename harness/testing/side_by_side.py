@@ -193,7 +193,7 @@ def scenario_of(item: pytest.Item) -> Scenario | None:
 def selected_scenarios(session: pytest.Session, module: Any, store: str) -> list[Scenario]:
     """The scenarios of ``module``'s tests selected for ``store`` in this session, whose
     capability needs the store meets (the others are skipped, so never started)."""
-    from harness.emulators import registry
+    from harness import emulator_registry as registry
 
     found: list[Scenario] = []
     for item in session.items:

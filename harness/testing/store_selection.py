@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.emulators import registry
+from harness import emulator_registry as registry
 
 CAPABILITY_MARKER = "requires_capability"
 

@@ -57,8 +57,8 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """In a target run: where it runs, the run's bucket names and what it creates."""
-    from harness.conformance import plan
     from harness.testing import access
+    from harness.testing import target_plan as plan
 
     target = access.target()
     if target is None:
@@ -80,7 +80,7 @@ def clean_up(session: pytest.Session) -> None:
     target = access.target()
     if target is None or hasattr(session.config, "workerinput"):
         return
-    from harness.conformance.cleanup import delete_run_buckets
+    from harness.testing.target_cleanup import delete_run_buckets
 
     writer = session.config.get_terminal_writer()
     try:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.fleet import RunningEmulator
 from skycore.task import Task
 from tests.names import unique_name

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness import emulator_registry as registry
 from harness.accounts import OTHER, USER
-from harness.emulators import registry
 from harness.emulators.s3 import S3Emulator, public_read_policy
 from tests.integration.helpers import s3_error, stores_of_kind
 

@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import emulator_registry as registry
 from harness.cloud import bringup, cloud
-from harness.cloud.procs import Proc
 from harness.emulators import fleet as emulators
-from harness.emulators import registry
+from harness.processes import Proc
 
 
 def test_second_up_is_a_no_op(local_cloud) -> None:

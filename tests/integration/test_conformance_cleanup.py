@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from harness.accounts import OTHER, USER
-from harness.conformance.cleanup import delete_run_buckets, sweep
+from harness.testing.target_cleanup import delete_run_buckets, sweep
 from harness.emulators.base import PublicAccessUnavailable, RunningEmulator
 from harness.targets import dump_target, load_target, new_run_id, run_tag
 

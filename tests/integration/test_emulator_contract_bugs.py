@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 import pytest
 
 from harness.accounts import USER
-from harness.cloud.procs import LOOPBACK
 from harness.conformance import MODULES
 from harness.conformance.contract import PREFIX, run
 from harness.conformance.contract.results import Status
 from harness.conformance.contract.verdict import skip_reason
 from harness.emulators.s3 import S3Emulator
+from harness.processes import LOOPBACK
 from harness.testing.contract_summary import line
 
 BUGGY_MOTO = Path(__file__).parents[1] / "fixtures" / "buggy_moto.py"

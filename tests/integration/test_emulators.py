@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 import pytest
 import requests
 
+from harness import emulator_registry as registry
 from harness.accounts import OTHER, USER
-from harness.cloud.procs import Proc, free_port
-from harness.emulators import registry
 from harness.emulators.azure import ACCOUNTS as AZURE_ACCOUNTS
 from harness.emulators.azure import AzureEmulator, npm_dir
 from harness.emulators.base import CAPABILITIES, state_file
@@ -31,6 +30,7 @@ from harness.emulators.fleet import (
 )
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator
+from harness.processes import Proc, free_port
 from skycore.stores import get_store_class
 from tests.integration.helpers import emulator_bucket
 
@@ -506,7 +506,7 @@ def test_concurrent_starts_share_one_emulator(tmp_path: Path) -> None:
 # --- capabilities ----------------------------------------------------------------------
 
 CAPABILITY_CONFTEST = """
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.gcs import GcsEmulator
 
 

@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 import requests
 
+from harness import emulator_registry as registry
 from harness.accounts import OTHER, UNKNOWN, USER
-from harness.emulators import registry
-from harness.emulators.azure_gate.protocol import classify_azure
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.gcs import GcsEmulator
-from harness.emulators.gcs_gate.protocol import classify_gcs, classify_gcs_batch
 from harness.emulators.s3 import S3Emulator
-from harness.emulators.s3_gate.acl import S3_ACCOUNTS
-from harness.emulators.s3_gate.protocol import classify_s3
 from harness.gate.rules import ANONYMOUS, INVALID, Bucket, Kind, decide
+from harness.store_gates.azure.protocol import classify_azure
+from harness.store_gates.gcs.protocol import classify_gcs, classify_gcs_batch
+from harness.store_gates.s3.acl import S3_ACCOUNTS
+from harness.store_gates.s3.protocol import classify_s3
 from tests.integration.helpers import stores_of_kind
 
 SEED_KEY = "seed/hello world.txt"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import emulator_registry as registry
 from harness.cloud import cloud
-from harness.emulators import fleet, registry
+from harness.emulators import fleet
 from harness.emulators.preparing import forget_prepared
 
 S3 = registry.get_emulator_class("s3")

@@ -17,7 +17,7 @@ import requests
 from harness.accounts import OTHER, USER
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.s3 import S3Emulator
-from harness.emulators.s3_gate.acl import S3_ACCOUNTS
+from harness.store_gates.s3.acl import S3_ACCOUNTS
 from tests.integration.helpers import stores_with_s3_access
 
 Emulators = dict[str, RunningEmulator]

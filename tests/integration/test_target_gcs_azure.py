@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from harness.accounts import OTHER, USER
+from harness.emulator_registry import get_emulator_class
 from harness.emulators.base import EmulatorError
 from harness.emulators.fleet import RunningEmulator
-from harness.emulators.registry import get_emulator_class
 from harness.targets import Target, dump_target, load_target
 from tests.conftest import RcloneRunner
 from tests.integration.helpers import stores_of_kind

@@ -24,16 +24,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.azure_gate.access import (
+from harness.gate.rules import query_pairs
+from harness.store_gates.azure.access import (
     ANONYMOUS_OPERATIONS,
     LEVELS,
     anonymous_allowed,
     public_level,
 )
-from harness.emulators.azure_gate.bookkeeping import ACCOUNTS, account_owner, path_account
-from harness.emulators.azure_gate.requests import classify_azure, operation
-from harness.emulators.azure_gate.signatures import check_sas, check_shared_key
-from harness.gate.rules import query_pairs
+from harness.store_gates.azure.bookkeeping import ACCOUNTS, account_owner, path_account
+from harness.store_gates.azure.requests import classify_azure, operation
+from harness.store_gates.azure.signatures import check_sas, check_shared_key
 from tests.unit.hypothesis_budget import examples
 
 ACCOUNT = "acct"

@@ -4,7 +4,7 @@
 and docstrings included; compiled caches skipped) may only hit the module of its store class,
 the module of its emulator class (as the two registries load them) and the gate protocol its
 emulator gives the gate (its module, or the whole package when it has one:
-harness/emulators/gcs_gate/). The conformance suite's fixtures (harness/conformance/fixtures:
+harness/store_gates/gcs/). The conformance suite's fixtures (harness/conformance/fixtures:
 the seed's comp_test.yaml and its per-store twins) are data that name stores by design, as
 they did in tests/fixtures before the suite moved into the package.
 """
@@ -45,7 +45,7 @@ def _source(cls: type) -> str:
 @pytest.mark.parametrize("tree", ["skycore", "harness"])
 @pytest.mark.parametrize("name", STORES)
 def test_only_the_backends_own_modules_name_it(name: str, tree: str) -> None:
-    from harness.emulators.registry import get_emulator_class
+    from harness.emulator_registry import get_emulator_class
     from skycore.storage import get_store_class
 
     emulator = get_emulator_class(name)
@@ -54,7 +54,7 @@ def test_only_the_backends_own_modules_name_it(name: str, tree: str) -> None:
     if emulator.contract_probes:  # the emulator contract's probes of its API
         own.add(emulator.contract_probes.replace(".", "/") + ".py")
     package = str(Path(protocol).parent) + "/"
-    in_package = package.startswith("harness/emulators/") and package.count("/") == 3
+    in_package = package.startswith("harness/store_gates/") and package.count("/") == 3
 
     def owned(path: str) -> bool:
         return path in own or (in_package and path.startswith(package)) or path.startswith(FIXTURES)

@@ -14,8 +14,8 @@ from harness.conformance import MODULES
 from harness.conformance.contract import PREFIX, ContractFailure, _Judge
 from harness.conformance.contract.crash import crash_report, is_crash
 from harness.conformance.contract.results import Status
+from harness.emulator_registry import get_emulator_class, store_names
 from harness.emulators.deviations import Deviation
-from harness.emulators.registry import get_emulator_class, store_names
 from harness.testing.contract_summary import line
 
 PROBES = sorted(

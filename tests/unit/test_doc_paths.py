@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.old_paths import MOVED_NAMES
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(
     [ROOT / "README.md", ROOT / "DEVELOPERS.md", *(ROOT / "docs").glob("*.md")],
@@ -154,9 +156,17 @@ def dotted_problem(name: str) -> str | None:
     if name in layer_names():
         return None
     parts = name.removesuffix(".*").split(".")  # `harness.accounts.*`: the module's names
-    if any("*" in part for part in parts):  # `harness.emulators.*_gate`: a glob of packages
+    if any("*" in part for part in parts):  # `harness.store_gates.*`: a glob of packages
         return None if any(ROOT.glob("/".join(parts))) else "matches no module"
     for cut in range(len(parts), 0, -1):
+        forwarded = MOVED_NAMES.get(".".join(parts[:cut]))
+        if forwarded is not None:  # an old path harness.old_paths serves
+            missing = [p for p in parts[cut:] if p not in forwarded]
+            return (
+                f"{'.'.join(parts[:cut])} (harness.old_paths) has no {missing[0]!r}"
+                if missing
+                else None
+            )
         source = module_file(parts[:cut])
         if source is None:
             continue
@@ -277,9 +287,9 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     assert len(suite_table_problems(page)) == 1
     fine = tmp_path / "fine.md"
     fine.write_text(
-        "`tests/fixtures/comp_test.yaml`, `harness/emulators/*_gate/`, `~/x/tests/y`,\n"
+        "`tests/fixtures/comp_test.yaml`, `harness/store_gates/*/`, `~/x/tests/y`,\n"
         "`$HARNESS_HOME/logs/x`, `build/test-logs/`, `skycore/storage/<name>.py`,\n"
-        "`harness.conformance`, `skycore.storage.s3.AwsConfig`, `harness.emulators.*_gate`,\n"
+        "`harness.conformance`, `skycore.storage.s3.AwsConfig`, `harness.store_gates.*`,\n"
         "test_recovery, tests/smoke/test_recovery.py::test_preempt_twice\n"
         "[home](https://example.com) [this](#fine)\n",
         encoding="utf-8",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cloud.procs import LOOPBACK, free_ports
+from harness.processes import LOOPBACK, free_ports
 
 
 def ephemeral_low() -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.emulators import registry
+from harness import emulator_registry as registry
 from harness.emulators.gate_code import gate_files, gate_version, imported_files
 
 ROOT = Path(harness.__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_every_module_the_gate_imports_is_in_its_version(store: str) -> None:
 
 def test_procs_and_the_registry_are_in_it() -> None:
     listed = set(gate_files(registry.get_emulator_class("s3")))
-    for module in ("harness/cloud/procs.py", "harness/emulators/registry.py"):
+    for module in ("harness/processes.py", "harness/emulator_registry.py"):
         assert (ROOT / module) in listed
 
 
@@ -97,7 +97,7 @@ def test_an_import_in_a_function_counts_and_one_for_type_checking_only_does_not(
 def test_an_edit_of_the_registry_changes_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
     cls = registry.get_emulator_class("s3")
     before = gate_version(cls)
-    registry_file = ROOT / "harness" / "emulators" / "registry.py"
+    registry_file = ROOT / "harness" / "emulator_registry.py"
     real = Path.read_bytes
 
     def edited(path: Path) -> bytes:

@@ -13,12 +13,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from harness.accounts import USER
-from harness.emulators.s3_gate.keys import AccessKey
-from harness.emulators.s3_gate.protocol import S3GateProtocol
-from harness.emulators.s3_gate.requests import OBJECT_ROUTES, Route, S3Detail, Table
 from harness.gate.protocol import Exchange, GateProtocol
 from harness.gate.rules import Access, Kind
 from harness.gate.state import GateState
+from harness.store_gates.s3.keys import AccessKey
+from harness.store_gates.s3.protocol import S3GateProtocol
+from harness.store_gates.s3.requests import OBJECT_ROUTES, Route, S3Detail, Table
 
 PACKAGES = ("s3_gate", "gcs_gate", "azure_gate")
 ROLES = ("requests", "access", "signatures", "bookkeeping", "protocol")

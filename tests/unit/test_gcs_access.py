@@ -1,4 +1,4 @@
-"""GCS's access model (harness.emulators.gcs_gate.access), request classification into
+"""GCS's access model (harness.store_gates.gcs.access), request classification into
 permissions (gcs_requests) and signed URL V4 verification (gcs_signed_urls), without a
 cloud."""
 
@@ -19,11 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.gcs_gate import access as ga
-from harness.emulators.gcs_gate import signed_urls
-from harness.emulators.gcs_gate.protocol import GcsGateProtocol
-from harness.emulators.gcs_gate.requests import classify_gcs
-from harness.emulators.gcs_gate.signed_urls import (
+from harness.gate.protocol import Exchange, Success
+from harness.gate.rules import Bucket
+from harness.gate.state import GateState
+from harness.store_gates.gcs import access as ga
+from harness.store_gates.gcs import signed_urls
+from harness.store_gates.gcs.protocol import GcsGateProtocol
+from harness.store_gates.gcs.requests import classify_gcs
+from harness.store_gates.gcs.signed_urls import (
     SignedRequest,
     SignedUrlError,
     canonical_request,
@@ -31,9 +34,6 @@ from harness.emulators.gcs_gate.signed_urls import (
     private_key,
     verify,
 )
-from harness.gate.protocol import Exchange, Success
-from harness.gate.rules import Bucket
-from harness.gate.state import GateState
 from tests.unit.hypothesis_budget import examples
 
 CALLERS = (USER, OTHER, None)

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from harness import emulator_registry as registry
 from harness.cli import cli
 from harness.cloud import leftovers
-from harness.emulators import registry
 from harness.emulators.s3 import S3Emulator
 from skycore.config import SkycoreConfig, merge_config, read_origins
 from skycore.storage.s3 import AwsConfig

@@ -129,7 +129,7 @@ def test_an_old_name_warns_once_and_its_neighbours_warn_too() -> None:
         from harness.procs import LOOPBACK as again  # shown already: silent
     assert LOOPBACK == again == "127.0.0.1"
     with pytest.warns(
-        PluginAPIDeprecationWarning, match=r"harness\.procs\.Proc .* harness\.cloud\.procs"
+        PluginAPIDeprecationWarning, match=r"harness\.procs\.Proc .* harness\.processes"
     ):
         from harness.procs import Proc  # noqa: F401
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.emulators import registry as emulators
+from harness import emulator_registry as emulators
 from skycore import config as config_module
 from skycore import plugins, stores
 from skycore.config import SkycoreConfig
@@ -206,7 +206,7 @@ def test_harness_up_and_conform_for_the_broken_store_are_one_paragraph(site: Pat
 
 def test_a_process_loading_the_plugins_shows_each_warning_once(site: Path) -> None:
     code = (
-        "from harness.emulators.registry import store_names as e\n"
+        "from harness.emulator_registry import store_names as e\n"
         "from skycore.stores import store_names as s\n"
         "print(sorted(set(s()) & set(e())))\n"
     )

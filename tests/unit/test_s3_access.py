@@ -1,4 +1,4 @@
-"""The S3 access model (harness.emulators.s3_gate.access): one decision table per "Why" bullet of
+"""The S3 access model (harness.store_gates.s3.access): one decision table per "Why" bullet of
 issue 22 about ACLs, policies, Block Public Access and Object Ownership, plus the settings'
 XML (as botocore writes and reads it) and JSON forms."""
 
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.s3_gate.access import (
+from harness.store_gates.s3.access import (
     DEFAULT_BLOCK,
     NO_BLOCK,
     OWNERSHIP_MODES,
@@ -30,7 +30,7 @@ from harness.emulators.s3_gate.access import (
     ownership_from_xml,
     ownership_to_xml,
 )
-from harness.emulators.s3_gate.acl import (
+from harness.store_gates.s3.acl import (
     ALL_USERS,
     ANONYMOUS_OWNER,
     S3_ACCOUNTS,
@@ -40,7 +40,7 @@ from harness.emulators.s3_gate.acl import (
     canned_acl,
     private_acl,
 )
-from harness.emulators.s3_gate.policy import BucketPolicy
+from harness.store_gates.s3.policy import BucketPolicy
 
 B = "bk"
 OTHER_ID = S3_ACCOUNTS[OTHER].account_id

@@ -1,4 +1,4 @@
-"""S3 ACLs (harness.emulators.s3_gate.acl): accounts, canned ACLs, ACL headers, the
+"""S3 ACLs (harness.store_gates.s3.acl): accounts, canned ACLs, ACL headers, the
 AccessControlPolicy XML as botocore writes and reads it, and grant evaluation."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.s3_gate.acl import (
+from harness.store_gates.s3.acl import (
     ALL_USERS,
     ANONYMOUS_OWNER,
     AUTHENTICATED_USERS,

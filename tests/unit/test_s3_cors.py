@@ -1,4 +1,4 @@
-"""S3 CORS rules (harness.emulators.s3_gate.cors): configuration documents, rule matching,
+"""S3 CORS rules (harness.store_gates.s3.cors): configuration documents, rule matching,
 preflight answers and actual-response headers, as S3 has them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from botocore.serialize import create_serializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.emulators.s3_gate.cors import (
+from harness.store_gates.s3.cors import (
     NO_ORIGIN,
     NOT_ALLOWED,
     NOT_ENABLED,

@@ -19,21 +19,21 @@ import pytest
 
 from harness.accounts import OTHER, USER
 from harness.emulators.s3 import S3Emulator
-from harness.emulators.s3_gate.access import (
+from harness.gate.protocol import Exchange
+from harness.gate.rules import Access, Bucket
+from harness.gate.state import GateState
+from harness.store_gates.s3.access import (
     NO_BLOCK,
     BucketAccess,
     PublicAccessBlock,
     authorize,
 )
-from harness.emulators.s3_gate.acl import Acl, Grant, canned_acl, private_acl
-from harness.emulators.s3_gate.bookkeeping import deleted_keys
-from harness.emulators.s3_gate.mirror import ACCESS, SettingsCache, change_access
-from harness.emulators.s3_gate.policy import BucketPolicy
-from harness.emulators.s3_gate.protocol import S3GateProtocol
-from harness.emulators.s3_gate.upstream import GATE_KEY
-from harness.gate.protocol import Exchange
-from harness.gate.rules import Access, Bucket
-from harness.gate.state import GateState
+from harness.store_gates.s3.acl import Acl, Grant, canned_acl, private_acl
+from harness.store_gates.s3.bookkeeping import deleted_keys
+from harness.store_gates.s3.mirror import ACCESS, SettingsCache, change_access
+from harness.store_gates.s3.policy import BucketPolicy
+from harness.store_gates.s3.protocol import S3GateProtocol
+from harness.store_gates.s3.upstream import GATE_KEY
 
 B = "bk"
 GET, LIST, PUT = "s3:GetObject", "s3:ListBucket", "s3:PutObject"

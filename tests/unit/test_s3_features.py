@@ -11,10 +11,10 @@ from harness.accounts import OTHER, USER
 from harness.emulators.launcher import gate_version
 from harness.emulators.r2 import R2_FEATURES, R2Emulator
 from harness.emulators.s3 import S3Emulator
-from harness.emulators.s3_gate.access import DEFAULT_BLOCK, ENFORCED, NO_BLOCK, authorize
-from harness.emulators.s3_gate.acl import canned_acl, private_acl
-from harness.emulators.s3_gate.features import new_bucket, object_acl_of, unsupported
 from harness.gate.access_features import S3_FEATURES, AccessFeatures
+from harness.store_gates.s3.access import DEFAULT_BLOCK, ENFORCED, NO_BLOCK, authorize
+from harness.store_gates.s3.acl import canned_acl, private_acl
+from harness.store_gates.s3.features import new_bucket, object_acl_of, unsupported
 
 CANNED = AccessFeatures(
     frozenset(("canned_acls",)), code="NotImplemented", message="This API call is not supported."

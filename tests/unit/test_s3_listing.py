@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.s3_gate.acl import S3_ACCOUNTS
-from harness.emulators.s3_gate.listing import ListingError, list_buckets_xml, listing_params
-from harness.emulators.s3_gate.requests import S3Detail, classify_s3
+from harness.store_gates.s3.acl import S3_ACCOUNTS
+from harness.store_gates.s3.listing import ListingError, list_buckets_xml, listing_params
+from harness.store_gates.s3.requests import S3Detail, classify_s3
 
 NAMES = st.from_regex(r"[a-z0-9][a-z0-9-]{2,20}", fullmatch=True)
 

@@ -1,4 +1,4 @@
-"""S3 bucket policies (harness.emulators.s3_gate.policy): validation as PutBucketPolicy does it,
+"""S3 bucket policies (harness.store_gates.s3.policy): validation as PutBucketPolicy does it,
 evaluation (explicit Deny wins), conditions, AWS's "public" test and wildcard matching."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.accounts import OTHER, USER
-from harness.emulators.s3_gate.acl import S3_ACCOUNTS
-from harness.emulators.s3_gate.conditions import iam_wildcard_match
-from harness.emulators.s3_gate.policy import BucketPolicy, PolicyError, _prefix_viable
+from harness.store_gates.s3.acl import S3_ACCOUNTS
+from harness.store_gates.s3.conditions import iam_wildcard_match
+from harness.store_gates.s3.policy import BucketPolicy, PolicyError, _prefix_viable
 
 B = "bk"
 OBJ = f"arn:aws:s3:::{B}/*"

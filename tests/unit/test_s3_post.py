@@ -1,4 +1,4 @@
-"""POST-policy uploads as the S3 gate checks them (harness.emulators.s3_gate.post), without a
+"""POST-policy uploads as the S3 gate checks them (harness.store_gates.s3.post), without a
 cloud: the multipart reader, the policy conditions, the signatures botocore's POST signers
 make, and whole forms read from an exchange."""
 
@@ -16,8 +16,11 @@ from hypothesis import strategies as st
 from urllib3 import encode_multipart_formdata
 
 from harness.emulators.s3 import S3Emulator
-from harness.emulators.s3_gate.keys import AccessKey
-from harness.emulators.s3_gate.post import (
+from harness.gate.protocol import Exchange
+from harness.gate.rules import INVALID
+from harness.gate.state import GateState
+from harness.store_gates.s3.keys import AccessKey
+from harness.store_gates.s3.post import (
     ALWAYS_EXEMPT,
     V2_EXEMPT,
     Denied,
@@ -30,9 +33,6 @@ from harness.emulators.s3_gate.post import (
     parse_form,
     read_post_upload,
 )
-from harness.gate.protocol import Exchange
-from harness.gate.rules import INVALID
-from harness.gate.state import GateState
 from tests.unit.hypothesis_budget import examples
 
 KEYS = {"user": AccessKey("AKIAUSER", "user-secret"), "other": AccessKey("AKIAOTHER", "o-secret")}

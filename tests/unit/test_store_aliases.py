@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from harness import emulator_registry as registry
 from harness.cli import _selected, cli
-from harness.cloud.procs import process_start_time
-from harness.emulators import registry
 from harness.emulators.records import EmulatorRecord, save_record
+from harness.processes import process_start_time
 from harness.testing import store_selection
 from harness.testing.options import _store_option
 from tests.unit.harness_in_one_process import run_harness
