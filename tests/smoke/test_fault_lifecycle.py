@@ -1,7 +1,7 @@
 """A misbehaving store across a cluster's lifecycle, side by side per store (as in
-tests/smoke/test_faults.py, whose helpers these scenarios share): ``skycore start`` while the
-store is out, and a job's end-of-run drain through a 1 MiB/s link. Every fault is scoped to
-the scenario's own bucket.
+tests/smoke/test_faults.py, with the helpers of tests/smoke/fault_tools.py): ``skycore
+start`` while the store is out, and a job's end-of-run drain through a 1 MiB/s link. Every
+fault is scoped to the scenario's own bucket.
 
 - start during an outage: start re-mounts, then waits until every mount answers a listing
   of its bucket, saying at each probe which mount waits for which store; it returns once
@@ -35,16 +35,16 @@ import pytest
 from harness.testing.background import Background
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
 from harness.testing.plugin import all_store_params
-from harness.testing.side_by_side import ScenarioKit
+from harness.testing.side_by_side import ScenarioKit, SideBySide, scenario
 from skycore import backend, execution, state
 from skycore.errors import StageError
 from tests.polling import wait_for
 from tests.smoke import fault_events
-from tests.smoke.test_faults import (
+from tests.smoke.fault_tools import (
     MIB,
     Lines,
+    cached_cluster,
     console,
-    joining_test,
     launched,
     make_dir,
     report,
@@ -432,8 +432,6 @@ def slow_final_drain(store: str, kit: ScenarioKit) -> None:
     """The terminal follows the job (``skycore exec``) while its final drain uploads 16 MiB
     at 1 MiB/s: SUCCEEDED (the terminal's, and ``queue --json``'s meanwhile) only after every
     byte is in the bucket."""
-    from tests.smoke.test_faults import cached_cluster
-
     bucket, cluster = cached_cluster(store, kit, "out")
     seed, name = f"followed-{bucket.name}", "big.bin"
     go = f"/tmp/skycore-go-{seed}"
@@ -469,8 +467,6 @@ def slow_final_drain_detached(store: str, kit: ScenarioKit) -> None:
     has exited, so ``queue --json`` reads it from the nodes' job table all through the drain
     (the nodes record the exit code only after their drain): it says SUCCEEDED only once
     every byte is in the bucket."""
-    from tests.smoke.test_faults import cached_cluster
-
     bucket, cluster = cached_cluster(store, kit, "out")
     seed, name = f"detached-{bucket.name}", "big.bin"
     go = f"/tmp/skycore-go-{seed}"
@@ -493,29 +489,33 @@ def slow_final_drain_detached(store: str, kit: ScenarioKit) -> None:
 # --- the tests: each joins its scenario, run side by side with the store's others ----------
 
 
-# (scenario, test name, what the test claims): one test each, made as in test_faults.py.
-SCENARIOS = [
-    (
-        outage_during_start,
-        "test_start_waits_for_a_store_in_an_outage",
-        "An outage during start: start waits, says why, returns when the store is back.",
-    ),
-    (
-        outage_outlasts_start,
-        "test_start_gives_up_on_a_store_that_stays_out",
-        "An outage longer than start's wait: one-paragraph error, cluster INIT; start again.",
-    ),
-    (
-        slow_final_drain,
-        "test_job_succeeds_only_after_its_final_drain",
-        "16 MiB drained at 1 MiB/s after the run: SUCCEEDED only once every byte is durable.",
-    ),
-    (
-        slow_final_drain_detached,
-        "test_detached_job_succeeds_only_after_its_final_drain",
-        "The same with the terminal gone (exec -d): the queue reads it from the nodes.",
-    ),
-]
+@scenario(outage_during_start)
+def test_start_waits_for_a_store_in_an_outage(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """An outage during start: start waits, says why, returns when the store is back."""
+    side_by_side.join(request)
 
-for _fn, _name, _doc in SCENARIOS:
-    globals()[_name] = joining_test(_fn, _name, _doc)
+
+@scenario(outage_outlasts_start)
+def test_start_gives_up_on_a_store_that_stays_out(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """An outage longer than start's wait: one-paragraph error, cluster INIT; start again."""
+    side_by_side.join(request)
+
+
+@scenario(slow_final_drain)
+def test_job_succeeds_only_after_its_final_drain(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """16 MiB drained at 1 MiB/s after the run: SUCCEEDED only once every byte is durable."""
+    side_by_side.join(request)
+
+
+@scenario(slow_final_drain_detached)
+def test_detached_job_succeeds_only_after_its_final_drain(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """The same with the terminal gone (exec -d): the queue reads it from the nodes."""
+    side_by_side.join(request)

@@ -1,8 +1,10 @@
 """A misbehaving store, made so on demand through its gate (``store_faults``): what skycore's
-MOUNT_CACHED mounts and managed jobs do when the store hangs, fails, slows down, resets
-connections or refuses the credentials. Every fault is scoped to the scenario's own bucket,
-so a store's scenarios run side by side (harness.side_by_side: they start together, in one
-worker, and mostly wait for their faults at the same time) while other tests share the store.
+MOUNT_CACHED mounts do when the store hangs, fails, slows down, resets connections or
+refuses the credentials while a node writes (a managed job under a fault:
+test_faults_managed_jobs.py; start and a job's final drain: test_fault_lifecycle.py). Every
+fault is scoped to the scenario's own bucket, so a store's scenarios run side by side
+(harness.side_by_side: they start together, in one worker, and mostly wait for their
+faults at the same time) while other tests share the store.
 
 A fault lasts until the scenario has seen what it tests (the store held or refused an
 upload, a command waited for it), never for a fixed time (tests/smoke/fault_events.py reads
@@ -10,234 +12,55 @@ that from the gate). The verdicts are causes, not clocks: what the gate had reco
 command returned, the order of the gate's write events. How fast the writer is under these
 faults is a benchmark (bench/writer_under_faults.py). Each scenario records what it measured
 (files lost, order kept, time to durable, the faults' spans and the uploads) for the matrix
-report's "faults" section.
+report's "faults" section (tests/smoke/fault_tools.py). Last, the gate is the only door to
+the store, from a node too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import re
-import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from harness.cloud import chaos
 from harness.emulators import fleet as emulators
-from harness.testing import timed_writes as writes_program
 from harness.testing.background import Background
-from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
-from harness.testing.managed_jobs import (
-    ManagedJobs,
-    check_detection,
-    checkpoint_matches,
-    complete_checkpoints,
-)
-from harness.testing.order_check import assert_all_visible, assert_visible_prefix
+from harness.testing.buckets import SKY_MANAGED, TestBucket
 from harness.testing.plugin import all_store_params
-from harness.testing.report_collector import FAULTS_PROPERTY
-from harness.testing.side_by_side import ScenarioKit, scenario
+from harness.testing.side_by_side import ScenarioKit, SideBySide, scenario
 from skycore import execution
 from tests.polling import wait_for
 from tests.smoke import fault_events
+from tests.smoke.fault_tools import (
+    HELD_S,
+    MIB,
+    N_FILES,
+    WRITER,
+    Lines,
+    cached_cluster,
+    check_order,
+    console,
+    keys,
+    launched,
+    make_dir,
+    report,
+    shell,
+    timed_writes,
+    uploads,
+    wait_durable,
+    write_files,
+)
 
-MIB = 1 << 20
-N_FILES = 8
-HELD_S = 300.0  # hang guard of a wait for what a fault does (it takes seconds)
 pytestmark = [
     pytest.mark.requires_capability("records_events"),
     pytest.mark.slow,
     pytest.mark.parametrize("store", all_store_params(group="faults"), scope="module"),
 ]
-
-
-class OrderLost(AssertionError):
-    """Files reached the store in another order than they were created."""
-
-
-WRITER = """python3 - <<'PY'
-import os, time
-for i in range({n}):
-    with open(f"/ckpt/{prefix}/k{{i}}.bin", "wb") as f:
-        f.write(os.urandom({size}))
-    time.sleep(0.05)
-print("wrote", {n})
-PY"""
-
-
-@dataclass(frozen=True)
-class Written:
-    """One file written by harness.testing.timed_writes: seconds its create took, seconds
-    writing its data and closing it took, and the data's sha256."""
-
-    path: str
-    create_s: float
-    write_s: float
-    sha256: str
-
-
-class Lines(io.StringIO):
-    """A console's output, line by line, each with the monotonic time it was printed; read
-    it from another thread while a command prints."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[tuple[float, str]] = []
-        self._lock = threading.Lock()
-
-    def write(self, s: str) -> int:
-        now = time.monotonic()
-        with self._lock:
-            self.lines.extend((now, line) for line in s.splitlines() if line.strip())
-        return len(s)
-
-    def snapshot(self) -> list[tuple[float, str]]:
-        """The lines so far."""
-        with self._lock:
-            return list(self.lines)
-
-    def text(self) -> str:
-        return "\n".join(line for _, line in self.snapshot())
-
-
-def console(out: Lines) -> Console:
-    """A plain console printing into ``out`` (what the CLI prints when piped)."""
-    return Console(file=out, width=400, force_terminal=False)
-
-
-def keys(prefix: str, n: int = N_FILES) -> list[str]:
-    return [f"{prefix}/k{i}.bin" for i in range(n)]
-
-
-def launched(kit: ScenarioKit, file_mounts: dict[str, Any], name: str = "faults") -> Any:
-    """A new cluster of the scenario's, launched with ``file_mounts`` (its job: ``true``)."""
-    cluster = kit.cluster_factory(name)
-    outcome = cluster.launch({"name": name, "file_mounts": file_mounts, "run": "true"})
-    assert outcome.exit_code == 0, outcome.output + outcome.run_log()
-    return cluster
-
-
-def cached_cluster(store: str, kit: ScenarioKit, folder: str) -> tuple[Any, Any]:
-    """A cluster with the scenario's bucket mounted MOUNT_CACHED (ordered) at /ckpt, and the
-    directory /ckpt/FOLDER made on it before any fault (:func:`make_dir`)."""
-    bucket = kit.bucket_factory(store, SKY_MANAGED)
-    cluster = launched(kit, {"/ckpt": bucket.mount_entry("MOUNT_CACHED")})
-    make_dir(cluster, f"/ckpt/{folder}")
-    return bucket, cluster
-
-
-NODE_DIAGNOSIS = (
-    "echo '--- mounts:'; grep fuse /proc/self/mountinfo; echo '--- rclone processes:'; "
-    "ps -o pid,rss,etime,args -C rclone; "
-    "for log in /var/lib/skycore/mounts/rcd-*/refresher.log "
-    "/var/lib/skycore/mounts/rcd-*/rclone.log; do "
-    'echo "--- last lines of $log:"; tail -n 40 "$log"; done'
-)
-
-
-def shell(cluster: Any, cmd: str, timeout: float = 300) -> str:
-    """Run ``cmd`` on the cluster's head node; on failure the assertion also shows the node's
-    mounts, its rclone processes and the end of each rclone daemon's log."""
-    code, out = cluster.shell(cmd, timeout=timeout)
-    if code != 0:
-        _, diagnosis = cluster.shell(NODE_DIAGNOSIS, timeout=60)
-        raise AssertionError(f"exit {code} on the node:\n{out}\n{diagnosis}")
-    return str(out)
-
-
-def write_files(cluster: Any, prefix: str, mkdir: bool = False) -> None:
-    """Create /ckpt/PREFIX/k0..k7 (1 MiB each), one after the other, on the node (the
-    directory exists already: see :func:`make_dir`; ``mkdir``: the same command makes sure
-    of it again first)."""
-    writer = WRITER.format(n=N_FILES, prefix=prefix, size=MIB)
-    shell(cluster, f"mkdir -p /ckpt/{prefix} && {writer}" if mkdir else writer)
-
-
-def timed_writes(cluster: Any, paths: list[str], size: int) -> list[Written]:
-    """Write ``size`` random bytes to each of ``paths``, one right after the other in one
-    command on the node (harness.testing.timed_writes)."""
-    out = shell(cluster, writes_program.command(paths, size))
-    found = writes_program.parse(out)
-    assert [p for p, *_ in found] == paths, out
-    return [Written(*row) for row in found]
-
-
-def make_dir(cluster: Any, path: str) -> None:
-    """Make a directory on the mount before a fault: a mkdir lists the directory in the
-    store, which an outage would hold (files created in it later only go to the cache)."""
-    shell(cluster, f"mkdir -p {path} && ls {path}")
-
-
-def uploads(bucket: TestBucket, prefix: str) -> list[Any]:
-    """The gate's write events of the prefix, oldest first (no deletes)."""
-    return [e for e in bucket.events() if e.key.startswith(prefix + "/") and e.op != "delete"]
-
-
-def wait_durable(bucket: TestBucket, wanted: list[str], timeout: float) -> float:
-    """Wait until every key in ``wanted`` was written to the store; the wall time then (for
-    the report only)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = {e.key for e in bucket.events() if e.op != "delete"}
-        if set(wanted) <= seen:
-            return time.time()
-        if time.monotonic() > deadline:
-            missing = sorted(set(wanted) - seen)
-            raise AssertionError(f"not durable after {timeout:.0f} s: {missing}")
-        time.sleep(0.25)
-
-
-def report(
-    kit: ScenarioKit,
-    scenario: str,
-    bucket: TestBucket,
-    prefix: str,
-    expected: list[str],
-    started: float,
-    durable_at: float | None,
-) -> tuple[list[str], list[str]]:
-    """Record the scenario (on its bucket's store) for the matrix report; (keys lost, keys
-    in upload order)."""
-    events = uploads(bucket, prefix)
-    order = list(dict.fromkeys(e.key for e in events))
-    listed = set(bucket.list_keys())
-    lost = [k for k in expected if k not in listed]
-    spans: dict[int, dict[str, Any]] = {}
-    for entry in emulators.get(bucket.store).fault_log(bucket.name):
-        if entry["bucket"] != bucket.name or entry["t_ns"] / 1e9 < started - 1:
-            continue
-        span = spans.setdefault(entry["id"], {"kind": entry["kind"]})
-        span[entry["phase"]] = entry["t_ns"] / 1e9 - started
-    kit.record_property(
-        FAULTS_PROPERTY,
-        json.dumps(
-            {
-                "store": bucket.store,
-                "scenario": scenario,
-                "lost": len(lost),
-                "order_kept": (order == expected) if expected else None,
-                "durable_s": None if durable_at is None else round(durable_at - started, 2),
-                "faults": list(spans.values()),
-                "uploads": [[e.t_ns / 1e9 - started, e.key, e.size] for e in events],
-                "created": expected,
-            }
-        ),
-    )
-    return lost, order
-
-
-def check_order(bucket: TestBucket, prefix: str, expected: list[str]) -> None:
-    """At every moment of the gate's write events under ``prefix`` (deletes included), the
-    keys visible were the oldest of ``expected``, and at the end all of them were."""
-    events = [e for e in bucket.events() if e.key.startswith(prefix + "/")]
-    assert_visible_prefix(events, expected, prefix + "/", error=OrderLost)
-    assert_all_visible(events, expected, prefix + "/", error=OrderLost)
 
 
 # --- 1. an outage during write-back, then stop ---------------------------------------------
@@ -527,7 +350,7 @@ def resets_during_a_big_upload(store: str, kit: ScenarioKit) -> None:
     assert hashlib.sha256(bucket.read("reset/big.bin")).hexdigest() == written.sha256
 
 
-# --- 6. credentials refused for a while --------------------------------------------------------
+# --- 5. credentials refused for a while --------------------------------------------------------
 
 
 def refused(store: str, bucket: TestBucket, prefix: str, since: int) -> list[str]:
@@ -614,53 +437,6 @@ def deny_then_more(store: str, kit: ScenarioKit, prefix: str, slow_keeper: bool)
     check_order(bucket, prefix, expected)
 
 
-# --- 5. preempted while the store is out ----------------------------------------------------
-
-
-def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
-    """A managed spot job's node is preempted while its store hangs: the controller
-    relaunches into the outage, which ends once the store holds a request of the relaunch
-    (one after the node was gone); the job resumes only then, from the newest checkpoint
-    that was complete in the store (read from the gate's write events: nothing can
-    complete during the outage)."""
-    managed = ManagedJobs(kit.tmp_path, own_jobs_only=True)  # the home is shared
-    kit.on_cleanup(managed.cleanup)
-    bucket: TestBucket = kit.bucket_factory(store, PRIVATE_BY_USER)
-    job = managed.launch(managed.spec(bucket))
-    managed.wait_log(job, r"^saved checkpoint 10 ")
-    wait_for("a checkpoint in the bucket", lambda: complete_checkpoints(bucket.list_keys()), 60)
-    started = time.time()
-    fault = kit.store_faults.start(store, "outage", bucket=bucket.name)
-    hit = chaos.preempt(job.cluster, 0)
-    held_before = fault_events.hits(store, fault)  # the node is gone: none of these is its
-    check_detection(managed, job, expected_recoveries=1)
-    fault_events.wait_hits(store, fault, held_before + 1, HELD_S)
-    resumed_in_outage = managed.resumes(job)[1:]
-    kit.store_faults.stop(store, fault)
-    # What was durable when the outage ended, before the relaunched run could choose its
-    # step: the gate holds every request that arrives during the outage, but one it had
-    # already let through may complete during it, even after the node's removal (seen once
-    # on azure under load: a checkpoint accepted just before the outage, completed after).
-    # Both times are the gate's, in its own logs.
-    ended = [e for e in emulators.get(store).fault_log(bucket.name) if e["id"] == fault["id"]]
-    outage_end_ns = max(e["t_ns"] for e in ended)
-    events = [e for e in bucket.events() if e.op != "delete"]
-    durable = [e.key for e in events if e.t_ns < outage_end_ns]
-    late = [e.key for e in events if hit.at * 1e9 < e.t_ns < outage_end_ns]
-    kit.record_property("completed_after_removal", json.dumps(late))
-    steps = [s for s in complete_checkpoints(sorted(set(durable))) if checkpoint_matches(bucket, s)]
-    done = managed.wait_done(job, timeout=240)
-    resumes = managed.resumes(job)
-    report(kit, "spot preempted during an outage", bucket, "ckpt", [], started, time.time())
-    from skycore.state.managed_jobs import JobStatus
-
-    assert done.status is JobStatus.SUCCEEDED, managed.log(job)[-4000:]
-    assert len(resumes) == 2, resumes
-    assert resumed_in_outage == [], "it resumed before the outage ended"
-    step, _ = resumes[1]
-    assert steps and step == steps[-1], f"resumed from {step}, complete before: {steps}"
-
-
 # --- the gate is the only door, from a node too ----------------------------------------------
 
 
@@ -695,75 +471,74 @@ def emulator_ports_from_a_node(store: str, kit: ScenarioKit) -> None:
 
 # --- the tests: each joins its scenario, run side by side with the store's others ----------
 
-# (scenario, test name, what the test claims): one test each, made below.
-SCENARIOS: list[tuple[Any, str, str]] = [
-    (
-        outage_then_stop,
-        "test_outage_then_stop_waits_and_keeps_everything",
-        "An outage during write-back, then stop: stop waits, nothing lost, order kept.",
-    ),
-    (
-        error_storm,
-        "test_error_storm_loses_nothing_and_keeps_order",
-        "A 503 storm (rate 0.5) during write-back: nothing lost, order kept.",
-    ),
-    (
-        slow_store,
-        "test_slow_store_does_not_slow_the_writer",
-        "A slow store (300 ms, 5 MiB/s): the writer returns before the store has its data, "
-        "which then becomes durable, whole.",
-    ),
-    (
-        writer_never_waits,
-        "test_writer_never_waits_for_the_store",
-        "403, outage, 503 storm held while a writer creates 5 + 50 files in each mount: it "
-        "returns with the faults on; all in the bucket afterwards, the first five in order.",
-    ),
-    (
-        resets_during_a_big_upload,
-        "test_resets_during_a_big_upload_deliver_it_whole",
-        "Resets (rate 0.3) during a 64 MiB upload: the object arrives whole.",
-    ),
-    (
-        deny_during_writes,
-        "test_deny_loses_nothing",
-        "403 while files are written, until an upload is refused: nothing lost, order kept.",
-    ),
-    (
-        deny_then_more_writes,
-        "test_deny_then_more_writes_keeps_order",
-        "403 until an upload is refused, then more files: nothing lost, order kept.",
-    ),
-    (
-        deny_then_more_writes_slow_keeper,
-        "test_deny_then_more_writes_keeps_order_with_a_slow_keeper",
-        "The same with the node's order keeper off the CPU 0.3 s in every 0.6 s: order kept.",
-    ),
-    (
-        spot_preempted_during_outage,
-        "test_spot_job_preempted_during_an_outage_recovers",
-        "A spot job preempted during an outage recovers from the newest checkpoint.",
-    ),
-    (
-        emulator_ports_from_a_node,
-        "test_emulator_ports_are_unreachable_from_a_node",
-        "A node reaches the gate, never the emulator behind it, nor the token.",
-    ),
-]
+
+@scenario(outage_then_stop)
+def test_outage_then_stop_waits_and_keeps_everything(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """An outage during write-back, then stop: stop waits, nothing lost, order kept."""
+    side_by_side.join(request)
 
 
-def joining_test(fn: Any, name: str, doc: str) -> Any:
-    """A test named ``name`` that joins scenario ``fn`` (harness.side_by_side keys on the
-    ``scenario`` marker; the module's pytestmark adds the store and its xdist group)."""
-
-    @scenario(fn)
-    def test(side_by_side: Any, request: pytest.FixtureRequest) -> None:
-        side_by_side.join(request)
-
-    test.__name__ = test.__qualname__ = name
-    test.__doc__ = doc
-    return test
+@scenario(error_storm)
+def test_error_storm_loses_nothing_and_keeps_order(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """A 503 storm (rate 0.5) during write-back: nothing lost, order kept."""
+    side_by_side.join(request)
 
 
-for _fn, _name, _doc in SCENARIOS:
-    globals()[_name] = joining_test(_fn, _name, _doc)
+@scenario(slow_store)
+def test_slow_store_does_not_slow_the_writer(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """A slow store (300 ms, 5 MiB/s): the writer returns before the store has its data,
+    which then becomes durable, whole."""
+    side_by_side.join(request)
+
+
+@scenario(writer_never_waits)
+def test_writer_never_waits_for_the_store(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """403, outage, 503 storm held while a writer creates 5 + 50 files in each mount: it
+    returns with the faults on; all in the bucket afterwards, the first five in order."""
+    side_by_side.join(request)
+
+
+@scenario(resets_during_a_big_upload)
+def test_resets_during_a_big_upload_deliver_it_whole(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """Resets (rate 0.3) during a 64 MiB upload: the object arrives whole."""
+    side_by_side.join(request)
+
+
+@scenario(deny_during_writes)
+def test_deny_loses_nothing(side_by_side: SideBySide, request: pytest.FixtureRequest) -> None:
+    """403 while files are written, until an upload is refused: nothing lost, order kept."""
+    side_by_side.join(request)
+
+
+@scenario(deny_then_more_writes)
+def test_deny_then_more_writes_keeps_order(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """403 until an upload is refused, then more files: nothing lost, order kept."""
+    side_by_side.join(request)
+
+
+@scenario(deny_then_more_writes_slow_keeper)
+def test_deny_then_more_writes_keeps_order_with_a_slow_keeper(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """The same with the node's order keeper off the CPU 0.3 s in every 0.6 s: order kept."""
+    side_by_side.join(request)
+
+
+@scenario(emulator_ports_from_a_node)
+def test_emulator_ports_are_unreachable_from_a_node(
+    side_by_side: SideBySide, request: pytest.FixtureRequest
+) -> None:
+    """A node reaches the gate, never the emulator behind it, nor the token."""
+    side_by_side.join(request)
