@@ -42,7 +42,7 @@ from harness.paths import harness_home
 from harness.testing import access
 from harness.testing.plugin import explicit_store_selection
 from skycore.deprecation import SHOWN_ENV
-from tests.integration.test_package_data import build_wheel
+from tests.wheels import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
