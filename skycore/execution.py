@@ -16,9 +16,42 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import backend, core, logs, state
-from skycore.backend import ClusterHandle
+from skycore import logs
+from skycore.backend.handle import ClusterHandle, get_handle, resources_of
+from skycore.backend.mounts import STORE_WAIT_S, remount
+from skycore.backend.provision import node_problems
+from skycore.backend.sync import (
+    WORKDIR,
+    check_bucket_sources,
+    start_storage_prepare,
+    sync_file_mounts,
+    sync_workdir,
+)
 from skycore.config import SkycoreConfig, load_config
+from skycore.core.clusters import (
+    check_exec_fits,
+    check_name,
+    check_same_resources,
+    cluster_lock,
+    existing,
+    existing_or_nodes,
+    mark_ready,
+    mark_syncing,
+    provider_of,
+    provision_cluster,
+    require_up,
+    start_nodes,
+    stop_nodes,
+    teardown,
+)
+from skycore.core.jobs import (
+    check_node_drains,
+    finish_job,
+    run_job_part,
+    setup_failed,
+    start_job,
+    submit_job,
+)
 from skycore.stages import (
     EXIT_JOB_CANCELLED,
     EXIT_JOB_FAILED,
@@ -27,6 +60,18 @@ from skycore.stages import (
     RunResult,
     Stage,
     StageResult,
+)
+from skycore.state.clusters import CLUSTER_STOPPED, CLUSTER_UP, add_cluster_event, get_cluster
+from skycore.state.jobs import (
+    JOB_CANCELLED,
+    JOB_FAILED,
+    JOB_FAILED_SETUP,
+    JOB_PENDING,
+    JOB_RUNNING,
+    JOB_SETTING_UP,
+    JOB_SUCCEEDED,
+    JobRecord,
+    get_job,
 )
 from skycore.task import Task
 
@@ -64,10 +109,10 @@ def launch(
     FAILED_SETUP) or 103 (cancelled). Infrastructure failures raise StageError; user mistakes
     raise a UserError subclass.
     """
-    core.check_name(cluster_name)
+    check_name(cluster_name)
     config = config or load_config()
     console = _console(console)
-    provider = core.provider_of(task)
+    provider = provider_of(task)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -82,38 +127,36 @@ def launch(
     )
     prepared: dict[str, Future[None]] | None = None
     try:
-        with core.cluster_lock(cluster_name):
-            record = state.get_cluster(cluster_name)
+        with cluster_lock(cluster_name):
+            record = get_cluster(cluster_name)
             if record is not None:
-                core.check_same_resources(record, task)
+                check_same_resources(record, task)
             fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
-            checked = backend.check_bucket_sources(task, config, fm_log)  # before any change
+            checked = check_bucket_sources(task, config, fm_log)  # before any change
             touched = True
             if task.storage_mounts:  # buckets and uploads need no node: made as nodes come up
-                prepared = backend.start_storage_prepare(
-                    task, config, fm_log, background, checked=checked
-                )
+                prepared = start_storage_prepare(task, config, fm_log, background, checked=checked)
             handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
             # INIT until the workdir and every mount are in place (Ctrl-C, SIGKILL here:
             # the next launch repairs it).
-            core.mark_syncing(cluster_name)
+            mark_syncing(cluster_name)
             n_copies, n_storage = _sync_workdir_and_file_mounts(
                 handle, task, rep, log_dir, prepared
             )
-            core.mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
-            job = core.submit_job(handle, task, log_dir, state.JOB_SETTING_UP, task_id)
+            mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
+            job = submit_job(handle, task, log_dir, JOB_SETTING_UP, task_id)
             result.job_id = job.job_id
             if not _setup(handle, task, job, rep, log_dir, no_setup, stream):
-                current = state.get_job(cluster_name, job.job_id)
-                result.job_status = current.status if current else state.JOB_FAILED_SETUP
-                cancelled = result.job_status == state.JOB_CANCELLED
+                current = get_job(cluster_name, job.job_id)
+                result.job_status = current.status if current else JOB_FAILED_SETUP
+                cancelled = result.job_status == JOB_CANCELLED
                 result.exit_code = EXIT_JOB_CANCELLED if cancelled else EXIT_JOB_FAILED
                 return result
         _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
         return result
     finally:
         background.shutdown(wait=True, cancel_futures=True)
-        if down and touched and state.get_cluster(cluster_name) is not None:
+        if down and touched and get_cluster(cluster_name) is not None:
             # (a launch refused before its cluster was recorded has nothing to tear down,
             # and its own error is the one to show)
             _down_stage(cluster_name, config, rep, log_dir)
@@ -128,16 +171,16 @@ def _launch_provision(
     log_dir: Path,
 ) -> ClusterHandle:
     log_path = log_dir / LOG_NAMES[Stage.PROVISION]
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     with rep.stage(Stage.PROVISION) as step:
-        if record is not None and record.status == state.CLUSTER_UP:
-            handle = backend.get_handle(record, config)
-            problems = backend.node_problems(handle, task.num_nodes)
+        if record is not None and record.status == CLUSTER_UP:
+            handle = get_handle(record, config)
+            problems = node_problems(handle, task.num_nodes)
             if not problems:
                 step.skipped = True
                 step.note = "cluster is UP and healthy: provisioning skipped"
                 logs.append(log_path, step.note)
-                state.add_cluster_event(name, "relaunch: UP and healthy, provisioning skipped")
+                add_cluster_event(name, "relaunch: UP and healthy, provisioning skipped")
                 return handle
             reason = "relaunch: repairing (" + "; ".join(problems) + ")"
         elif record is None:
@@ -145,19 +188,19 @@ def _launch_provision(
         else:
             reason = f"launch: cluster was {record.status}, bringing it up"
         rep.progress(f"provisioning {task.num_nodes} node(s)")
-        handle = core.provision_cluster(
+        handle = provision_cluster(
             name,
             provider,
             task.num_nodes,
             task.resources.image_id,
-            backend.resources_of(task),
+            resources_of(task),
             config,
             log_path,
             reason,
         )
-        if record is not None and record.status == state.CLUSTER_STOPPED:
+        if record is not None and record.status == CLUSTER_STOPPED:
             # The nodes came back from a stop: their mounts are gone; mount them again.
-            backend.remount(handle, log_path)
+            remount(handle, log_path)
         step.note = f"{handle.num_nodes} node(s) up: {', '.join(handle.info.ips)}"
         return handle
 
@@ -174,23 +217,21 @@ def _sync_workdir_and_file_mounts(
     caller then runs setup) only once both are done. A file mount inside the workdir's
     destination waits for the workdir instead. Returns (copies, storages)."""
     fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
-    wd = backend.WORKDIR
+    wd = WORKDIR
     nested = any(
         d == wd or d.startswith(wd + "/") for d in (*task.file_mounts, *task.storage_mounts)
     )
     if task.workdir is None or nested:
         _sync_workdir(handle, task, rep, log_dir)
         with rep.stage(Stage.SYNC_FILE_MOUNTS) as step:
-            n_copies, n_storage = backend.sync_file_mounts(
+            n_copies, n_storage = sync_file_mounts(
                 handle, task, fm_log, rep.progress, prepared=prepared
             )
             step.note = f"{n_copies} copies, {n_storage} storage(s) on {handle.num_nodes} node(s)"
         return n_copies, n_storage
     held: list[str] = []  # the file mounts' progress, shown once their stage reports
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-mounts") as pool:
-        fm = pool.submit(
-            backend.sync_file_mounts, handle, task, fm_log, held.append, prepared=prepared
-        )
+        fm = pool.submit(sync_file_mounts, handle, task, fm_log, held.append, prepared=prepared)
         _sync_workdir(handle, task, rep, log_dir)  # a failure still waits for the mounts
         with rep.stage(Stage.SYNC_FILE_MOUNTS) as step:
             for msg in held:
@@ -210,16 +251,14 @@ def _sync_workdir(handle: ClusterHandle, task: Task, rep: Reporter, log_dir: Pat
             step.skipped = True
             logs.append(log_dir / LOG_NAMES[Stage.SYNC_WORKDIR], "no workdir in the task")
             return
-        sent = backend.sync_workdir(
-            handle, Path(task.workdir), log_dir / LOG_NAMES[Stage.SYNC_WORKDIR]
-        )
-        step.note = f"{task.workdir} -> {backend.WORKDIR} ({sent} changed file(s) sent per node)"
+        sent = sync_workdir(handle, Path(task.workdir), log_dir / LOG_NAMES[Stage.SYNC_WORKDIR])
+        step.note = f"{task.workdir} -> {WORKDIR} ({sent} changed file(s) sent per node)"
 
 
 def _setup(
     handle: ClusterHandle,
     task: Task,
-    job: state.JobRecord,
+    job: JobRecord,
     rep: Reporter,
     log_dir: Path,
     no_setup: bool,
@@ -231,14 +270,14 @@ def _setup(
             step.skipped = True
             step.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
             return True
-        codes = core.run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
+        codes = run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if not failed:
             step.note = f"done on {len(codes)} node(s)"
             return True
         step.ok = False
-        current = state.get_job(handle.name, job.job_id)
-        if current is not None and current.status == state.JOB_CANCELLED:
+        current = get_job(handle.name, job.job_id)
+        if current is not None and current.status == JOB_CANCELLED:
             step.note = f"job {job.job_id} cancelled during setup"
             return False
         rank = failed[0]
@@ -246,7 +285,7 @@ def _setup(
             f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
             f"job {job.job_id} is FAILED_SETUP, the cluster stays UP"
         )
-    core.setup_failed(handle.name, job.job_id, rank, codes[rank])
+    setup_failed(handle.name, job.job_id, rank, codes[rank])
     setup_log = log_dir / f"setup-{rank}.log"
     rep.show_failure(logs.tail(setup_log, 20), setup_log)
     rep.console.print(
@@ -260,7 +299,7 @@ def _setup(
 def _exec(
     handle: ClusterHandle,
     task: Task,
-    job: state.JobRecord,
+    job: JobRecord,
     rep: Reporter,
     log_dir: Path,
     stream: bool,
@@ -270,54 +309,54 @@ def _exec(
     name = handle.name
     with rep.stage(Stage.EXEC, quiet_progress=True) as step:
         if not task.run:
-            result.job_status, _ = core.finish_job(name, job.job_id, [])
+            result.job_status, _ = finish_job(name, job.job_id, [])
             step.skipped = True
             step.note = "no run command"
             return
-        status = core.start_job(name, job.job_id)
-        if status != state.JOB_RUNNING:
+        status = start_job(name, job.job_id)
+        if status != JOB_RUNNING:
             # Cancelled (or otherwise finished) before it started: run nothing.
             result.job_status = status
-            if status == state.JOB_CANCELLED:
+            if status == JOB_CANCELLED:
                 result.exit_code = EXIT_JOB_CANCELLED
-            step.ok = status == state.JOB_SUCCEEDED
+            step.ok = status == JOB_SUCCEEDED
             step.note = f"job {job.job_id} {status} before it started"
             return
         if detach_run:
-            core.run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
-            result.job_status = state.JOB_RUNNING
+            run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
+            result.job_status = JOB_RUNNING
             step.note = (
                 f"job {job.job_id} runs on the cluster (detached): 'skycore logs {name} "
                 f"{job.job_id}' follows it"
             )
             return
-        codes = core.run_job_part(handle, task, task.run, "run", log_dir, job, stream)
+        codes = run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         if not any(codes):
             # Every node's part ended and its follow printed it all. (After a failure, a
             # short copy cannot be told from a failed follow: 'skycore logs' fetches it.)
             logs.mark_complete(log_dir, "run")
         # A job is done only after its cached mounts are drained: each node drained them
         # before it recorded its exit code, and says so here if that drain failed.
-        core.check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep.progress)
+        check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep.progress)
         failed = [r for r, c in enumerate(codes) if c != 0]
-        status, code = core.finish_job(name, job.job_id, codes)
-        if status == state.JOB_CANCELLED:
+        status, code = finish_job(name, job.job_id, codes)
+        if status == JOB_CANCELLED:
             result.exit_code = EXIT_JOB_CANCELLED
-        elif status != state.JOB_SUCCEEDED:
+        elif status != JOB_SUCCEEDED:
             result.exit_code = EXIT_JOB_FAILED
         result.job_status = status
-        step.ok = status == state.JOB_SUCCEEDED
+        step.ok = status == JOB_SUCCEEDED
         step.note = f"job {job.job_id} {status}" + (
-            f" (exit {code} on node {failed[0]})" if failed and status == state.JOB_FAILED else ""
+            f" (exit {code} on node {failed[0]})" if failed and status == JOB_FAILED else ""
         )
-    if failed and status == state.JOB_FAILED:
+    if failed and status == JOB_FAILED:
         run_log = log_dir / f"run-{failed[0]}.log"
         rep.show_failure(logs.tail(run_log, 20), run_log)
 
 
 def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
-    with core.cluster_lock(name), rep.stage(Stage.DOWN) as step:
-        step.note = core.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+    with cluster_lock(name), rep.stage(Stage.DOWN) as step:
+        step.note = teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,10 +379,10 @@ def exec_task(
     cluster (``core.check_exec_fits``; ``options``: the command-line option behind each field)."""
     config = config or load_config()
     console = _console(console)
-    known = state.get_cluster(cluster_name)
+    known = get_cluster(cluster_name)
     if known is not None:
-        core.check_exec_fits(known, task, options)  # before any node is asked
-    _, handle = core.require_up(cluster_name, config)
+        check_exec_fits(known, task, options)  # before any node is asked
+    _, handle = require_up(cluster_name, config)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -352,7 +391,7 @@ def exec_task(
         highlight=False,
     )
     _sync_workdir(handle, task, rep, log_dir)
-    job = core.submit_job(handle, task, log_dir, state.JOB_PENDING)
+    job = submit_job(handle, task, log_dir, JOB_PENDING)
     result.job_id = job.job_id
     _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
     return result
@@ -367,7 +406,7 @@ def _cluster_op(
     name: str, stage: Stage, console: Console | None, config: SkycoreConfig | None
 ) -> tuple[SkycoreConfig, Reporter, Path]:
     """What stop / start / down share: the config, a reporter and the stage's log file."""
-    core.check_name(name)
+    check_name(name)
     config = config or load_config()
     log_dir = logs.new_log_dir(config)
     return config, Reporter(_console(console), RunResult(name, log_dir)), log_dir / LOG_NAMES[stage]
@@ -378,10 +417,10 @@ def stop(
 ) -> StageResult:
     """STOP: drain cached mounts (nothing written is lost), unmount, stop the nodes."""
     config, rep, log_path = _cluster_op(name, Stage.STOP, console, config)
-    with core.cluster_lock(name):
-        record = core.existing(name)
+    with cluster_lock(name):
+        record = existing(name)
         with rep.stage(Stage.STOP) as step:
-            note = core.stop_nodes(record, config, log_path, rep.progress)
+            note = stop_nodes(record, config, log_path, rep.progress)
             step.note, step.skipped = note or "already stopped", note is None
         return step
 
@@ -391,7 +430,7 @@ def start(
     *,
     console: Console | None = None,
     config: SkycoreConfig | None = None,
-    store_wait_s: float = backend.STORE_WAIT_S,
+    store_wait_s: float = STORE_WAIT_S,
 ) -> StageResult:
     """START: resume the nodes, check health, mount recorded storage again -> UP.
 
@@ -399,10 +438,10 @@ def start(
     answer, start waits (saying so every few seconds) up to ``store_wait_s``, then fails
     naming the mount and leaves the cluster INIT with the reason."""
     config, rep, log_path = _cluster_op(name, Stage.START, console, config)
-    with core.cluster_lock(name):
-        record = core.existing(name)
+    with cluster_lock(name):
+        record = existing(name)
         with rep.stage(Stage.START) as step:
-            note = core.start_nodes(record, config, log_path, rep.progress, store_wait_s)
+            note = start_nodes(record, config, log_path, rep.progress, store_wait_s)
             step.note, step.skipped = note or "already UP", note is None
         return step
 
@@ -412,8 +451,8 @@ def down(
 ) -> StageResult:
     """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
     config, rep, log_path = _cluster_op(name, Stage.DOWN, console, config)
-    with core.cluster_lock(name):
-        core.existing_or_nodes(name, config)
+    with cluster_lock(name):
+        existing_or_nodes(name, config)
         with rep.stage(Stage.DOWN) as step:
-            step.note = core.teardown(name, config, log_path, rep.progress)
+            step.note = teardown(name, config, log_path, rep.progress)
             return step

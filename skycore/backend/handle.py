@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skycore import provision, state
+from skycore import provision
 from skycore.config import SkycoreConfig
 from skycore.provision import ClusterInfo
 from skycore.runner import CommandRunner
+from skycore.state.clusters import ClusterRecord
 
 if TYPE_CHECKING:
     from skycore.task import Task
@@ -81,7 +82,7 @@ def up_nodes(handle: ClusterHandle) -> ClusterHandle | None:
     )
 
 
-def get_handle(record: state.ClusterRecord, config: SkycoreConfig) -> ClusterHandle:
+def get_handle(record: ClusterRecord, config: SkycoreConfig) -> ClusterHandle:
     """The handle of a recorded cluster, with the nodes that exist now."""
     info = provision.get_cluster_info(record.provider, record.name, config)
     runners = provision.get_command_runners(record.provider, info, config)

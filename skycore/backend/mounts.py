@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from skycore import logs, node, state
+from skycore import logs, node
 from skycore.backend.batch import NodeStep, ShellStep, run_batch
 from skycore.backend.handle import ClusterHandle
 from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
+from skycore.state.mounts import get_cluster_mounts
 from skycore.storage import mounting, recipes
 from skycore.storage.common import StorageMode
 from skycore.storage.storage import Storage
@@ -45,7 +46,7 @@ def remount(
     rc timeout ends that call, rclone still finishes it once the store answers, so the
     mount is waited for, never asked for twice; a batch that failed at once for want of a
     connection is run again."""
-    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.spec is not None]
+    mounts = [m for m in get_cluster_mounts(handle.name) if m.spec is not None]
     if not mounts:
         return 0
     prepare_nodes(handle, [m.mode for m in mounts])
@@ -334,7 +335,7 @@ def drain_mounts(
     second at most). Raises StageError if a drain fails: unmounting with uploads pending
     would lose them.
     """
-    mounts = [m for m in state.get_cluster_mounts(handle.name) if m.is_mount]
+    mounts = [m for m in get_cluster_mounts(handle.name) if m.is_mount]
     if not mounts:
         return 0
     recipe = recipes.takes(handle.config, StorageMode.MOUNT_CACHED)

@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skycore import logs, state
+from skycore import logs
 from skycore.backend.batch import NodeStep, run_batch, write_files_command
 from skycore.backend.handle import ClusterHandle
 from skycore.backend.mounts import mount_entry, prepare_nodes
@@ -16,6 +16,7 @@ from skycore.concurrency import parallel
 from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
+from skycore.state.mounts import MountRecord, get_cluster_mounts, set_cluster_mounts
 from skycore.storage import recipes
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def sync_file_mounts(
         own_pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(storages))))
         prepared = start_storage_prepare(task, handle.config, log_path, own_pool, upload_progress)
     say(f"{len(storages) + len(urls)} storage entr(ies) to {handle.num_nodes} node(s)")
-    records: list[state.MountRecord] = []
+    records: list[MountRecord] = []
 
     def node_entry(dst: str) -> tuple[str, NodeStep] | None:
         """(what, node step) for one entry, None if nothing is to be done; records mounts (even if
@@ -190,15 +191,15 @@ def sync_file_mounts(
         # Only buckets skycore created can be deleted by down; external ones never are.
         persistent = st.persistent or st.kind != "sky_managed"
         if mode == "COPY":
-            records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, None))
+            records.append(MountRecord(handle.name, dst, st.name, mode, persistent, None))
             return f"copy {dst} ({st.name})", st.copy_step(dst, handle.config)
         spec = st.mount_spec()
-        records.append(state.MountRecord(handle.name, dst, st.name, mode, persistent, spec))
+        records.append(MountRecord(handle.name, dst, st.name, mode, persistent, spec))
         # A mount still live from an earlier launch is left alone by the mount script itself
         # (one live probe per node for the whole batch; no separate probe exec).
         return f"mount {dst} ({mode})", mount_entry(st, dst, handle.config)
 
-    previous = state.get_cluster_mounts(handle.name)
+    previous = get_cluster_mounts(handle.name)
     waiting = [*urls, *storages]
     # The credential files and the mount helper travel with the first batch (one exec per
     # node less); written on their own only if no batch runs.
@@ -227,7 +228,7 @@ def sync_file_mounts(
         # Mounts a relaunch no longer asks for stay live on the nodes: keep them recorded
         # so stop/down still drain them.
         new = {r.dst for r in records}
-        state.set_cluster_mounts(handle.name, records + [m for m in previous if m.dst not in new])
+        set_cluster_mounts(handle.name, records + [m for m in previous if m.dst not in new])
     return len(local) + len(urls), len(storages)
 
 

@@ -9,15 +9,17 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from skycore import core, execution, state
+from skycore import execution
 from skycore.cli.app import JSON_HELP, cli, console, styled
 from skycore.cli.common import check_cluster_name, handle_errors, missing_clusters, require_clusters
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
-from skycore.core.nodes import node_resources_text
+from skycore.core.clusters import existing_or_nodes, refresh_status
+from skycore.core.nodes import node_ips, node_resources_text, node_statuses
 from skycore.errors import ClusterError, ProvisionError, UserError
 from skycore.humanize import ago
+from skycore.state.clusters import ClusterRecord, cluster_events, list_clusters
 
 
 @cli.command()
@@ -33,13 +35,13 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     skycore) become INIT with the reason; 'skycore launch' repairs them.
     """
     require_clusters(clusters)
-    records = [r for r in state.list_clusters() if not clusters or r.name in clusters]
+    records = [r for r in list_clusters() if not clusters or r.name in clusters]
     if not records and not as_json:
         console.print("No existing clusters.")
         return
     config = load_config() if (refresh or verbose) else None
     if refresh and config is not None:
-        refreshed = [core.refresh_status(r.name, config) for r in records]
+        refreshed = [refresh_status(r.name, config) for r in records]
         records = [r for r in refreshed if r is not None]
     if as_json:
         print_json([_cluster_json(r) for r in records])
@@ -49,7 +51,7 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     for r in records:
         if config is not None:
             try:
-                nodes_of[r.name] = core.node_statuses(r.provider, r.name, config)
+                nodes_of[r.name] = node_statuses(r.provider, r.name, config)
             except ProvisionError as e:
                 nodes_of[r.name] = str(e)
         res = r.resources
@@ -73,13 +75,13 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
     for r in records:
         console.print(f"\n[bold]{r.name}[/bold]")
         nodes = nodes_of.get(r.name)
-        ips = core.node_ips(r)
+        ips = node_ips(r)
         for rank in range(r.num_nodes):
             st = nodes.get(rank) if isinstance(nodes, dict) else None
             ip = ips[rank] if rank < len(ips) else "-"
             shown = st.value if st else "gone"
             console.print(f"  node {rank} ({'head' if rank == 0 else 'worker'}): {shown}  ip={ip}")
-        events = state.cluster_events(r.name)
+        events = cluster_events(r.name)
         for ev in events:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev.ts))
             change = (
@@ -90,7 +92,7 @@ def status(clusters: tuple[str, ...], verbose: bool, refresh: bool, as_json: boo
             console.print(f"  [dim]{when}[/dim]  {change:<24} {escape(ev.reason)}")
 
 
-def _cluster_json(r: state.ClusterRecord) -> dict[str, Any]:
+def _cluster_json(r: ClusterRecord) -> dict[str, Any]:
     """A cluster for ``status --json``."""
     return {
         "name": r.name,
@@ -122,7 +124,7 @@ def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> l
     else:
         require_clusters(names)
     if all_:
-        names = tuple(r.name for r in state.list_clusters())
+        names = tuple(r.name for r in list_clusters())
     if not names:
         raise UserError(f"Name the cluster(s) to {verb} (or pass --all).")
     if not yes and not click.confirm(f"{verb.capitalize()} {', '.join(names)}?", default=True):
@@ -133,7 +135,7 @@ def _each_cluster(names: tuple[str, ...], all_: bool, yes: bool, verb: str) -> l
 def _record_or_nodes(name: str, config: Any) -> bool:
     """True when cluster ``name`` has a record or nodes."""
     try:
-        core.existing_or_nodes(name, config)
+        existing_or_nodes(name, config)
     except ClusterError:
         return False
     return True

@@ -12,9 +12,10 @@ from typing import Any, NoReturn, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
-from skycore import core, state
 from skycore.config import ConfigError
+from skycore.core.nodes import cluster_name_problem
 from skycore.errors import ProvisionError, StageError, UserError
+from skycore.state.clusters import ClusterRecord, get_cluster
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +57,7 @@ def handle_errors(interrupted: str = "Interrupted.") -> Callable[[F], F]:
 def check_cluster_name(name: str, field: str = "cluster name") -> str:
     """``name`` if it is a valid cluster name, else a UserError (exit 2) naming the fix;
     called before anything touches the filesystem."""
-    problem = core.cluster_name_problem(name)
+    problem = cluster_name_problem(name)
     if problem:
         raise UserError(f"{field}: {problem}")
     return name
@@ -72,18 +73,18 @@ def missing_clusters(names: list[str]) -> UserError:
     )
 
 
-def require_clusters(names: list[str] | tuple[str, ...]) -> list[state.ClusterRecord]:
+def require_clusters(names: list[str] | tuple[str, ...]) -> list[ClusterRecord]:
     """The records of the clusters ``names`` (valid names first, then the missing-cluster
     error naming every one that does not exist)."""
     for name in names:
         check_cluster_name(name, "CLUSTER")
-    records = {n: state.get_cluster(n) for n in names}
+    records = {n: get_cluster(n) for n in names}
     missing = [n for n, r in records.items() if r is None]
     if missing:
         raise missing_clusters(missing)
     return [r for r in records.values() if r is not None]
 
 
-def require_cluster(name: str) -> state.ClusterRecord:
+def require_cluster(name: str) -> ClusterRecord:
     """The record of cluster ``name``, or the missing-cluster error (exit 2)."""
     return require_clusters([name])[0]

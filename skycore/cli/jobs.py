@@ -8,14 +8,17 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from skycore import core, state
 from skycore.cli.app import JSON_HELP, cli, console, styled
 from skycore.cli.common import handle_errors, require_cluster, require_clusters
 from skycore.cli.output import print_json
 from skycore.cli.output import table as new_table
 from skycore.config import load_config
+from skycore.core.job_logs import print_job_log
+from skycore.core.jobs import adopt_job, cancel_jobs, refresh_jobs
 from skycore.errors import UserError
 from skycore.humanize import ago
+from skycore.state.clusters import get_cluster, list_clusters
+from skycore.state.jobs import JOB_TERMINAL, JobRecord
 
 
 def _duration(start: float | None, end: float | None) -> str:
@@ -32,16 +35,16 @@ def _duration(start: float | None, end: float | None) -> str:
 def queue(clusters: tuple[str, ...], as_json: bool) -> None:
     """Show the job queue of clusters (all by default)."""
     require_clusters(clusters)
-    names = list(clusters) or [r.name for r in state.list_clusters()]
+    names = list(clusters) or [r.name for r in list_clusters()]
     if as_json:
-        print_json([_job_json(j) for name in names for j in core.refresh_jobs(name)])
+        print_json([_job_json(j) for name in names for j in refresh_jobs(name)])
         return
     for name in names:
         table = new_table(
             ("ID", "NAME", "SUBMITTED", "DURATION", "NODES", "STATUS", "LOG"),
             title=f"Job queue of {name}",
         )
-        for j in reversed(core.refresh_jobs(name)):
+        for j in reversed(refresh_jobs(name)):
             table.add_row(
                 str(j.job_id),
                 j.name or "-",
@@ -69,7 +72,7 @@ _JOB_JSON_FIELDS = (
 )
 
 
-def _job_json(j: state.JobRecord) -> dict[str, Any]:
+def _job_json(j: JobRecord) -> dict[str, Any]:
     """A cluster job for ``queue --json`` (the stable field names listed in README)."""
     return {f: getattr(j, f) for f in _JOB_JSON_FIELDS}
 
@@ -83,12 +86,12 @@ def _job_json(j: state.JobRecord) -> dict[str, Any]:
 def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) -> None:
     """Print a job's output (the latest job by default); follow it while it runs."""
     require_cluster(cluster)
-    jobs = core.refresh_jobs(cluster)
+    jobs = refresh_jobs(cluster)
     if job_id is not None and not any(j.job_id == job_id for j in jobs):
         # Submitted by another terminal or skycore home: the head node's job table has it.
-        known = state.get_cluster(cluster)
-        if known is not None and core.adopt_job(known, job_id, load_config()):
-            jobs = core.refresh_jobs(cluster)
+        known = get_cluster(cluster)
+        if known is not None and adopt_job(known, job_id, load_config()):
+            jobs = refresh_jobs(cluster)
     if not jobs:
         raise UserError(f"Cluster '{cluster}' has no jobs yet. Run one with 'skycore exec'.")
     job = jobs[-1] if job_id is None else next((j for j in jobs if j.job_id == job_id), None)
@@ -99,10 +102,10 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
     if show_status:
         console.print(job.status)
         return
-    record = state.get_cluster(cluster)
+    record = get_cluster(cluster)
     assert record is not None
     try:
-        final, missing = core.print_job_log(record, job, follow, load_config())
+        final, missing = print_job_log(record, job, follow, load_config())
     except KeyboardInterrupt:
         console.print(f"[dim]Stopped following job {job.job_id}; it keeps running.[/dim]")
         raise
@@ -121,9 +124,9 @@ def logs_cmd(cluster: str, job_id: int | None, follow: bool, show_status: bool) 
 def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> None:
     """Cancel running jobs of a cluster (kills their processes on every node)."""
     record = require_cluster(cluster)
-    jobs = core.refresh_jobs(cluster)
+    jobs = refresh_jobs(cluster)
     if all_:
-        targets = [j for j in jobs if j.status not in state.JOB_TERMINAL]
+        targets = [j for j in jobs if j.status not in JOB_TERMINAL]
     elif job_ids:
         targets = [j for j in jobs if j.job_id in job_ids]
         missing = set(job_ids) - {j.job_id for j in targets}
@@ -134,7 +137,7 @@ def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> Non
             )
     else:
         raise UserError("Name the job id(s) to cancel, or pass --all.")
-    targets = [j for j in targets if j.status not in state.JOB_TERMINAL]
+    targets = [j for j in targets if j.status not in JOB_TERMINAL]
     if not targets:
         console.print("No unfinished jobs to cancel.")
         return
@@ -142,7 +145,7 @@ def cancel(cluster: str, job_ids: tuple[int, ...], all_: bool, yes: bool) -> Non
         f"Cancel job(s) {', '.join(str(j.job_id) for j in targets)} on {cluster}?", default=True
     ):
         raise click.Abort()
-    for j, already in core.cancel_jobs(record, targets, load_config()):
+    for j, already in cancel_jobs(record, targets, load_config()):
         if already is None:
             console.print(f"Job {j.job_id} cancelled.")
         else:

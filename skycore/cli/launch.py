@@ -11,12 +11,14 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from skycore import execution, state
+from skycore import execution
 from skycore.cli.app import cli, console, styled
 from skycore.cli.common import check_cluster_name, handle_errors, require_cluster
 from skycore.cli.task_args import build_task, override_flags, task_options
 from skycore.config import load_config
+from skycore.core.clusters import provider_of
 from skycore.errors import UserError
+from skycore.state.clusters import get_cluster
 
 
 def _default_cluster_name() -> str:
@@ -69,7 +71,7 @@ def launch(
 
     for line in order_notes(task):
         console.print(escape(line))
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     if not yes:
         if record is None:
             prompt = f"Launching a new cluster '{name}' ({task.num_nodes} node(s)). Proceed?"
@@ -93,11 +95,10 @@ def _dryrun(task: Any, name: str, config: Any) -> None:
     """Print what launch would do (``skycore.plan``), changing nothing. What this machine
     cannot give (cpus, memory, disk_size, an image not on the engine) is refused as launch
     would refuse it."""
-    from skycore import core
     from skycore.plan import dryrun_plan
 
-    core.provider_of(task)
-    record = state.get_cluster(name)
+    provider_of(task)
+    record = get_cluster(name)
     if record is None:
         console.print(f"Would create cluster {name} with {task.num_nodes} node(s).")
     else:

@@ -11,12 +11,34 @@ from typing import Any
 
 import filelock
 
-from skycore import backend, logs, provision, state
-from skycore.backend import ClusterError, ClusterHandle, StageError
-from skycore.backend.handle import node_resources
+from skycore import logs, provision
+from skycore.backend import provision as backend_provision
+from skycore.backend.handle import (
+    ClusterHandle,
+    describe_resources,
+    get_handle,
+    node_resources,
+    resources_of,
+    up_nodes,
+)
+from skycore.backend.mounts import drain_mounts, remount
 from skycore.config import SkycoreConfig, skycore_home
 from skycore.core.jobs import settle_orphan_jobs
+from skycore.errors import ClusterError, StageError
 from skycore.provision import ProvisionError
+from skycore.state.clusters import (
+    CLUSTER_INIT,
+    CLUSTER_STOPPED,
+    CLUSTER_UP,
+    ClusterRecord,
+    add_cluster_event,
+    get_cluster,
+    remove_cluster,
+    set_cluster_handle,
+    set_cluster_status,
+    upsert_cluster,
+)
+from skycore.state.mounts import MountRecord, get_cluster_mounts
 from skycore.storage import recipes
 from skycore.storage.common import StorageMode
 from skycore.task import Task
@@ -59,7 +81,7 @@ def provider_of(task: Task) -> str:
         provider = provision.provider_for_cloud(task.resources.cloud)
     except ProvisionError as e:
         raise ClusterError(str(e)) from None
-    check_node_resources(provider, backend.resources_of(task), new_nodes=0)
+    check_node_resources(provider, resources_of(task), new_nodes=0)
     return provider
 
 
@@ -75,16 +97,16 @@ def check_node_resources(provider: str, resources: dict[str, Any], new_nodes: in
         raise ClusterError(str(e)) from None
 
 
-def check_same_resources(record: state.ClusterRecord, task: Task) -> None:
+def check_same_resources(record: ClusterRecord, task: Task) -> None:
     """ClusterError (saying what to do) when a relaunch asks for other resources."""
-    wanted = backend.resources_of(task)
+    wanted = resources_of(task)
     # Fields added since a cluster was launched count as not asked for (None).
     diff = [k for k in {**record.resources, **wanted} if record.resources.get(k) != wanted.get(k)]
     if diff:
         raise ClusterError(
             f"Cluster '{record.name}' was launched with "
-            f"{backend.describe_resources(record.resources)}, but the task asks for "
-            f"{backend.describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
+            f"{describe_resources(record.resources)}, but the task asks for "
+            f"{describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
             f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
             f"task's {', '.join(_field(k) for k in diff)} back to match."
         )
@@ -95,7 +117,7 @@ def _field(key: str) -> str:
 
 
 def check_exec_fits(
-    record: state.ClusterRecord, task: Task, options: Mapping[str, str] | None = None
+    record: ClusterRecord, task: Task, options: Mapping[str, str] | None = None
 ) -> None:
     """ClusterError when ``task`` asks for more nodes than the cluster has, or for another
     cloud, image or spot choice than it was launched with; ``options`` maps a field to the
@@ -123,7 +145,7 @@ def check_exec_fits(
         )
 
 
-def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
+def refresh_status(name: str, config: SkycoreConfig) -> ClusterRecord | None:
     """Reconcile a cluster's recorded status with what its provider reports.
 
     An UP or STOPPED cluster whose nodes no longer match becomes INIT with the reason (the
@@ -135,16 +157,14 @@ def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | No
     try:
         lock.acquire()
     except filelock.Timeout:
-        return state.get_cluster(name)
+        return get_cluster(name)
     try:
-        record = state.get_cluster(name)
-        if record is None or record.status == state.CLUSTER_INIT:
+        record = get_cluster(name)
+        if record is None or record.status == CLUSTER_INIT:
             return record
         nodes = provision.query_instances(record.provider, name, config)
         want = (
-            provision.NodeStatus.UP
-            if record.status == state.CLUSTER_UP
-            else provision.NodeStatus.STOPPED
+            provision.NodeStatus.UP if record.status == CLUSTER_UP else provision.NodeStatus.STOPPED
         )
         wrong = [
             f"node {r} is {nodes[r].value if r in nodes else 'gone'}"
@@ -152,12 +172,12 @@ def refresh_status(name: str, config: SkycoreConfig) -> state.ClusterRecord | No
             if nodes.get(r) is not want
         ]
         if wrong:
-            state.set_cluster_status(
+            set_cluster_status(
                 name,
-                state.CLUSTER_INIT,
+                CLUSTER_INIT,
                 f"refresh: {'; '.join(wrong)} (expected {want.value}); 'skycore launch' repairs it",
             )
-        return state.get_cluster(name)
+        return get_cluster(name)
     finally:
         lock.release()
 
@@ -168,31 +188,31 @@ def check_name(name: str) -> None:
         raise ClusterError(problem + " Pass it with -c/--cluster.")
 
 
-def require_up(name: str, config: SkycoreConfig) -> tuple[state.ClusterRecord, ClusterHandle]:
+def require_up(name: str, config: SkycoreConfig) -> tuple[ClusterRecord, ClusterHandle]:
     """The record and handle of an UP cluster, or a ClusterError saying what to run instead."""
     check_name(name)
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     if record is None:
         raise ClusterError(
             f"Cluster '{name}' does not exist. Launch it first: 'skycore launch -c {name} "
             "TASK.yaml'."
         )
-    if record.status == state.CLUSTER_STOPPED:
+    if record.status == CLUSTER_STOPPED:
         raise ClusterError(
             f"Cluster '{name}' is STOPPED. Run 'skycore start {name}' first, or 'skycore "
             f"launch -c {name} TASK.yaml' to start it and run the task."
         )
-    if record.status != state.CLUSTER_UP:
+    if record.status != CLUSTER_UP:
         raise ClusterError(
             f"Cluster '{name}' is {record.status} ({record.status_reason}); its nodes are not "
             f"ready. Run 'skycore launch -c {name} TASK.yaml' to repair it."
         )
-    handle = backend.get_handle(record, config)
+    handle = get_handle(record, config)
     statuses = provision.query_instances(record.provider, name, config)
     missing = [r for r in range(record.num_nodes) if statuses.get(r) is not provision.NodeStatus.UP]
     if missing:
         reason = f"node(s) {', '.join(map(str, missing))} not running"
-        state.set_cluster_status(name, state.CLUSTER_INIT, reason)
+        set_cluster_status(name, CLUSTER_INIT, reason)
         raise ClusterError(
             f"Cluster '{name}' is not healthy: {reason}. Run 'skycore launch -c {name} "
             "TASK.yaml' to repair it."
@@ -203,9 +223,9 @@ def require_up(name: str, config: SkycoreConfig) -> tuple[state.ClusterRecord, C
 MOUNTS_REMOVED = "mounts removed by stop/down"
 
 
-def existing(name: str) -> state.ClusterRecord:
+def existing(name: str) -> ClusterRecord:
     check_name(name)
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     if record is None:
         raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
     return record
@@ -217,10 +237,10 @@ SYNCING = (
 )
 
 
-def existing_or_nodes(name: str, config: SkycoreConfig) -> state.ClusterRecord | None:
+def existing_or_nodes(name: str, config: SkycoreConfig) -> ClusterRecord | None:
     """The record of cluster ``name``; None when it has nodes but no record (a ``down``
     removes those); ClusterError when it has neither."""
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     if record is None and not provision.query_instances("docker", name, config):
         raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
     return record
@@ -228,7 +248,7 @@ def existing_or_nodes(name: str, config: SkycoreConfig) -> state.ClusterRecord |
 
 def forget_cluster(name: str, reason: str) -> None:
     """Drop the record of cluster ``name`` (its nodes are gone), recording why."""
-    state.remove_cluster(name, reason)
+    remove_cluster(name, reason)
 
 
 def provision_cluster(
@@ -255,72 +275,72 @@ def provision_cluster(
         else:
             new = sum(1 for rank in range(num_nodes) if rank not in have)
             check_node_resources(provider, resources, new)
-    state.upsert_cluster(name, state.CLUSTER_INIT, provider, num_nodes, resources, reason)
+    upsert_cluster(name, CLUSTER_INIT, provider, num_nodes, resources, reason)
     logs.append(
         log_path,
         f"{reason}: {num_nodes} node(s) on provider {provider}"
         + (f", each with {each.describe()}" if each.describe() else ""),
     )
     try:
-        handle = backend.start_nodes(
+        handle = backend_provision.start_nodes(
             name, provider, num_nodes, image_id, config, log_path, resources=each
         )
     except StageError as e:
         _init_because(name, e.reason)
         raise
-    state.set_cluster_handle(name, handle.info.to_dict())
+    set_cluster_handle(name, handle.info.to_dict())
     try:
-        backend.wait_healthy(handle, num_nodes, log_path)
+        backend_provision.wait_healthy(handle, num_nodes, log_path)
     except StageError as e:
         _init_because(name, e.reason)
         raise
-    state.set_cluster_status(name, state.CLUSTER_INIT, SYNCING)
+    set_cluster_status(name, CLUSTER_INIT, SYNCING)
     return handle
 
 
 def _init_because(name: str, reason: str) -> None:
-    state.set_cluster_status(name, state.CLUSTER_INIT, reason)
-    state.add_cluster_event(name, reason)
+    set_cluster_status(name, CLUSTER_INIT, reason)
+    add_cluster_event(name, reason)
 
 
 def mark_syncing(name: str) -> None:
     """Record INIT until the workdir and every mount are in place: a launch interrupted then
     never leaves an UP cluster with bare mount points that exec could write into."""
-    state.set_cluster_status(name, state.CLUSTER_INIT, SYNCING)
+    set_cluster_status(name, CLUSTER_INIT, SYNCING)
 
 
 def mark_ready(name: str, num_nodes: int, what: str) -> None:
     """Record UP: the nodes are healthy and the workdir and ``what`` are in place."""
-    state.set_cluster_status(
-        name, state.CLUSTER_UP, f"all {num_nodes} node(s) healthy; workdir and {what} in place"
+    set_cluster_status(
+        name, CLUSTER_UP, f"all {num_nodes} node(s) healthy; workdir and {what} in place"
     )
 
 
 def stop_nodes(
-    record: state.ClusterRecord, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]
+    record: ClusterRecord, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]
 ) -> str | None:
     """Drain and unmount the cached mounts, stop the nodes -> STOPPED; a note for the stage,
     or None when the cluster was already stopped."""
     name = record.name
-    running = backend.up_nodes(backend.get_handle(record, config))
-    if record.status == state.CLUSTER_STOPPED and running is None:
+    running = up_nodes(get_handle(record, config))
+    if record.status == CLUSTER_STOPPED and running is None:
         return None
     if running is not None:
         settle_orphan_jobs(record, config)
         say(_drain_words(config)[0])
-        n = backend.drain_mounts(running, log_path, unmount=True, say=say)
+        n = drain_mounts(running, log_path, unmount=True, say=say)
         logs.append(log_path, f"drained and unmounted {n} mount(s)")
         if n:
             # The mount points are plain local folders now: no exec may write there even
             # if stopping the nodes fails below.
-            state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
+            set_cluster_status(name, CLUSTER_INIT, MOUNTS_REMOVED)
     say("stopping nodes")
     try:
         provision.stop_instances(record.provider, name, config)
     except ProvisionError as e:
-        state.set_cluster_status(name, state.CLUSTER_INIT, f"stop failed: {e}")
+        set_cluster_status(name, CLUSTER_INIT, f"stop failed: {e}")
         raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
-    state.set_cluster_status(name, state.CLUSTER_STOPPED, "stopped by user")
+    set_cluster_status(name, CLUSTER_STOPPED, "stopped by user")
     return f"{running.num_nodes if running else 0} node(s) stopped; {_drain_words(config)[1]}"
 
 
@@ -334,7 +354,7 @@ def _drain_words(config: SkycoreConfig) -> tuple[str, str]:
 
 
 def start_nodes(
-    record: state.ClusterRecord,
+    record: ClusterRecord,
     config: SkycoreConfig,
     log_path: Path,
     say: Callable[[str], None],
@@ -344,9 +364,9 @@ def start_nodes(
     stage, or None when the cluster was already UP and healthy. A re-mount that fails leaves
     the cluster INIT with the reason."""
     name = record.name
-    if record.status == state.CLUSTER_UP:
-        handle = backend.get_handle(record, config)
-        if not backend.node_problems(handle, record.num_nodes):
+    if record.status == CLUSTER_UP:
+        handle = get_handle(record, config)
+        if not backend_provision.node_problems(handle, record.num_nodes):
             return None
     handle = provision_cluster(
         name,
@@ -360,27 +380,27 @@ def start_nodes(
     )
     say("mounting storage again")
     try:
-        n = backend.remount(handle, log_path, say, store_wait_s)
+        n = remount(handle, log_path, say, store_wait_s)
     except StageError as e:
-        state.set_cluster_status(name, state.CLUSTER_INIT, f"re-mount failed: {e}")
+        set_cluster_status(name, CLUSTER_INIT, f"re-mount failed: {e}")
         raise
     mark_ready(name, handle.num_nodes, f"{n} mount(s) restored")
     return f"{handle.num_nodes} node(s) UP, {n} mount(s) restored"
 
 
 def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]) -> str:
-    record = state.get_cluster(name)
+    record = get_cluster(name)
     provider = record.provider if record else "docker"
     if record is None and not provision.query_instances(provider, name, config):
         raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
-    mounts = state.get_cluster_mounts(name)
+    mounts = get_cluster_mounts(name)
     if record is not None:
-        running = backend.up_nodes(backend.get_handle(record, config))
+        running = up_nodes(get_handle(record, config))
         if running is not None and mounts:
             say(_drain_words(config)[0])
-            backend.drain_mounts(running, log_path, unmount=True, say=say)
+            drain_mounts(running, log_path, unmount=True, say=say)
             # Until the nodes are gone, nothing may run there against plain local folders.
-            state.set_cluster_status(name, state.CLUSTER_INIT, MOUNTS_REMOVED)
+            set_cluster_status(name, CLUSTER_INIT, MOUNTS_REMOVED)
     say("removing nodes")
     try:
         provision.terminate_instances(provider, name, config)
@@ -390,7 +410,7 @@ def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[st
         deleted, kept = _delete_ephemeral_storage(mounts, name, config, log_path, say)
     finally:
         # The nodes are gone: forget the cluster even if deleting its storage failed.
-        state.remove_cluster(name, "terminated by user (down)")
+        remove_cluster(name, "terminated by user (down)")
     note = "nodes removed"
     if deleted:
         note += f"; deleted storage {', '.join(deleted)} (persistent: false)"
@@ -400,7 +420,7 @@ def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[st
 
 
 def _delete_ephemeral_storage(
-    mounts: list[state.MountRecord],
+    mounts: list[MountRecord],
     cluster: str,
     config: SkycoreConfig,
     log_path: Path,

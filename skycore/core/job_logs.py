@@ -7,10 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from skycore import backend, state
+from skycore.backend.handle import get_handle
+from skycore.backend.job_parts import follow_job
 from skycore.config import SkycoreConfig
 from skycore.core.jobs import complete_job_logs, reconcile_job, refresh_jobs
 from skycore.processes import pid_alive
+from skycore.state.clusters import ClusterRecord
+from skycore.state.jobs import JOB_RUNNING, JOB_TERMINAL, JobRecord, get_job
 
 
 class LogPrinter:
@@ -43,19 +46,19 @@ class LogPrinter:
 
 
 def print_job_log(
-    record: state.ClusterRecord, job: state.JobRecord, follow: bool, config: SkycoreConfig
+    record: ClusterRecord, job: JobRecord, follow: bool, config: SkycoreConfig
 ) -> tuple[str | None, str | None]:
     """Print ``job``'s log to stdout; with ``follow``, until the job ends. Returns (its status
     at the end, or None if it is gone; one line saying where the rest of a short copy is,
     or None when the copy is whole)."""
     cluster = record.name
     log_dir = Path(job.log_dir)
-    if follow and job.status == state.JOB_RUNNING and not pid_alive(job.driver_pid):
+    if follow and job.status == JOB_RUNNING and not pid_alive(job.driver_pid):
         # No terminal drives it: follow the nodes' own job logs until the run ends.
-        handle = backend.get_handle(record, config)
-        backend.follow_job(handle, job.job_id, job.num_nodes, "run", log_dir, stream=True)
+        handle = get_handle(record, config)
+        follow_job(handle, job.job_id, job.num_nodes, "run", log_dir, stream=True)
         reconcile_job(record, job, config)
-        final = state.get_job(cluster, job.job_id)
+        final = get_job(cluster, job.job_id)
         return (final.status if final else "?"), None
     # An ended job whose local copy is short (its terminal died) is completed from the
     # nodes' job table first, once; what cannot be fetched now is said after the log.
@@ -63,18 +66,18 @@ def print_job_log(
     printer = LogPrinter(log_dir)
     while True:
         printer.print_new()
-        current = state.get_job(cluster, job.job_id)
-        if not follow or current is None or current.status in state.JOB_TERMINAL:
+        current = get_job(cluster, job.job_id)
+        if not follow or current is None or current.status in JOB_TERMINAL:
             break
         if not pid_alive(current.driver_pid):
             # Its terminal is gone: the cluster's job table decides, and an ended job's
             # log is completed from the nodes before the rest of it is printed.
             refresh_jobs(cluster)
-            current = state.get_job(cluster, job.job_id)
-            if current is not None and current.status in state.JOB_TERMINAL:
+            current = get_job(cluster, job.job_id)
+            if current is not None and current.status in JOB_TERMINAL:
                 missing = complete_job_logs(record, current, config)
             printer.print_new()
             break
         time.sleep(0.5)
-    final = state.get_job(cluster, job.job_id)
+    final = get_job(cluster, job.job_id)
     return (final.status if final else None), missing

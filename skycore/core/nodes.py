@@ -4,10 +4,11 @@ managed job watching (and removing) the nodes of its own cluster."""
 
 from __future__ import annotations
 
-from skycore import provision, state
+from skycore import provision
 from skycore.backend.handle import node_resources
 from skycore.config import SkycoreConfig
 from skycore.provision import NodeStatus
+from skycore.state.clusters import ClusterRecord
 
 __all__ = [
     "NodeStatus",
@@ -30,7 +31,7 @@ def node_statuses(provider: str, cluster: str, config: SkycoreConfig) -> dict[in
     return provision.query_instances(provider, cluster, config)
 
 
-def node_ips(record: state.ClusterRecord) -> list[str]:
+def node_ips(record: ClusterRecord) -> list[str]:
     """The recorded IP address of each node of ``record``, in rank order (none before its
     nodes were first provisioned)."""
     if not record.handle:
@@ -38,7 +39,7 @@ def node_ips(record: state.ClusterRecord) -> list[str]:
     return provision.ClusterInfo.from_dict(record.handle).ips
 
 
-def node_resources_text(record: state.ClusterRecord) -> str:
+def node_resources_text(record: ClusterRecord) -> str:
     """What each node of ``record`` has of its own ('1 GiB disk, 2 CPUs, 0.5 GiB memory'),
     '' when it was launched without disk_size, cpus and memory."""
     return node_resources(record.resources).describe()

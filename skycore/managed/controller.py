@@ -44,13 +44,25 @@ from typing import Any, TextIO
 
 import filelock
 
-from skycore import core, execution
-from skycore import state as core_state
+from skycore import execution
 from skycore.config import ConfigError, load_config
+from skycore.core import DRAIN_TIMEOUT_S
+from skycore.core.clusters import provider_of
+from skycore.core.jobs import cancel_job
+from skycore.core.nodes import NodeStatus
 from skycore.errors import ProvisionError, StageError, UserError
 from skycore.managed import paths, recovery
 from skycore.managed.job_cluster import JOIN_AFTER_KILL_S, JobCluster
 from skycore.state import managed_jobs as jstate
+from skycore.state.clusters import CLUSTER_UP, get_cluster
+from skycore.state.jobs import (
+    JOB_CANCELLED,
+    JOB_FAILED_SETUP,
+    JOB_RUNNING,
+    JOB_SUCCEEDED,
+    get_job,
+    list_jobs,
+)
 from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
 
@@ -101,15 +113,15 @@ class Controller(JobCluster):
         return self._job().cancel_requested
 
     @staticmethod
-    def _missing(statuses: dict[int, core.NodeStatus], num_nodes: int) -> list[int]:
-        return [r for r in range(num_nodes) if statuses.get(r) is not core.NodeStatus.UP]
+    def _missing(statuses: dict[int, NodeStatus], num_nodes: int) -> list[int]:
+        return [r for r in range(num_nodes) if statuses.get(r) is not NodeStatus.UP]
 
     def _load_task(self) -> Task:
         job = self._job()
         secrets = paths.secrets_path(self.job_id)
         given = json.loads(secrets.read_text()) if secrets.exists() else None
         task = Task.from_yaml(job.task_yaml, secret_overrides=given)
-        self.provider = core.provider_of(task)
+        self.provider = provider_of(task)
         return task
 
     # -- the job ----------------------------------------------------------------------------
@@ -279,15 +291,15 @@ class Controller(JobCluster):
         return self._classify(box, seen_up, task)
 
     def _run_started(self) -> bool:
-        jobs = core_state.list_jobs(self.cluster)
-        return bool(jobs) and jobs[-1].status == core_state.JOB_RUNNING
+        jobs = list_jobs(self.cluster)
+        return bool(jobs) and jobs[-1].status == JOB_RUNNING
 
     def _classify(self, box: dict[str, Any], seen_up: bool, task: Task) -> Attempt:
         result: execution.RunResult | None = box.get("result")
         error: BaseException | None = box.get("error")
-        if result is not None and result.job_status == core_state.JOB_SUCCEEDED:
+        if result is not None and result.job_status == JOB_SUCCEEDED:
             return Attempt(Outcome.SUCCEEDED, "the run finished on every node; mounts drained")
-        record = core_state.get_cluster(self.cluster)
+        record = get_cluster(self.cluster)
         had_nodes = seen_up or bool(record is not None and record.handle)
         missing = self._missing_after_failure(task.num_nodes) if had_nodes else []
         if missing and record is not None:
@@ -295,17 +307,17 @@ class Controller(JobCluster):
         if result is not None:
             code = None
             if result.job_id is not None:
-                cjob = core_state.get_job(self.cluster, result.job_id)
+                cjob = get_job(self.cluster, result.job_id)
                 code = cjob.exit_code if cjob else None
-            if result.job_status == core_state.JOB_CANCELLED:
+            if result.job_status == JOB_CANCELLED:
                 return Attempt(Outcome.CANCELLED, "cancelled by user")
-            if result.job_status == core_state.JOB_FAILED_SETUP:
+            if result.job_status == JOB_FAILED_SETUP:
                 return Attempt(Outcome.FAILED_SETUP, f"setup failed (exit {code})")
             return Attempt(Outcome.FAILED, f"the run failed (exit {code})")
         if isinstance(error, UserError):
             return Attempt(Outcome.ERROR, error.message)
         if isinstance(error, StageError | ProvisionError) and (
-            record is None or record.status != core_state.CLUSTER_UP
+            record is None or record.status != CLUSTER_UP
         ):
             return Attempt(Outcome.NO_RESOURCE, f"provisioning failed: {error}")
         return Attempt(Outcome.ERROR, f"launch failed: {type(error).__name__}: {error}")
@@ -332,18 +344,18 @@ class Controller(JobCluster):
     def _cancel_running(self, worker: threading.Thread) -> Attempt:
         """Stop the attempt for a cancel: kill the run (its mounts drain) or the nodes."""
         self._note("cancelling: stopping the run")
-        jobs = core_state.list_jobs(self.cluster)
-        record = core_state.get_cluster(self.cluster)
-        if jobs and record is not None and jobs[-1].status == core_state.JOB_RUNNING:
+        jobs = list_jobs(self.cluster)
+        record = get_cluster(self.cluster)
+        if jobs and record is not None and jobs[-1].status == JOB_RUNNING:
             cjob = jobs[-1]
             try:
-                core.cancel_job(record, cjob.job_id, self.config)
+                cancel_job(record, cjob.job_id, self.config)
             except Exception as e:
                 self.say(f"killing the run failed ({e}); draining, then removing the nodes")
                 self._drain_survivors()
                 self._terminate()
             # The pipeline drains the cached mounts before it returns.
-            worker.join(core.DRAIN_TIMEOUT_S)
+            worker.join(DRAIN_TIMEOUT_S)
         else:
             # Provisioning or setup: nothing of the run to keep; stop it by removing nodes.
             self._terminate()

@@ -13,17 +13,22 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from skycore import core, execution
-from skycore import state as core_state
+from skycore import execution
 from skycore.config import SkycoreConfig
+from skycore.core import HEALTH_TIMEOUT_S
+from skycore.core.clusters import forget_cluster
+from skycore.core.jobs import stop_jobs_and_drain
+from skycore.core.nodes import NodeStatus, node_statuses, remove_nodes
 from skycore.managed import paths
 from skycore.state import managed_jobs as jstate
+from skycore.state.clusters import ClusterRecord, get_cluster
+from skycore.state.jobs import JOB_SUCCEEDED, JobRecord, list_jobs
 from skycore.state.managed_jobs import JobStatus
 from skycore.task import Task
 
 # After the nodes are removed the worker's streams end at once; a worker still inside the
 # health check waits out HEALTH_TIMEOUT_S first.
-JOIN_AFTER_KILL_S = core.HEALTH_TIMEOUT_S + 30
+JOIN_AFTER_KILL_S = HEALTH_TIMEOUT_S + 30
 # After a preemption, how long the surviving nodes' cached mounts may take to drain.
 PREEMPT_DRAIN_TIMEOUT_S = 60.0
 # A teardown (or an orphan's drain) that fails while a node is UP is retried this many times
@@ -69,9 +74,9 @@ class JobCluster:
         jstate.add_event(self.job_id, reason)
         self.say(reason)
 
-    def _query(self) -> dict[int, core.NodeStatus] | None:
+    def _query(self) -> dict[int, NodeStatus] | None:
         try:
-            return core.node_statuses(self.provider, self.cluster, self.config)
+            return node_statuses(self.provider, self.cluster, self.config)
         except Exception as e:  # the engine hiccuped: try again at the next poll
             self.say(f"query_instances failed: {e}")
             return None
@@ -84,7 +89,7 @@ class JobCluster:
         last: Exception | None = None
         for _ in range(20):
             try:
-                core.remove_nodes(self.provider, self.cluster, self.config)
+                remove_nodes(self.provider, self.cluster, self.config)
                 return
             except Exception as e:
                 last = e
@@ -102,13 +107,13 @@ class JobCluster:
                 self.say("the launch did not end after its nodes were removed; going on")
             # A launch that was still provisioning may have created nodes meanwhile.
             self._terminate()
-        core.forget_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
+        forget_cluster(self.cluster, f"managed job {self.job_id}: {reason}")
 
     def _any_node_up(self) -> bool:
         """True if a node of the cluster is UP, or if the provider cannot tell (a drain may
         still be owed to it)."""
         statuses = self._query()
-        return statuses is None or any(s is core.NodeStatus.UP for s in statuses.values())
+        return statuses is None or any(s is NodeStatus.UP for s in statuses.values())
 
     def _kept_reason(self, error: Exception) -> str:
         return (
@@ -153,14 +158,14 @@ class JobCluster:
         """
 
         def down() -> None:
-            exists = core_state.get_cluster(self.cluster) is not None or bool(self._query())
+            exists = get_cluster(self.cluster) is not None or bool(self._query())
             if exists:
                 self.say(f"tearing down cluster {self.cluster}")
                 execution.down(self.cluster, console=self.console, config=self.config)
 
         error = self._retry_while_up("teardown", down, self.teardown_tries, self.teardown_backoff)
         if error is None:
-            if core_state.get_cluster(self.cluster) is not None or self._query():
+            if get_cluster(self.cluster) is not None or self._query():
                 self._cleanup_cluster("teardown failed with no node UP")
             return None
         return self._kept_reason(error)
@@ -181,14 +186,14 @@ class JobCluster:
         whose kill failed): stop the run on the nodes still UP and drain and unmount their
         cached mounts, for at most ``timeout`` seconds. A failure is logged and the caller
         goes on (the nodes are removed next either way)."""
-        record = core_state.get_cluster(self.cluster)
+        record = get_cluster(self.cluster)
         if record is None:
             return
         box: dict[str, Any] = {}
 
         def work() -> None:
             try:
-                cjobs = core_state.list_jobs(self.cluster)
+                cjobs = list_jobs(self.cluster)
                 box["n"] = self._stop_and_drain(record, cjobs, "preempt-drain.log")
             except BaseException as e:
                 box["error"] = e
@@ -213,9 +218,9 @@ class JobCluster:
         self._note(
             f"controller restarted: the previous controller (pid {job.controller_pid}) is gone"
         )
-        record = core_state.get_cluster(self.cluster)
-        cjobs = core_state.list_jobs(self.cluster) if record else []
-        if cjobs and cjobs[-1].status == core_state.JOB_SUCCEEDED:
+        record = get_cluster(self.cluster)
+        cjobs = list_jobs(self.cluster) if record else []
+        if cjobs and cjobs[-1].status == JOB_SUCCEEDED:
             self._end(JobStatus.SUCCEEDED, "the run finished while no controller watched")
             return True
         if record is not None:
@@ -242,9 +247,9 @@ class JobCluster:
         return False
 
     def _stop_and_drain(
-        self, record: core_state.ClusterRecord, cjobs: list[core_state.JobRecord], log_name: str
+        self, record: ClusterRecord, cjobs: list[JobRecord], log_name: str
     ) -> int | None:
         """Stop the unfinished jobs on the nodes that are UP, then drain and unmount their
         cached mounts; how many mounts (None: no node is UP). Raises if the drain fails."""
         log = paths.job_dir(self.job_id) / log_name
-        return core.stop_jobs_and_drain(record, cjobs, self.config, log)
+        return stop_jobs_and_drain(record, cjobs, self.config, log)

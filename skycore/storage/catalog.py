@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from skycore import state
 from skycore.config import SkycoreConfig, load_config
 from skycore.errors import StorageInUse as StorageInUse
+from skycore.state.mounts import clusters_using_storage
+from skycore.state.storages import get_storage, list_storage, remove_storage, set_storage_status
 from skycore.storage.common import StorageError, is_cloud_url, parse_url
 from skycore.stores import make_store
 
@@ -46,7 +47,7 @@ def list_storage_rows() -> list[StorageRow]:
             status=r.status,
             created_at=r.created_at,
         )
-        for r in state.list_storage()
+        for r in list_storage()
     ]
 
 
@@ -62,14 +63,14 @@ def delete_storage(
     did not create. With ``missing_ok`` an unknown name counts as already deleted. A bucket
     that the recorded mounts of a cluster (other than ``for_cluster``, the one being torn
     down) still use is never deleted: StorageInUse."""
-    rec = state.get_storage(name)
+    rec = get_storage(name)
     if rec is None:
         if missing_ok:
             return f"Storage {name} was already deleted."
         raise StorageError(
             f"No storage named '{name}'. Run 'skycore storage ls' to see the known buckets."
         )
-    users = state.clusters_using_storage(name, exclude=for_cluster)
+    users = clusters_using_storage(name, exclude=for_cluster)
     if users:
         raise StorageInUse(
             f"Storage '{name}' is mounted by cluster(s) {', '.join(users)}; it is not deleted "
@@ -87,7 +88,7 @@ def delete_storage(
     if rec.source and is_cloud_url(rec.source):
         account = parse_url(rec.source).account
     st = make_store(rec.store, name, config, account)
-    state.set_storage_status(name, "DELETING")
+    set_storage_status(name, "DELETING")
     deleted = st.delete() if st.exists() else 0
-    state.remove_storage(name)
+    remove_storage(name)
     return f"Deleted {st.url} ({deleted} objects)."

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from skycore import state
 from skycore.config import SkycoreConfig
+from skycore.state.storages import add_storage, get_storage, remove_storage, set_storage_status
 from skycore.storage import entry_spec, mounting, upload_tuning
 from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
@@ -237,7 +237,7 @@ class Storage:
         st = self.store_obj(config)
         url = self.url(config)
         if self.kind == "sky_managed":
-            rec = state.get_storage(self.name)
+            rec = get_storage(self.name)
             if rec is not None and rec.store != self.store:
                 raise StorageAccessError(
                     f"{self.yaml_field}: the bucket '{self.name}' was created earlier for the "
@@ -279,7 +279,7 @@ class Storage:
                     "already taken by another account. Choose another name."
                 )
             create = not info.exists
-            if info.exists and state.get_storage(self.name) is None:
+            if info.exists and get_storage(self.name) is None:
                 note = "existing bucket of yours (not created by skycore; never deleted)"
         files = nbytes = 0
         if self.is_local_source:
@@ -304,30 +304,30 @@ class Storage:
         st = self.store_obj(config)
         source = self.source if self.is_local_source else str(self.url(config))
         if self.kind == "external":
-            if state.get_storage(self.name) is None:
-                state.add_storage(self.name, self.store, source, False, True, STATUS_READY)
+            if get_storage(self.name) is None:
+                add_storage(self.name, self.store, source, False, True, STATUS_READY)
             return None
-        rec = state.get_storage(self.name)
+        rec = get_storage(self.name)
         ours = plan.create or (rec is not None and rec.sky_managed)
         if plan.create:
-            state.add_storage(self.name, self.store, source, True, self.persistent, STATUS_INIT)
+            add_storage(self.name, self.store, source, True, self.persistent, STATUS_INIT)
             st.create()
             self._access = AccessInfo(exists=True, can_read=True, can_write=True, detail="yours")
         elif rec is None:
-            state.add_storage(self.name, self.store, source, False, True, STATUS_INIT)
+            add_storage(self.name, self.store, source, False, True, STATUS_INIT)
         if not ours:
             self.kind = "external"
         result = None
         if self.is_local_source:
             assert self.source is not None
-            state.set_storage_status(self.name, STATUS_UPLOADING)
+            set_storage_status(self.name, STATUS_UPLOADING)
             try:
                 root = Path(self.source)
                 result = st.upload(root, self._upload_files(), progress=progress)
             except BaseException:
-                state.set_storage_status(self.name, STATUS_UPLOAD_FAILED)
+                set_storage_status(self.name, STATUS_UPLOAD_FAILED)
                 raise
-        state.set_storage_status(self.name, STATUS_READY)
+        set_storage_status(self.name, STATUS_READY)
         return result
 
     def _upload_files(self) -> list[str]:
@@ -342,14 +342,14 @@ class Storage:
     def delete(self, config: SkycoreConfig) -> int:
         """Delete a sky-managed bucket and its record (the pipeline calls this at task end for
         ``persistent: false``). Refuses external buckets. Returns objects deleted."""
-        rec = state.get_storage(self.name)
+        rec = get_storage(self.name)
         if self.kind != "sky_managed" or (rec is not None and not rec.sky_managed):
             raise StorageError(
                 f"{self.yaml_field}: {self.bucket_url} was not created by skycore; skycore never "
                 "deletes buckets it did not create."
             )
         n = self.store_obj(config).delete() if self.store_obj(config).exists() else 0
-        state.remove_storage(self.name)
+        remove_storage(self.name)
         return n
 
     # --- node-side bash -----------------------------------------------------------------------
