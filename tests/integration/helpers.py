@@ -17,6 +17,9 @@ from harness.emulators.fleet import RunningEmulator
 from skycore.task import Task
 from tests.names import unique_name
 
+REPO = Path(__file__).resolve().parents[2]
+"""The repository's root."""
+
 
 def stores_of_kind(kind: type[RunningEmulator] = RunningEmulator) -> list[Any]:
     """A pytest.param per registered store whose emulator is a ``kind``, marked with the

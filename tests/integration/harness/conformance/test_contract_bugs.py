@@ -24,8 +24,9 @@ from harness.conformance.contract.verdict import skip_reason
 from harness.emulators.s3 import S3Emulator
 from harness.processes import LOOPBACK
 from harness.testing.contract_summary import line
+from tests.integration.helpers import REPO
 
-BUGGY_MOTO = Path(__file__).parents[1] / "fixtures" / "buggy_moto.py"
+BUGGY_MOTO = REPO / "tests" / "fixtures" / "buggy_moto.py"
 SUITE = [m for m in MODULES if m != "test_emulator_contract"]
 
 

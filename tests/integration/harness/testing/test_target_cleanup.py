@@ -10,9 +10,9 @@ from pathlib import Path
 import yaml
 
 from harness.accounts import OTHER, USER
-from harness.testing.target_cleanup import delete_run_buckets, sweep
 from harness.emulators.base import PublicAccessUnavailable, RunningEmulator
 from harness.targets import dump_target, load_target, new_run_id, run_tag
+from harness.testing.target_cleanup import delete_run_buckets, sweep
 
 
 def test_run_buckets_and_sweep(store_emulator: RunningEmulator, tmp_path: Path) -> None:
