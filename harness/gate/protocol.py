@@ -113,8 +113,8 @@ class GateProtocol:
         return False
 
     def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
-        """A response the gate gives itself for an allowed request (a CORS preflight, an ACL
-        the gate keeps), or None to forward the request (the default). Called, in a thread,
+        """A response the gate gives itself for an allowed request (an ACL the gate keeps),
+        or None to forward the request (the default). Called, in a thread,
         only when :meth:`answers` says so."""
         return None
 
@@ -133,7 +133,7 @@ class GateProtocol:
     def response_headers(
         self, ex: Exchange, access: Access, identity: str | None
     ) -> dict[str, str]:
-        """Headers added to the emulator's response (CORS headers, ...; none by default)."""
+        """Headers added to the emulator's response (none by default)."""
         return {}
 
     def fault_verdict(self, status: int) -> Verdict:

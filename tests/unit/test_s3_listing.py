@@ -105,7 +105,7 @@ def test_owner_is_the_caller_and_bad_parameters_are_refused() -> None:
         ("POST", "/b/k?uploads", {}, "CreateMultipartUpload", "s3:PutObject"),
         ("DELETE", "/b/k?uploadId=u", {}, "AbortMultipartUpload", "s3:AbortMultipartUpload"),
         ("GET", "/b/k?uploadId=u", {}, "ListParts", "s3:ListMultipartUploadParts"),
-        ("OPTIONS", "/b/k", {}, "Preflight", None),
+        ("OPTIONS", "/b/k", {}, "OptionsObject", "s3:*"),
     ],
 )
 def test_requests_are_iam_actions(

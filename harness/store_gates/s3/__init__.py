@@ -4,8 +4,8 @@ S3-compatible store (R2, store packages). The five roles of every gate package
 
 - ``requests``: a request as an IAM action and S3 operation (two route tables);
 - ``access``: the access model's decisions, pure (with ``acl``, ``policy`` and
-  ``conditions``, ``cors``, ``features``: ACLs, bucket policies, Object Ownership, Block
-  Public Access, CORS rules, only the mechanisms the store declares);
+  ``conditions``, ``features``: ACLs, bucket policies, Object Ownership, Block Public
+  Access, only the mechanisms the store declares);
 - ``signatures``: who signed (SigV4, SigV2, presigned; ``keys``: the access keys; ``post``:
   POST-policy uploads);
 - ``bookkeeping``: what the gate keeps from successful calls (with ``mirror``: the access

@@ -1,7 +1,6 @@
 """What the S3 gate answers itself, never asking the server behind it (a base class of
-S3GateProtocol): CORS preflights, the access configuration it keeps (ACLs, policy,
-ownership, Block Public Access, CORS) read or set, and S3's CORS headers on forwarded
-answers."""
+S3GateProtocol): the access configuration it keeps (ACLs, policy, ownership, Block Public
+Access) read or set, and its errors in S3's terms."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from xml.sax.saxutils import escape
 
 from harness.gate.protocol import Answer, Exchange
 from harness.gate.rules import Access, Verdict
-from harness.store_gates.s3 import cors as s3_cors
-from harness.store_gates.s3.access import NO_SUCH_BUCKET, BucketAccess
+from harness.store_gates.s3.access import BucketAccess
 from harness.store_gates.s3.acl import acl_to_xml
 from harness.store_gates.s3.bookkeeping import MIRRORED, S3Bookkeeping
 from harness.store_gates.s3.mirror import (
@@ -32,11 +30,9 @@ serve s3 does), and ``PUT /bucket/key?acl`` for a PutObject. The object ACL call
 server only whether the object exists (a HEAD signed with the gate's key). They are the calls
 whose outcome the gate keeps (``bookkeeping.MIRRORED``): one list."""
 GATE_ANSWERS = (
-    frozenset(("Preflight", "PutBucketPolicy", "DeleteBucketPolicy"))
-    | CONFIG_ANSWERS
-    | GATE_CONFIG_WRITES
+    frozenset(("PutBucketPolicy", "DeleteBucketPolicy")) | CONFIG_ANSWERS | GATE_CONFIG_WRITES
 )
-"""Operations the gate answers itself (CORS preflights, the configuration it keeps):
+"""Operations the gate answers itself (the configuration it keeps):
 :meth:`S3Answers.answer` answers these and only these."""
 NO_SUCH_KEY = Verdict(False, 404, "NoSuchKey", "The specified key does not exist.")
 
@@ -50,23 +46,12 @@ class S3Answers(S3Bookkeeping):
         return operation(access) in GATE_ANSWERS
 
     def answer(self, ex: Exchange, access: Access, identity: str | None) -> Answer | None:
-        """CORS preflights, and the access configuration the gate keeps (ACLs, policy,
-        ownership, Block Public Access, CORS) read or set without moto."""
+        """The access configuration the gate keeps (ACLs, policy, ownership, Block Public
+        Access) read or set without moto."""
         op = operation(access)
         if op not in GATE_ANSWERS:  # keeps answers() and answer() in step
             return None
         known = ex.state.bucket(access.bucket) if access.bucket else None
-        if op == "Preflight":
-            if known is None:
-                return self._error_answer(ex, access, NO_SUCH_BUCKET)
-            status, headers, body = s3_cors.preflight(
-                self.settings.cors(access.bucket or "", known),
-                ex.header("origin"),
-                ex.header("access-control-request-method"),
-                ex.header("access-control-request-headers"),
-                resource_type="OBJECT" if access.key else "BUCKET",
-            )
-            return Answer(status, headers, body)
         if known is None or not isinstance(access.detail, S3Detail):
             return None
         name = access.bucket or ""
@@ -83,8 +68,7 @@ class S3Answers(S3Bookkeeping):
                 self.features,
             )
             return Answer(204, {}, b"")
-        # no CORS headers here: response_headers() reaches forwarded responses only
-        got = config_answer(op, bucket, self.settings.cors(name, known))
+        got = config_answer(op, bucket)
         if isinstance(got, Verdict):
             return self._error_answer(ex, access, got)
         return got
@@ -105,24 +89,6 @@ class S3Answers(S3Bookkeeping):
     def _error_answer(self, ex: Exchange, access: Access, verdict: Verdict) -> Answer:
         ctype, body = self.error_body(ex, verdict, access)
         return Answer(verdict.status, {"Content-Type": ctype}, body)
-
-    def response_headers(
-        self, ex: Exchange, access: Access, identity: str | None
-    ) -> dict[str, str]:
-        """S3's CORS headers on an actual request with an Origin.
-
-        The gate calls this for forwarded responses only: the answers the gate gives itself
-        (:meth:`answer`: the configuration's Get* calls; preflights carry their own) and its
-        denials go out without them, where S3 would add them when a rule matches. A browser
-        reading those answers cross-origin is not modelled."""
-        origin = ex.headers.get("origin")
-        if not origin or not access.bucket:
-            return {}
-        known = ex.state.bucket(access.bucket)
-        if known is None:
-            return {}
-        rules = self.settings.cors(access.bucket, known)
-        return s3_cors.response_headers(rules, origin, ex.method) if rules else {}
 
     # --- errors --------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The S3 gate's bookkeeping after a successful response: bucket creation and deletion,
 the access configuration mirrored into the gate state (ACLs, ownership, Block Public
-Access, CORS), object ACLs of new objects, the ListBuckets answer and write events."""
+Access), object ACLs of new objects, the ListBuckets answer and write events."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ from typing import Any
 from harness.gate.access_features import AccessFeatures
 from harness.gate.protocol import Exchange, Success
 from harness.gate.rules import Access, Kind
-from harness.store_gates.s3 import cors as s3_cors
 from harness.store_gates.s3.access import NO_BLOCK, BucketAccess
 from harness.store_gates.s3.acl import AclError, acl_to_xml
 from harness.store_gates.s3.features import new_bucket
 from harness.store_gates.s3.listing import list_buckets_xml
 from harness.store_gates.s3.mirror import (
     ACCESS,
-    CORS,
     SettingsCache,
     acl_meta,
     change_access,
@@ -41,8 +39,6 @@ MIRRORED = frozenset(
         "DeleteBucketOwnershipControls",
         "PutPublicAccessBlock",
         "DeletePublicAccessBlock",
-        "PutBucketCors",
-        "DeleteBucketCors",
     )
 )
 """Operations whose success the gate mirrors into its state (or whose answer it rewrites)."""
@@ -140,10 +136,6 @@ class S3Bookkeeping:
             changed = partial(BucketAccess.with_block, block=config)
         elif op == "DeletePublicAccessBlock":
             changed = partial(BucketAccess.with_block, block=NO_BLOCK)
-        elif op == "PutBucketCors" and config is not None:
-            ex.state.update_settings(name, **{CORS: s3_cors.cors_to_json(config)})
-        elif op == "DeleteBucketCors":
-            ex.state.update_settings(name, **{CORS: None})
         if changed is not None:
             change_access(ex.state, name, bucket.owner, changed, self.features)
 

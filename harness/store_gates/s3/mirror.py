@@ -1,5 +1,5 @@
-"""The S3 access configuration as the gate keeps it: a bucket's settings (BucketAccess and
-CORS rules, parsed once per settings version), object ACLs in the gate state's object
+"""The S3 access configuration as the gate keeps it: a bucket's settings (BucketAccess,
+parsed once per settings version), object ACLs in the gate state's object
 metadata (stored only when they differ from the default), and the answers the gate gives
 itself for the Get* calls of that configuration. No networking."""
 
@@ -21,18 +21,15 @@ from harness.store_gates.s3.access import (
     ownership_to_xml,
 )
 from harness.store_gates.s3.acl import GRANT_HEADERS, Acl, acl_to_xml, private_acl
-from harness.store_gates.s3.cors import CorsRule, cors_from_json, cors_to_xml
 from harness.store_gates.s3.features import new_bucket, object_acl_of
 
 XML = {"Content-Type": "application/xml"}
 ACCESS = "access"
 """Bucket settings key of the BucketAccess (its to_json)."""
-CORS = "cors"
-"""Bucket settings key of the CORS rules (cors_to_json)."""
 
 
 class SettingsCache:
-    """BucketAccess and CORS rules per bucket, parsed again only when the gate state's
+    """BucketAccess per bucket, parsed again only when the gate state's
     Bucket changes (GateState makes a new one on every change: of settings, owner or
     public flag). Thread-safe. ``features``: the store's access mechanisms (the defaults
     of a bucket without stored settings)."""
@@ -41,7 +38,6 @@ class SettingsCache:
         self.features = features
         self._lock = threading.Lock()
         self._access: dict[str, tuple[Bucket, BucketAccess]] = {}
-        self._cors: dict[str, tuple[Bucket, tuple[CorsRule, ...] | None]] = {}
 
     def access(self, name: str, bucket: Bucket) -> BucketAccess:
         """The bucket's access settings: its owner is ``bucket.owner`` always; without
@@ -55,22 +51,10 @@ class SettingsCache:
             self._access[name] = (bucket, parsed)
         return parsed
 
-    def cors(self, name: str, bucket: Bucket) -> tuple[CorsRule, ...] | None:
-        """The bucket's CORS rules, None without a configuration."""
-        hit = self._cors.get(name)
-        if hit is not None and hit[0] is bucket:
-            return hit[1]
-        raw = bucket.settings.get(CORS)
-        rules = cors_from_json(raw) if raw else None
-        with self._lock:
-            self._cors[name] = (bucket, rules)
-        return rules
-
     def forget(self, name: str) -> None:
-        """Drop a deleted bucket's entries."""
+        """Drop a deleted bucket's entry."""
         with self._lock:
             self._access.pop(name, None)
-            self._cors.pop(name, None)
 
 
 def access_of(bucket: Bucket, features: AccessFeatures = S3_FEATURES) -> BucketAccess:
@@ -161,15 +145,12 @@ CONFIG_ANSWERS = frozenset(
         "GetBucketPolicyStatus",
         "GetBucketOwnershipControls",
         "GetPublicAccessBlock",
-        "GetBucketCors",
     )
 )
 """The operations :func:`config_answer` answers."""
 
 
-def config_answer(
-    op: str, bucket: BucketAccess, rules: tuple[CorsRule, ...] | None
-) -> Answer | Verdict | None:
+def config_answer(op: str, bucket: BucketAccess) -> Answer | Verdict | None:
     """The gate's own answer to a Get* call of the access configuration (a Verdict for
     S3's 404 when the configuration does not exist), None for other operations."""
     if op == "GetBucketAcl":
@@ -204,10 +185,4 @@ def config_answer(
                 "The public access block configuration was not found",
             )
         return Answer(200, dict(XML), bucket.block.to_xml())
-    if op == "GetBucketCors":
-        if not rules:
-            return Verdict(
-                False, 404, "NoSuchCORSConfiguration", "The CORS configuration does not exist"
-            )
-        return Answer(200, dict(XML), cors_to_xml(rules))
     return None

@@ -2,8 +2,8 @@
 package's roles: requests classified into IAM actions (``requests``), callers identified by
 access key (``signatures``, with ``post`` for form uploads), access decided with S3's model
 (``access``, pure) from the configuration the real API calls set, kept in the gate state
-(``bookkeeping``, ``mirror``); CORS preflights, the configuration's Get* calls and errors
-answered in S3's terms (``answers``)."""
+(``bookkeeping``, ``mirror``); the configuration's Get* calls and errors answered in
+S3's terms (``answers``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from harness.gate.corrupt import wrong_headers, wrong_xml_etags
 from harness.gate.errors import StoreError
 from harness.gate.protocol import Corrupted, Exchange, GateProtocol, UpstreamResponse
 from harness.gate.rules import ALLOW, ANONYMOUS, INVALID, Access, Kind, Verdict
-from harness.store_gates.s3 import cors as s3_cors
 from harness.store_gates.s3.access import (
     ACCESS_DENIED,
     BUCKET_CONTEXT,
@@ -161,8 +160,6 @@ class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
             detail.config = ownership_from_xml(ex.read_body())
         elif op == "PutPublicAccessBlock":
             detail.config = PublicAccessBlock.from_xml(ex.read_body())
-        elif op == "PutBucketCors":
-            detail.config = s3_cors.parse_cors(ex.read_body())
 
     # --- decision ---------------------------------------------------------------------------
 
@@ -185,8 +182,6 @@ class S3GateProtocol(S3Signatures, S3Answers, GateProtocol):
                 "The AWS Access Key Id you provided does not exist in our records.",
             )
         op = operation(access)
-        if op == "Preflight":
-            return ALLOW  # answered from the bucket's CORS rules
         lacking = unsupported(self.features, op, ex.headers)
         if lacking is not None:  # a mechanism the store does not have
             return lacking

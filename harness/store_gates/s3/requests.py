@@ -163,7 +163,6 @@ def route(table: Table, method: str, markers: set[str]) -> Route | None:
 
 
 _R, _W = Kind.READ, Kind.WRITE
-_PREFLIGHT = ("OPTIONS", ANY, Route(_R, "Preflight"))
 
 
 def _bucket_sub_rows(sub: str) -> list[tuple[str, str, Route]]:
@@ -180,7 +179,6 @@ def _bucket_sub_rows(sub: str) -> list[tuple[str, str, Route]]:
 
 
 BUCKET_ROUTES: Table = (
-    _PREFLIGHT,
     *(row for sub in _BUCKET_SUBS for row in _bucket_sub_rows(sub)),
     ("HEAD", ANY, Route(_R, "HeadBucket", "s3:ListBucket")),
     ("GET", ANY, Route(_R, "ListObjects", "s3:ListBucket")),
@@ -194,7 +192,6 @@ BUCKET_ROUTES: Table = (
 :data:`_BUCKET_SUBS` it names), else by method; anything else is ``<Method>Bucket``."""
 
 OBJECT_ROUTES: Table = (
-    _PREFLIGHT,
     *(
         (method, sub, Route(_R, op, action))
         for method in ("GET", "HEAD")
