@@ -15,8 +15,8 @@ Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE=NAME`` or pytest's
 - ``deep`` (what CI runs, .ci/run): 500 examples per property, derandomized, so every run
   checks the same examples and a failure reproduces from the commit alone.
 - ``ci``: 500 random examples per property and the larger budget of the integration state
-  machine (tests/integration/test_state_machine.py keys its budget by profile name; every
-  other profile gets its ``dev`` budget).
+  machine (tests/integration/skycore/core/test_state_machine.py keys its budget by profile
+  name; every other profile gets its ``dev`` budget).
 
 A property that needs more or fewer examples than the profile gives states its count for
 ``dev``; tests/unit/hypothesis_budget.py scales it to the loaded profile.

@@ -25,7 +25,7 @@ from skycore.storage import (
 )
 from skycore.storage.catalog import delete_storage, list_storage_rows
 from skycore.storage.upload import list_upload_files
-from tests.integration.helpers import emulator_bucket
+from tests.integration.helpers import REPO, emulator_bucket
 
 
 @pytest.fixture(autouse=True)
@@ -277,7 +277,7 @@ def test_anonymous_read_of_public_bucket(
         assert make_store(p.store, p.bucket, bad, p.account).list_keys() == ["d/f.txt"]
         conf = tmp_path / "rclone.conf"
         conf.write_text(mounting.rclone_config_text(bad))
-        rclone = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "rclone"
+        rclone = REPO / ".venv" / "bin" / "rclone"
         env = mounting.RcloneEnv(str(rclone), str(conf), str(tmp_path / "m"))
         cmd = st.copy_command(str(tmp_path / "out"), bad, env=env)
         assert "-anon:" in cmd or ":azureblob," in cmd

@@ -1,4 +1,4 @@
-"""The staged pipeline on real docker nodes (no storage: see test_pipeline_storage.py)."""
+"""The staged pipeline on real docker nodes (no storage: see test_execution_storage.py)."""
 
 from __future__ import annotations
 

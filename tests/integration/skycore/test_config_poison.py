@@ -30,8 +30,8 @@ import yaml
 from harness.testing import access
 from skycore.config import SkycoreConfig, read_origins
 from skycore.deprecation import SHOWN_ENV
+from tests.integration.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tests" / "fixtures" / "rclone_s3_pkg"
 STORE = "rclones3"
 DIST = "skycore-rclones3"
