@@ -106,6 +106,32 @@ def storage_entry(
     return storage
 
 
+TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
+"""The training program (train.py) the training benchmarks run as their task's workdir."""
+
+
+def write_train_task(
+    base: Path,
+    name: str,
+    file_mounts: Mapping[str, Any],
+    run: str,
+    resources: Mapping[str, Any] | None = None,
+) -> Path:
+    """The task ``name`` running the training program's ``run`` command with these mounts
+    (and ``resources``, if any), written to ``base``/train.yaml."""
+    import yaml
+
+    spec: dict[str, Any] = {"name": name}
+    if resources is not None:
+        spec["resources"] = dict(resources)
+    spec.update(
+        workdir=str(TRAIN_DIR), file_mounts=dict(file_mounts), setup="python3 --version", run=run
+    )
+    path = base / "train.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
 # --- timing --------------------------------------------------------------------------------
 def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 0.05) -> Any:
     """Poll ``check`` until truthy and return its value; TimeoutError naming ``what``."""

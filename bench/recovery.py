@@ -45,7 +45,7 @@ from typing import Any
 from bench_checks import Target, add_check_option, verdict
 from bench_clock import MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_consistency import in_order, negatives
-from common import ROOT, arg_parser, cell, print_table, save_results, wait_for
+from common import arg_parser, cell, print_table, save_results, wait_for, write_train_task
 
 from harness import emulator_registry as registry
 from harness.accounts import USER
@@ -56,7 +56,6 @@ from skycore.managed import core
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus
 
-TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
 DETECT_TARGET_S = 5.0
 TRAINING_TARGET_S = 20.0
 STEP_RE = re.compile(r"^step (\d+) \S+ t=([\d.]+)$", re.M)
@@ -81,21 +80,13 @@ def fresh_home(base: Path) -> Path:
 
 def task_yaml(base: Path, url: str, args: argparse.Namespace) -> Path:
     """The training task: long enough to outlive every trial (cancelled at the end)."""
-    import yaml
-
-    spec = {
-        "name": "bench-recovery",
-        "workdir": str(TRAIN_DIR),
-        "file_mounts": {"/checkpoints": {"source": url, "mode": "MOUNT_CACHED"}},
-        "setup": "python3 --version",
-        "run": (
-            f"python3 train.py --ckpt-dir /checkpoints/ckpt --steps 100000 --every {args.every}"
-            f" --ckpt-mib {args.ckpt_mib} --step-seconds {args.step_seconds}"
-        ),
-    }
-    path = base / "train.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return write_train_task(
+        base,
+        "bench-recovery",
+        {"/checkpoints": {"source": url, "mode": "MOUNT_CACHED"}},
+        f"python3 train.py --ckpt-dir /checkpoints/ckpt --steps 100000 --every {args.every}"
+        f" --ckpt-mib {args.ckpt_mib} --step-seconds {args.step_seconds}",
+    )
 
 
 def manifests(store: str, bucket: str) -> set[int]:

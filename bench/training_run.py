@@ -72,7 +72,16 @@ import training_model as tm
 from bench_checks import add_check_option, verdict
 from bench_clock import MAX_DRIFT_NS, ClockWatch, until_valid
 from bench_network import WAN_LATENCY_MS, WAN_STREAM_MIBPS, Network, behind, not_held
-from common import ROOT, arg_parser, cell, gate_log_offset, gate_requests, print_table, save_results
+from common import (
+    TRAIN_DIR,
+    arg_parser,
+    cell,
+    gate_log_offset,
+    gate_requests,
+    print_table,
+    save_results,
+    write_train_task,
+)
 from node_watch import NodeWatch
 from recovery import fresh_home
 from training_figures import durable_in_store, figures, judge
@@ -85,37 +94,29 @@ from skycore.managed import core
 from skycore.state import managed_jobs as jstate
 from skycore.storage.units import read_size
 
-TRAIN_DIR = ROOT / "tests" / "fixtures" / "train"
 MOUNT = "/checkpoints"
 MIB = 1 << 20
 
 
 def task_yaml(base: Path, url: str, args: argparse.Namespace) -> Path:
     """The training task: checkpoints at steps 1..K, then the result at step K + 1."""
-    import yaml
-
     entry = {
         "source": url,
         "mode": "MOUNT_CACHED",
         "config": {"mount_cached": {"vfs_cache_max_size": args.cache_max}},
     }
-    spec = {
-        "name": "training-run",
-        "resources": {
-            "disk_size": args.disk_gib,
-            "job_recovery": {"strategy": "FAILOVER", "max_restarts_on_errors": 0},
-        },
-        "workdir": str(TRAIN_DIR),
-        "file_mounts": {MOUNT: entry},
-        "setup": "python3 --version",
-        "run": (
-            f"python3 train.py --ckpt-dir {MOUNT}/ckpt --steps {args.checkpoints + 1} "
-            f"--every 1 --ckpt-mib {args.ckpt_mib} --step-seconds {args.every_s}"
-        ),
+    resources = {
+        "disk_size": args.disk_gib,
+        "job_recovery": {"strategy": "FAILOVER", "max_restarts_on_errors": 0},
     }
-    path = base / "train.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return write_train_task(
+        base,
+        "training-run",
+        {MOUNT: entry},
+        f"python3 train.py --ckpt-dir {MOUNT}/ckpt --steps {args.checkpoints + 1} "
+        f"--every 1 --ckpt-mib {args.ckpt_mib} --step-seconds {args.every_s}",
+        resources,
+    )
 
 
 def uninterrupted_result(steps: int) -> str:
