@@ -47,7 +47,7 @@ class GateRunner(web.AppRunner):
         server = await super()._make_server()
         if not hasattr(server, "_kwargs") or not hasattr(server, "_loop"):
             # an aiohttp whose Server is built differently: keep its plain-text answers
-            # (tests/integration/test_gate_http.py fails and says so)
+            # (tests/integration/harness/gate/test_http.py fails and says so)
             return server
         handler_class = type(
             "GateRequestHandler",

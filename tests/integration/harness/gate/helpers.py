@@ -1,0 +1,32 @@
+"""The gate tests' shared names: the seeded object, the matrix buckets' types and the
+readers of an error answer (the fixtures are in conftest.py beside this module)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import requests
+
+from harness.emulators.fleet import RunningEmulator
+
+SEED_KEY = "seed/hello world.txt"
+SEED = b"hello from the seed object\n"
+Emulators = dict[str, RunningEmulator]
+MatrixBucket = Callable[[str, str, bool], str]
+"""``matrix_bucket(store, owner, public)`` -> the name of a seeded bucket"""
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status of an SDK's error (botocore, google, azure), None if it has none."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):  # botocore
+        return int(response["ResponseMetadata"]["HTTPStatusCode"])
+    code = getattr(error, "code", None) or getattr(error, "status_code", None)
+    return int(code) if code is not None else None
+
+
+def xml_error(resp: requests.Response) -> tuple[int, str]:
+    """(HTTP status, the XML error document's Code) of an answer."""
+    code = re.search(rb"<Code>(.*?)</Code>", resp.content)
+    return resp.status_code, code.group(1).decode() if code else ""
