@@ -11,12 +11,8 @@ from typing import Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
-from harness.conformance.contract.probes import (
-    TREE,
-    BaseProbes,
-    ConditionalRead,
-    random_bodies,
-)
+from harness.conformance.contract.folder_checks import FolderChecks
+from harness.conformance.contract.probes import ConditionalRead, Folder, random_bodies
 from harness.conformance.contract.reliance import (
     COMMON,
     ORDERED_BIG_FILES,
@@ -73,9 +69,14 @@ def read_if(blob: Any, tag: str, condition: Any) -> bytes:
     return bytes(blob.download_blob(etag=tag, match_condition=condition).readall())
 
 
-class Probes(BaseProbes):
+class Probes(FolderChecks):
     """The Azure checks of one emulator, in a container of the user's and one of the
     other's (each in its own storage account)."""
+
+    list_request = "List Blobs"
+    folder_parts = ("BlobPrefix", "Blob")
+    entries = "blobs"
+    page_size = "maxresults"
 
     def answer(self, error: BaseException) -> str:
         return answer(error)
@@ -88,15 +89,11 @@ class Probes(BaseProbes):
     def checks(self) -> list[tuple[str, Check]]:
         return [
             ("content md5", self.content_md5),
-            ("delimiter", self.delimiter),
-            ("order", self.order),
-            ("paging", self.paging),
+            *self.listing_checks(),
             ("block list", self.block_list),
             ("uncommitted blocks", self.uncommitted),
             ("batch delete", self.batch_delete),
-            ("conditional GET", self.conditional_get),
-            ("ranged GET", self.ranged_get),
-            ("range past the end", self.range_past_end),
+            *self.read_checks(),
             ("keys", self.keys),
         ]
 
@@ -135,16 +132,14 @@ class Probes(BaseProbes):
                 )
         self.check_listed_digests(
             seen,
-            self.listing("md5/"),
+            "md5/",
             bodies,
             md5,
             "lists a Content-MD5 that is not the body's MD5 (listing during puts)",
-            "List Blobs prefix=md5/",
             "Content-MD5",
         )
 
-    def list_folder(self, prefix: str, page: int = 1000) -> tuple[list, list]:
-        """(prefixes, names) of one folder with delimiter '/', every page, in page order."""
+    def list_folder(self, prefix: str, page: int = 1000) -> Folder:
         prefixes: list[str] = []
         names: list[str] = []
         pages = self.container.walk_blobs(
@@ -156,37 +151,18 @@ class Probes(BaseProbes):
                 (prefixes if is_prefix else names).append(item.name)
         return prefixes, names
 
-    def delimiter(self) -> None:
-        """Every folder's listing with delimiter '/' has every prefix and blob."""
-        for key in TREE:
-            self.put(key, key.encode())
-        self.check_delimiter(
-            self.list_folder, lambda folder: f"List Blobs prefix={folder}", ("BlobPrefix", "Blob")
-        )
-
     def order_keys(self, page: int) -> list[str]:
-        """The names under order/ (put once), listed ``page`` a page, every page."""
         self.put_order_keys()
         pages = self.container.list_blobs(name_starts_with="order/", results_per_page=page)
         return [b.name for p in pages.by_page() for b in p]
 
-    def order(self) -> None:
-        """Listings are in name order."""
-        self.check_order(
-            self.order_keys, "lists blobs out of name order", "List Blobs prefix=order/"
-        )
+    def read_range(self, key: str, start: int, end: int | None) -> bytes:
+        length = None if end is None else end - start + 1
+        blob = self.container.get_blob_client(key)
+        return bytes(blob.download_blob(offset=start, length=length).readall())
 
-    def paging(self) -> None:
-        """Every page size gives the same listing, with and without a delimiter."""
-        for key in TREE:
-            self.put(key, key.encode())
-        self.check_key_paging(
-            self.order_keys, lambda page: f"List Blobs prefix=order/ maxresults={page}"
-        )
-        self.check_paging(
-            lambda page: self.list_folder("tree/", page),
-            lambda page: f"List Blobs prefix=tree/ maxresults={page}",
-        )
+    def range_request(self, key: str, byte_range: str) -> str:
+        return f"Get Blob {key} x-ms-range: {byte_range}"
 
     def block_list(self) -> None:
         """Put Block x3, Put Block List of two: the blob is those two, the third dropped."""
@@ -237,9 +213,7 @@ class Probes(BaseProbes):
 
     def batch_delete(self) -> None:
         """Blob Batch delete of one folder's blobs: each sub-request 202, nothing left."""
-        keys = [f"batch/{i:02d}" for i in range(12)]
-        for key in keys:
-            self.put(key, b"d")
+        keys = self.put_batch()
         request = f"Blob Batch of {len(keys)} Delete Blob under batch/"
         try:
             results = list(self.container.delete_blobs(*keys, raise_on_any_failure=False))
@@ -252,9 +226,7 @@ class Probes(BaseProbes):
                 request,
                 f"{len(results)} answers, statuses other than 202: {bad}",
             )
-        left = sorted(self.listing("batch/"))
-        if left:
-            raise ContractFailure("keeps deleted blobs", "List Blobs prefix=batch/", f"{left}")
+        self.check_none_left("batch/", "keeps deleted blobs")
 
     def conditional_get(self) -> None:
         """If-Match and If-None-Match of Get Blob are honoured (412 and 304)."""
@@ -281,45 +253,20 @@ class Probes(BaseProbes):
         ]
         self.check_conditional_reads(reads, data)
 
-    def ranged_get(self) -> None:
-        """A ranged Get Blob gets those bytes."""
-        key, data = "get/ranged", os.urandom(1000)
-        self.put(key, data)
-        got = self.container.get_blob_client(key).download_blob(offset=10, length=10).readall()
-        if got != data[10:20]:
-            raise ContractFailure(
-                "serves a ranged GET wrongly",
-                f"Get Blob {key} x-ms-range: bytes=10-19 (of {len(data)} bytes)",
-                f"{len(got)} bytes",
-            )
-
-    def range_past_end(self) -> None:
-        """A Get Blob from the blob's end is refused with 416 (InvalidRange)."""
-        key = "get/past-end"
-        self.put(key, os.urandom(1000))
-        blob = self.container.get_blob_client(key)
-        self.check_range_past_end(
-            lambda: bytes(blob.download_blob(offset=1000).readall()),
-            416,
-            f"Get Blob {key} x-ms-range: bytes=1000- (of 1000 bytes)",
-        )
-
     def keys(self) -> None:
         """The user's and the other's account keys work; an unknown key is refused."""
-        theirs_bucket = self.other_bucket("azo")  # None: the target has no other
-        if theirs_bucket is not None:
-            with theirs_bucket as theirs:
-                other = self.emulator.client(OTHER).get_container_client(theirs)
 
-                def write_read(data: bytes) -> bytes:
-                    other.upload_blob("k", data, overwrite=True)
-                    return bytes(other.download_blob("k").readall())
+        def write_read(theirs: str, data: bytes) -> bytes:
+            other = self.emulator.client(OTHER).get_container_client(theirs)
+            other.upload_blob("k", data, overwrite=True)
+            return bytes(other.download_blob("k").readall())
 
-                self.check_declared(
-                    write_read,
-                    b"theirs",
-                    f"Put Blob and Get Blob {theirs}/k with the other account's key",
-                )
+        self.check_other_account(
+            "azo",
+            write_read,
+            b"theirs",
+            lambda theirs: f"Put Blob and Get Blob {theirs}/k with the other account's key",
+        )
         stranger = self.emulator.client(UNKNOWN).get_container_client(self.name)
         self.check_unknown_refused(
             lambda: list(stranger.list_blobs()),

@@ -14,13 +14,8 @@ from typing import Any
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
-from harness.conformance.contract.probes import (
-    TREE,
-    BaseProbes,
-    ConditionalRead,
-    Folder,
-    random_bodies,
-)
+from harness.conformance.contract.folder_checks import FolderChecks
+from harness.conformance.contract.probes import ConditionalRead, Folder, random_bodies
 from harness.conformance.contract.reliance import (
     COMMON,
     ORDERED_BIG_FILES,
@@ -68,10 +63,14 @@ def is_refusal(refusal: type[Exception], error: BaseException) -> bool:
     return isinstance(error, refusal)
 
 
-class Probes(BaseProbes):
+class Probes(FolderChecks):
     """The GCS checks of one emulator, in a bucket of the user's and one of the other's."""
 
     credential = "token"
+    list_request = "objects.list"
+    folder_parts = ("prefixes", "items")
+    entries = "objects"
+    page_size = "maxResults"
 
     def answer(self, error: BaseException) -> str:
         return answer(error)
@@ -85,15 +84,11 @@ class Probes(BaseProbes):
     def checks(self) -> list[tuple[str, Check]]:
         return [
             ("md5", self.md5),
-            ("delimiter", self.delimiter),
-            ("order", self.order),
-            ("paging", self.paging),
+            *self.listing_checks(),
             ("compose and resumable upload", self.compose),
             ("unfinished resumable upload", self.unfinished),
             ("parallel delete", self.batch_delete),
-            ("conditional GET", self.conditional_get),
-            ("ranged GET", self.ranged_get),
-            ("range past the end", self.range_past_end),
+            *self.read_checks(),
             ("tokens", self.tokens),
         ]
 
@@ -118,16 +113,14 @@ class Probes(BaseProbes):
                 )
         self.check_listed_digests(
             seen,
-            self.listing("md5/"),
+            "md5/",
             bodies,
             md5_b64,
             "lists an md5Hash that is not the body's MD5 (listing during uploads)",
-            "objects.list prefix=md5/",
             "md5Hash",
         )
 
-    def list_folder(self, prefix: str, page: int = 1000) -> tuple[list, list]:
-        """(prefixes, names) of one folder with delimiter '/', every page, in page order."""
+    def list_folder(self, prefix: str, page: int = 1000) -> Folder:
         prefixes: list[str] = []
         names: list[str] = []
         pages = self.gcs.list_blobs(self.name, prefix=prefix, delimiter="/", page_size=page)
@@ -136,40 +129,20 @@ class Probes(BaseProbes):
             prefixes += list(p.prefixes)
         return prefixes, names
 
-    def delimiter(self) -> None:
-        """Every folder's listing with delimiter '/' has every prefix and object."""
-        for key in TREE:
-            self.put(key, key.encode())
-        self.check_delimiter(
-            self.list_folder, lambda folder: f"objects.list prefix={folder}", ("prefixes", "items")
-        )
-
     def order_keys(self, page: int) -> list[str]:
-        """The names under order/ (put once), listed ``page`` a page, every page."""
         self.put_order_keys()
         return [b.name for b in self.gcs.list_blobs(self.name, prefix="order/", page_size=page)]
 
-    def order(self) -> None:
-        """Listings are in name order."""
-        self.check_order(
-            self.order_keys, "lists objects out of name order", "objects.list prefix=order/"
-        )
+    def paged_folder(self, page: int) -> Folder:
+        """The folder tree/ listed ``page`` entries a page (prefixes come as a set per page)."""
+        prefixes, names = self.list_folder("tree/", page)
+        return sorted(prefixes), names
 
-    def paging(self) -> None:
-        """Every page size gives the same listing, with and without a delimiter."""
-        for key in TREE:
-            self.put(key, key.encode())
-        self.check_key_paging(
-            self.order_keys, lambda page: f"objects.list prefix=order/ maxResults={page}"
-        )
+    def read_range(self, key: str, start: int, end: int | None) -> bytes:
+        return bytes(self.bucket.blob(key).download_as_bytes(start=start, end=end))
 
-        def folder_by_pages(page: int) -> Folder:  # prefixes come as a set per page
-            prefixes, names = self.list_folder("tree/", page)
-            return sorted(prefixes), names
-
-        self.check_paging(
-            folder_by_pages, lambda page: f"objects.list prefix=tree/ maxResults={page}"
-        )
+    def range_request(self, key: str, byte_range: str) -> str:
+        return f"objects.get {key} alt=media Range: {byte_range}"
 
     def compose(self) -> None:
         """Compose joins its sources; a chunked resumable upload is its chunks joined."""
@@ -220,9 +193,7 @@ class Probes(BaseProbes):
 
     def batch_delete(self) -> None:
         """Deleting a folder's objects in parallel (as rclone does) leaves none."""
-        keys = [f"batch/{i:02d}" for i in range(12)]
-        for key in keys:
-            self.put(key, b"d")
+        keys = self.put_batch()
         with ThreadPoolExecutor(4) as pool:
             futures = {k: pool.submit(self.bucket.blob(k).delete) for k in keys}
             for key, future in futures.items():
@@ -234,9 +205,7 @@ class Probes(BaseProbes):
                         f"objects.delete {key} (12 under batch/, 4 at once)",
                         answer(e),
                     ) from e
-        left = sorted(self.listing("batch/"))
-        if left:
-            raise ContractFailure("keeps deleted objects", "objects.list prefix=batch/", f"{left}")
+        self.check_none_left("batch/", "keeps deleted objects")
 
     def conditional_get(self) -> None:
         """ifGenerationMatch and ifGenerationNotMatch of a read are honoured."""
@@ -262,44 +231,20 @@ class Probes(BaseProbes):
         ]
         self.check_conditional_reads(reads, data)
 
-    def ranged_get(self) -> None:
-        """A ranged read gets those bytes."""
-        key, data = "get/ranged", os.urandom(1000)
-        self.put(key, data)
-        got = self.bucket.blob(key).download_as_bytes(start=10, end=19)
-        if got != data[10:20]:
-            raise ContractFailure(
-                "serves a ranged GET wrongly",
-                f"objects.get {key} alt=media Range: bytes=10-19 (of {len(data)} bytes)",
-                f"{len(got)} bytes",
-            )
-
-    def range_past_end(self) -> None:
-        """A read from the object's end is refused with 416."""
-        key = "get/past-end"
-        self.put(key, os.urandom(1000))
-        self.check_range_past_end(
-            lambda: bytes(self.bucket.blob(key).download_as_bytes(start=1000)),
-            416,
-            f"objects.get {key} alt=media Range: bytes=1000- (of 1000 bytes)",
-        )
-
     def tokens(self) -> None:
         """The user's and the other's tokens work; an unknown token is refused (401)."""
-        theirs_bucket = self.other_bucket("gcso")  # None: the target has no other
-        if theirs_bucket is not None:
-            with theirs_bucket as theirs:
-                other = self.emulator.client(OTHER).bucket(theirs)
 
-                def write_read(data: bytes) -> bytes:
-                    other.blob("k").upload_from_string(data)
-                    return bytes(other.blob("k").download_as_bytes())
+        def write_read(theirs: str, data: bytes) -> bytes:
+            other = self.emulator.client(OTHER).bucket(theirs)
+            other.blob("k").upload_from_string(data)
+            return bytes(other.blob("k").download_as_bytes())
 
-                self.check_declared(
-                    write_read,
-                    b"theirs",
-                    f"upload and download {theirs}/k with the other account's token",
-                )
+        self.check_other_account(
+            "gcso",
+            write_read,
+            b"theirs",
+            lambda theirs: f"upload and download {theirs}/k with the other account's token",
+        )
         self.check_unknown_refused(
             lambda: list(self.emulator.client(UNKNOWN).list_blobs(self.name)),
             lambda e: getattr(e, "code", 401) == self.emulator.invalid_credentials_status,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 from harness.accounts import OTHER, USER
@@ -102,6 +103,8 @@ class BaseProbes:
 
     credential: ClassVar[str] = "key"
     """What the API calls an account's secret, in the failures' words."""
+    list_request: ClassVar[str] = "the listing"
+    """The API's listing request, in the failures' words."""
 
     def __init__(self, emulator: Any) -> None:
         self.emulator = emulator
@@ -125,6 +128,28 @@ class BaseProbes:
     def put(self, key: str, data: bytes) -> Any:
         """Write ``data`` to ``key`` in the user's bucket (each API's probes)."""
         raise NotImplementedError
+
+    def listing(self, prefix: str) -> dict[str, str]:
+        """key -> digest of every object under ``prefix`` (each API's probes)."""
+        raise NotImplementedError
+
+    def put_tree(self) -> None:
+        """The TREE keys, each holding its own name."""
+        for key in TREE:
+            self.put(key, key.encode())
+
+    def put_batch(self) -> list[str]:
+        """The twelve keys under batch/ that a batch delete deletes, put."""
+        keys = [f"batch/{i:02d}" for i in range(12)]
+        for key in keys:
+            self.put(key, b"d")
+        return keys
+
+    def check_none_left(self, prefix: str, does: str) -> None:
+        """Nothing is listed under ``prefix`` (its keys were deleted)."""
+        left = sorted(self.listing(prefix))
+        if left:
+            raise ContractFailure(does, f"{self.list_request} prefix={prefix}", f"{left}")
 
     def put_order_keys(self) -> None:
         """The ORDER keys, put once (the order and paging checks both list them)."""
@@ -174,22 +199,23 @@ class BaseProbes:
             watcher.result()
         return answers, seen
 
-    @staticmethod
     def check_listed_digests(
+        self,
         during: Iterable[Listed],
-        after: Mapping[str, str],
+        prefix: str,
         bodies: Mapping[str, bytes],
         digest: Callable[[bytes], str],
         does: str,
-        listing: str,
         field: str,
         unanswered_may_lack: bool = False,
     ) -> None:
-        """Every digest the listings gave, ``during`` the uploads and ``after`` them (key ->
-        digest), is ``digest`` of the key's body; ``listing`` names the listing, ``field``
-        the digest in the API's words. ``unanswered_may_lack``: an object listed while its
-        upload was still unanswered may show no digest yet (for an API whose contract has a
-        check of its own that nothing is listed before its upload is whole)."""
+        """Every digest the listings of ``prefix`` gave, ``during`` the uploads and after
+        them, is ``digest`` of the key's body; ``field`` names the digest in the API's
+        words. ``unanswered_may_lack``: an object listed while its upload was still
+        unanswered may show no digest yet (for an API whose contract has a check of its own
+        that nothing is listed before its upload is whole)."""
+        after = self.listing(prefix)
+        listing = f"{self.list_request} prefix={prefix}"
         listed = [*during, *(Listed(key, got, True) for key, got in after.items())]
         for key, got, answered in listed:
             want = digest(bodies[key])
@@ -301,6 +327,21 @@ class BaseProbes:
             ) from e
         if back != data:
             raise ContractFailure("serves other data", request, f"{back!r}")
+
+    def check_other_account(
+        self,
+        what: str,
+        write_read: Callable[[str, bytes], bytes],
+        data: bytes,
+        request: Callable[[str], str],
+    ) -> None:
+        """The other account's credential works in a bucket of its own (``what`` names the
+        bucket; none in a target run with no other account): ``write_read(bucket, data)``
+        writes ``data`` and reads it back; ``request(bucket)`` names both."""
+        theirs_bucket = self.other_bucket(what)
+        if theirs_bucket is not None:
+            with theirs_bucket as theirs:
+                self.check_declared(partial(write_read, theirs), data, request(theirs))
 
     def check_unknown_refused(
         self,

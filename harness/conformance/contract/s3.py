@@ -14,7 +14,7 @@ from typing import Any
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.conformance.contract import Check, ContractFailure
 from harness.conformance.contract.held_put import Account, put_in_two_parts
-from harness.conformance.contract.probes import TREE, BaseProbes, random_bodies
+from harness.conformance.contract.probes import BaseProbes, random_bodies
 from harness.conformance.contract.reliance import (
     COMMON,
     ORDERED_BIG_FILES,
@@ -78,6 +78,8 @@ def status_of(e: BaseException) -> int | None:
 
 class Probes(RangedReads, BaseProbes):
     """The S3 checks of one emulator, in a bucket of the user's and one of the other's."""
+
+    list_request = "ListObjectsV2"
 
     def __init__(self, emulator: Any) -> None:
         super().__init__(emulator)
@@ -156,11 +158,10 @@ class Probes(RangedReads, BaseProbes):
         # whole is the unfinished PUT check's.
         self.check_listed_digests(
             seen,
-            self.listing("etag/"),
+            "etag/",
             bodies,
             md5,
             "lists an ETag that is not the body's MD5 (listing during PUTs)",
-            "ListObjectsV2 prefix=etag/",
             "ETag",
             unanswered_may_lack=True,
         )
@@ -220,8 +221,7 @@ class Probes(RangedReads, BaseProbes):
 
     def delimiter(self) -> None:
         """Every folder's listing with delimiter '/' has every common prefix and key."""
-        for key in TREE:
-            self.put(key, key.encode())
+        self.put_tree()
         for v1, op in ((False, "ListObjectsV2"), (True, "ListObjects")):
             self.check_delimiter(
                 lambda folder: self.list_folder(folder, v1),  # noqa: B023 (called at once)
@@ -242,8 +242,7 @@ class Probes(RangedReads, BaseProbes):
     def paging(self) -> None:
         """Every page size gives the same listing, with and without a delimiter."""
         self.put_order_keys()
-        for key in TREE:
-            self.put(key, key.encode())
+        self.put_tree()
         for op in ("ListObjectsV2", "ListObjects"):
             name = "list_objects_v2" if op == "ListObjectsV2" else "list_objects"
             self.check_key_paging(
@@ -335,9 +334,7 @@ class Probes(RangedReads, BaseProbes):
 
     def batch_delete(self) -> None:
         """DeleteObjects of one folder's keys, twice at once: both succeed, nothing left."""
-        keys = [f"batch/{i:02d}" for i in range(12)]
-        for key in keys:
-            self.put(key, b"d")
+        keys = self.put_batch()
         objects = {"Objects": [{"Key": k} for k in keys], "Quiet": False}
         request = f"DeleteObjects of {len(keys)} keys under batch/ (two at once)"
         with ThreadPoolExecutor(2) as pool:
@@ -354,11 +351,7 @@ class Probes(RangedReads, BaseProbes):
                 raise ContractFailure(
                     "reports errors deleting keys", request, f"Errors {result['Errors']}"
                 )
-        left = sorted(self.listing("batch/"))
-        if left:
-            raise ContractFailure(
-                "keeps keys a batch delete deleted", "ListObjectsV2 prefix=batch/", f"{left}"
-            )
+        self.check_none_left("batch/", "keeps keys a batch delete deleted")
 
     def conditional_get(self) -> None:
         """If-Match and If-None-Match are honoured."""
