@@ -21,7 +21,7 @@ marker were in the store when it was recovered.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from harness.testing.order_check import (
@@ -114,8 +114,9 @@ def attempts(log: str) -> list[Attempt]:
 # --- the store, replayed -------------------------------------------------------------------
 
 
-def visible_after(events: Iterable[Event], prefix: str = PREFIX) -> set[str]:
-    """The keys under ``prefix`` in the store after ``events`` (in completion order)."""
+def replayed(events: Iterable[Event], prefix: str = PREFIX) -> Iterator[tuple[Event, set[str]]]:
+    """Each event under ``prefix`` in completion order, with the keys under ``prefix`` in the
+    store right after it (a write shows its key, a delete hides it; the set is live)."""
     visible: set[str] = set()
     for e in sorted(events, key=lambda e: e.t_ns):
         if not e.key.startswith(prefix):
@@ -124,6 +125,14 @@ def visible_after(events: Iterable[Event], prefix: str = PREFIX) -> set[str]:
             visible.add(e.key)
         elif e.op in DELETE_OPS:
             visible.discard(e.key)
+        yield e, visible
+
+
+def visible_after(events: Iterable[Event], prefix: str = PREFIX) -> set[str]:
+    """The keys under ``prefix`` in the store after ``events`` (in completion order)."""
+    visible: set[str] = set()
+    for _, now in replayed(events, prefix):
+        visible = now
     return visible
 
 
@@ -231,14 +240,9 @@ def check_order(
         main = [e for e in replay if e.key not in removed]
         tag = f"attempt {n + 1}: "
         lines += [tag + v.describe() for v in visible_prefix_violations(main, epoch.order, PREFIX)]
-        visible: set[str] = set()
-        for e in sorted(replay, key=lambda e: e.t_ns):
-            if not e.key.startswith(PREFIX):
-                continue
+        for e, visible in replayed(replay):
             if e.op in DELETE_OPS:
-                visible.discard(e.key)
                 continue
-            visible.add(e.key)
             if e.key in removed and not isinstance(e, _Synthetic):
                 seen.add(e.key)
                 place = step_of(e.key) or (0, 0)
