@@ -31,7 +31,7 @@ from harness.testing import store_selection
 from harness.testing.options import _store_option
 from tests.unit.harness_in_one_process import run_harness
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ALIASES = {"aws": "s3", "gcp": "gcs", "cloudflare": "r2", "azure": "azure"}
 LISTED = "azure, gcs (gcp), r2 (cloudflare), s3 (aws)"
 
