@@ -28,30 +28,7 @@ from skycore.backend.sync import (
     sync_workdir,
 )
 from skycore.config import SkycoreConfig, load_config
-from skycore.core.clusters import (
-    check_exec_fits,
-    check_name,
-    check_same_resources,
-    cluster_lock,
-    existing,
-    existing_or_nodes,
-    mark_ready,
-    mark_syncing,
-    provider_of,
-    provision_cluster,
-    require_up,
-    start_nodes,
-    stop_nodes,
-    teardown,
-)
-from skycore.core.jobs import (
-    check_node_drains,
-    finish_job,
-    run_job_part,
-    setup_failed,
-    start_job,
-    submit_job,
-)
+from skycore.core import clusters, jobs
 from skycore.stages import (
     EXIT_JOB_CANCELLED,
     EXIT_JOB_FAILED,
@@ -109,10 +86,10 @@ def launch(
     FAILED_SETUP) or 103 (cancelled). Infrastructure failures raise StageError; user mistakes
     raise a UserError subclass.
     """
-    check_name(cluster_name)
+    clusters.check_name(cluster_name)
     config = config or load_config()
     console = _console(console)
-    provider = provider_of(task)
+    provider = clusters.provider_of(task)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -127,24 +104,25 @@ def launch(
     )
     prepared: dict[str, Future[None]] | None = None
     try:
-        with cluster_lock(cluster_name):
+        with clusters.cluster_lock(cluster_name):
             record = get_cluster(cluster_name)
             if record is not None:
-                check_same_resources(record, task)
+                clusters.check_same_resources(record, task)
             fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
             checked = check_bucket_sources(task, config, fm_log)  # before any change
             touched = True
             if task.storage_mounts:  # buckets and uploads need no node: made as nodes come up
                 prepared = start_storage_prepare(task, config, fm_log, background, checked=checked)
+            # INIT (SYNCING) from here until the workdir and every mount are in place
+            # (Ctrl-C, SIGKILL meanwhile: the next launch repairs it).
             handle = _launch_provision(task, cluster_name, provider, config, rep, log_dir)
-            # INIT until the workdir and every mount are in place (Ctrl-C, SIGKILL here:
-            # the next launch repairs it).
-            mark_syncing(cluster_name)
             n_copies, n_storage = _sync_workdir_and_file_mounts(
                 handle, task, rep, log_dir, prepared
             )
-            mark_ready(cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)")
-            job = submit_job(handle, task, log_dir, JOB_SETTING_UP, task_id)
+            clusters.mark_ready(
+                cluster_name, handle.num_nodes, f"{n_copies + n_storage} file mount(s)"
+            )
+            job = jobs.submit_job(handle, task, log_dir, JOB_SETTING_UP, task_id)
             result.job_id = job.job_id
             if not _setup(handle, task, job, rep, log_dir, no_setup, stream):
                 current = get_job(cluster_name, job.job_id)
@@ -170,6 +148,8 @@ def _launch_provision(
     rep: Reporter,
     log_dir: Path,
 ) -> ClusterHandle:
+    """PROVISION: reuse an UP and healthy cluster, or provision (repair, resume) its nodes;
+    either way the cluster is INIT (SYNCING) when this returns."""
     log_path = log_dir / LOG_NAMES[Stage.PROVISION]
     record = get_cluster(name)
     with rep.stage(Stage.PROVISION) as step:
@@ -181,6 +161,7 @@ def _launch_provision(
                 step.note = "cluster is UP and healthy: provisioning skipped"
                 logs.append(log_path, step.note)
                 add_cluster_event(name, "relaunch: UP and healthy, provisioning skipped")
+                clusters.mark_syncing(name)  # provision_cluster records it for the other paths
                 return handle
             reason = "relaunch: repairing (" + "; ".join(problems) + ")"
         elif record is None:
@@ -188,7 +169,7 @@ def _launch_provision(
         else:
             reason = f"launch: cluster was {record.status}, bringing it up"
         rep.progress(f"provisioning {task.num_nodes} node(s)")
-        handle = provision_cluster(
+        handle = clusters.provision_cluster(
             name,
             provider,
             task.num_nodes,
@@ -270,7 +251,7 @@ def _setup(
             step.skipped = True
             step.note = "skipped (--no-setup)" if no_setup and task.setup else "no setup"
             return True
-        codes = run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
+        codes = jobs.run_job_part(handle, task, task.setup, "setup", log_dir, job, stream)
         failed = [r for r, c in enumerate(codes) if c != 0]
         if not failed:
             step.note = f"done on {len(codes)} node(s)"
@@ -285,7 +266,7 @@ def _setup(
             f"setup failed on node(s) {', '.join(map(str, failed))} (exit {codes[rank]}); "
             f"job {job.job_id} is FAILED_SETUP, the cluster stays UP"
         )
-    setup_failed(handle.name, job.job_id, rank, codes[rank])
+    jobs.setup_failed(handle.name, job.job_id, rank, codes[rank])
     setup_log = log_dir / f"setup-{rank}.log"
     rep.show_failure(logs.tail(setup_log, 20), setup_log)
     rep.console.print(
@@ -309,11 +290,11 @@ def _exec(
     name = handle.name
     with rep.stage(Stage.EXEC, quiet_progress=True) as step:
         if not task.run:
-            result.job_status, _ = finish_job(name, job.job_id, [])
+            result.job_status, _ = jobs.finish_job(name, job.job_id, [])
             step.skipped = True
             step.note = "no run command"
             return
-        status = start_job(name, job.job_id)
+        status = jobs.start_job(name, job.job_id)
         if status != JOB_RUNNING:
             # Cancelled (or otherwise finished) before it started: run nothing.
             result.job_status = status
@@ -323,23 +304,23 @@ def _exec(
             step.note = f"job {job.job_id} {status} before it started"
             return
         if detach_run:
-            run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
+            jobs.run_job_part(handle, task, task.run, "run", log_dir, job, stream, follow=False)
             result.job_status = JOB_RUNNING
             step.note = (
                 f"job {job.job_id} runs on the cluster (detached): 'skycore logs {name} "
                 f"{job.job_id}' follows it"
             )
             return
-        codes = run_job_part(handle, task, task.run, "run", log_dir, job, stream)
+        codes = jobs.run_job_part(handle, task, task.run, "run", log_dir, job, stream)
         if not any(codes):
             # Every node's part ended and its follow printed it all. (After a failure, a
             # short copy cannot be told from a failed follow: 'skycore logs' fetches it.)
             logs.mark_complete(log_dir, "run")
         # A job is done only after its cached mounts are drained: each node drained them
         # before it recorded its exit code, and says so here if that drain failed.
-        check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep.progress)
+        jobs.check_node_drains(handle, name, job.job_id, log_dir, len(codes), rep.progress)
         failed = [r for r, c in enumerate(codes) if c != 0]
-        status, code = finish_job(name, job.job_id, codes)
+        status, code = jobs.finish_job(name, job.job_id, codes)
         if status == JOB_CANCELLED:
             result.exit_code = EXIT_JOB_CANCELLED
         elif status != JOB_SUCCEEDED:
@@ -355,8 +336,8 @@ def _exec(
 
 
 def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
-    with cluster_lock(name), rep.stage(Stage.DOWN) as step:
-        step.note = teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+    with clusters.cluster_lock(name), rep.stage(Stage.DOWN) as step:
+        step.note = clusters.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,8 +362,8 @@ def exec_task(
     console = _console(console)
     known = get_cluster(cluster_name)
     if known is not None:
-        check_exec_fits(known, task, options)  # before any node is asked
-    _, handle = require_up(cluster_name, config)
+        clusters.check_exec_fits(known, task, options)  # before any node is asked
+    _, handle = clusters.require_up(cluster_name, config)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -391,7 +372,7 @@ def exec_task(
         highlight=False,
     )
     _sync_workdir(handle, task, rep, log_dir)
-    job = submit_job(handle, task, log_dir, JOB_PENDING)
+    job = jobs.submit_job(handle, task, log_dir, JOB_PENDING)
     result.job_id = job.job_id
     _exec(handle, task, job, rep, log_dir, stream, result, detach_run)
     return result
@@ -406,7 +387,7 @@ def _cluster_op(
     name: str, stage: Stage, console: Console | None, config: SkycoreConfig | None
 ) -> tuple[SkycoreConfig, Reporter, Path]:
     """What stop / start / down share: the config, a reporter and the stage's log file."""
-    check_name(name)
+    clusters.check_name(name)
     config = config or load_config()
     log_dir = logs.new_log_dir(config)
     return config, Reporter(_console(console), RunResult(name, log_dir)), log_dir / LOG_NAMES[stage]
@@ -417,10 +398,10 @@ def stop(
 ) -> StageResult:
     """STOP: drain cached mounts (nothing written is lost), unmount, stop the nodes."""
     config, rep, log_path = _cluster_op(name, Stage.STOP, console, config)
-    with cluster_lock(name):
-        record = existing(name)
+    with clusters.cluster_lock(name):
+        record = clusters.existing(name)
         with rep.stage(Stage.STOP) as step:
-            note = stop_nodes(record, config, log_path, rep.progress)
+            note = clusters.stop_nodes(record, config, log_path, rep.progress)
             step.note, step.skipped = note or "already stopped", note is None
         return step
 
@@ -438,10 +419,10 @@ def start(
     answer, start waits (saying so every few seconds) up to ``store_wait_s``, then fails
     naming the mount and leaves the cluster INIT with the reason."""
     config, rep, log_path = _cluster_op(name, Stage.START, console, config)
-    with cluster_lock(name):
-        record = existing(name)
+    with clusters.cluster_lock(name):
+        record = clusters.existing(name)
         with rep.stage(Stage.START) as step:
-            note = start_nodes(record, config, log_path, rep.progress, store_wait_s)
+            note = clusters.start_nodes(record, config, log_path, rep.progress, store_wait_s)
             step.note, step.skipped = note or "already UP", note is None
         return step
 
@@ -451,8 +432,8 @@ def down(
 ) -> StageResult:
     """Drain and unmount, remove the nodes, delete persistent: false storage, forget it."""
     config, rep, log_path = _cluster_op(name, Stage.DOWN, console, config)
-    with cluster_lock(name):
-        existing_or_nodes(name, config)
+    with clusters.cluster_lock(name):
+        clusters.existing_or_nodes(name, config)
         with rep.stage(Stage.DOWN) as step:
-            step.note = teardown(name, config, log_path, rep.progress)
+            step.note = clusters.teardown(name, config, log_path, rep.progress)
             return step

@@ -294,7 +294,7 @@ def provision_cluster(
     except StageError as e:
         _init_because(name, e.reason)
         raise
-    set_cluster_status(name, CLUSTER_INIT, SYNCING)
+    mark_syncing(name)
     return handle
 
 
@@ -305,7 +305,9 @@ def _init_because(name: str, reason: str) -> None:
 
 def mark_syncing(name: str) -> None:
     """Record INIT until the workdir and every mount are in place: a launch interrupted then
-    never leaves an UP cluster with bare mount points that exec could write into."""
+    never leaves an UP cluster with bare mount points that exec could write into.
+    ``provision_cluster`` records it once the nodes are healthy; a relaunch that reuses an UP
+    cluster calls this itself."""
     set_cluster_status(name, CLUSTER_INIT, SYNCING)
 
 
