@@ -143,7 +143,7 @@ def test_s3_create_bucket_rules(s3: S3Emulator) -> None:
     s3.delete_bucket(name)
     assert s3.bucket_owner(name) is None  # a deleted bucket's name is free again
     if not s3.access_features.has("acls"):
-        return  # the rest is S3's ACL model (R2's own: tests/integration/test_r2_access.py)
+        return  # the rest is S3's ACL model (R2's own: ../store_gates/s3/test_r2_access.py)
     # A canned public ACL at creation: refused by AWS's defaults (ACLs disabled); with ACLs
     # enabled and Block Public Access off it makes the bucket listable, not its objects.
     public = f"gc-{uuid.uuid4().hex[:10]}"

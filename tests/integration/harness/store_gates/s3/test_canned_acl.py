@@ -5,7 +5,7 @@ header and refuses the others, and an object has its bucket's ACL; the harness m
 buckets public with public-read. No built-in store is one: run with a package that declares
 one on PYTHONPATH (tests/fixtures/b2_pkg installed with ``pip install --target DIR``)::
 
-    PYTHONPATH=DIR pytest tests/integration/test_canned_acl_access.py --store b2like
+    PYTHONPATH=DIR pytest tests/integration/harness/store_gates/s3/test_canned_acl.py --store b2like
 """
 
 from __future__ import annotations
