@@ -24,8 +24,8 @@ import yaml
 from harness.accounts import OTHER, USER
 from harness.testing import access
 from harness.testing.buckets import SKY_MANAGED, list_keys, public_unavailable
+from harness.testing.module_marks import slow_per_store
 from harness.testing.order_check import DELETE_OPS
-from harness.testing.plugin import all_store_params
 from harness.testing.side_by_side import ScenarioKit
 from skycore.storage.common import parse_url
 from tests.matrix import node_writer
@@ -47,11 +47,7 @@ from tests.matrix.kit import (
 )
 from tests.polling import wait_for
 
-pytestmark = [
-    pytest.mark.requires_capability("records_events"),
-    pytest.mark.slow,
-    pytest.mark.parametrize("store", all_store_params(group="matrix-jobs"), scope="module"),
-]
+pytestmark = slow_per_store("matrix-jobs")
 
 REPO = Path(__file__).resolve().parents[2]
 COMP_TEST = REPO / "tests" / "fixtures" / "comp_test.yaml"

@@ -19,8 +19,8 @@ from harness.cloud import chaos
 from harness.recipes.matrix import Promise
 from harness.testing import managed_jobs as train
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED
+from harness.testing.module_marks import slow_per_store
 from harness.testing.order_check import visible_prefix_violations
-from harness.testing.plugin import all_store_params
 from harness.testing.side_by_side import ScenarioKit
 from skycore.state.managed_jobs import JobStatus
 from tests.matrix import node_writer
@@ -39,11 +39,7 @@ from tests.matrix.kit import (
 )
 from tests.polling import wait_for
 
-pytestmark = [
-    pytest.mark.requires_capability("records_events"),
-    pytest.mark.slow,
-    pytest.mark.parametrize("store", all_store_params(group="matrix-faults"), scope="module"),
-]
+pytestmark = slow_per_store("matrix-faults")
 
 KIB = 1 << 10
 
