@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -37,14 +37,11 @@ from azure.storage.blob import (
 
 from harness.accounts import OTHER, USER
 from harness.emulators.azure import ACCOUNTS, UNKNOWN_KEY, AzureEmulator, npm_dir
-from harness.emulators.fleet import RunningEmulator
-from tests.integration.test_azure_access import (
+from tests.integration.harness.store_gates.azure.helpers import (
     DATA,
     FORGED,
     KEY,
     MakeContainer,
-    azure_emulator,
-    container_maker,
     keyed,
     refusal,
 )
@@ -52,16 +49,6 @@ from tests.integration.test_azure_access import (
 pytestmark = pytest.mark.azure
 
 SAS_KINDS = ("account", "container", "blob")
-
-
-@pytest.fixture
-def azure(emulators: dict[str, RunningEmulator]) -> AzureEmulator:
-    return azure_emulator(emulators)
-
-
-@pytest.fixture
-def make_container(azure: AzureEmulator) -> Iterator[MakeContainer]:
-    yield from container_maker(azure)
 
 
 # --- Shared Key -----------------------------------------------------------------------------

@@ -13,7 +13,12 @@ from azure.storage.blob import ContainerClient
 from harness.accounts import USER
 from harness.emulators.azure import AzureEmulator
 from harness.emulators.fleet import RunningEmulator
-from tests.integration.test_azure_access import KEY, azure_emulator, container_maker, refusal
+from tests.integration.harness.store_gates.azure.helpers import (
+    KEY,
+    azure_emulator,
+    container_maker,
+    refusal,
+)
 
 pytestmark = pytest.mark.azure
 

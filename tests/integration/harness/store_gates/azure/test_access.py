@@ -1,7 +1,7 @@
 """Azure's access model through the real SDK (azure-storage-blob) against Azurite behind its
 gate: container public access levels (off, blob, container) set by the real API calls
 (Create Container, Set Container ACL), containers the gate learns from those requests, and
-the harness helpers that reach them. Signing forms: test_azure_signing.py.
+the harness helpers that reach them. Signing forms: test_signing.py.
 
 The answers asserted are Azure's: an anonymous request that its container's level does not
 open gets 404 ResourceNotFound (as for a container that does not exist); another account's
@@ -10,60 +10,24 @@ key gets 403 AuthenticationFailed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import requests
-from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
 from harness.accounts import OTHER, UNKNOWN, USER
 from harness.emulators.azure import ACCOUNTS, AzureEmulator
-from harness.emulators.fleet import RunningEmulator
+from tests.integration.harness.store_gates.azure.helpers import (
+    DATA,
+    FORGED,
+    KEY,
+    MakeContainer,
+    refusal,
+)
 from tests.names import unique_name
 
 pytestmark = pytest.mark.azure
-
-KEY = "dir/k.txt"
-DATA = b"the blob's content\n"
-
-MakeContainer = Callable[..., str]
-
-
-def azure_emulator(emulators: dict[str, RunningEmulator]) -> AzureEmulator:
-    """The running Azure emulator."""
-    emulator = emulators["azure"]
-    assert isinstance(emulator, AzureEmulator)
-    return emulator
-
-
-def container_maker(azure: AzureEmulator) -> Iterator[MakeContainer]:
-    """Body of the ``make_container`` fixture: ``make_container(level=None, owner=USER)``
-    makes a container through the SDK with the owner's key (public at ``level``) holding
-    ``KEY``; every one is deleted after the test."""
-    made: list[str] = []
-
-    def make(level: str | None = None, owner: str = USER) -> str:
-        name = unique_name("az")
-        container = azure.client(owner).create_container(name, public_access=level)
-        made.append(name)
-        container.upload_blob(KEY, DATA)
-        return name
-
-    yield make
-    for name in made:
-        azure.delete_bucket(name)
-
-
-@pytest.fixture
-def azure(emulators: dict[str, RunningEmulator]) -> AzureEmulator:
-    return azure_emulator(emulators)
-
-
-@pytest.fixture
-def make_container(azure: AzureEmulator) -> Iterator[MakeContainer]:
-    yield from container_maker(azure)
 
 
 def anonymous(azure: AzureEmulator, name: str, owner: str = USER) -> ContainerClient:
@@ -71,22 +35,7 @@ def anonymous(azure: AzureEmulator, name: str, owner: str = USER) -> ContainerCl
     return ContainerClient(azure.account_url(ACCOUNTS[owner].name), name)
 
 
-def keyed(azure: AzureEmulator, name: str, account_name: str, key: str) -> ContainerClient:
-    """Container ``name`` of the user's storage account, signed as ``account_name``/``key``."""
-    credential = {"account_name": account_name, "account_key": key}
-    return ContainerClient(azure.account_url(ACCOUNTS[USER].name), name, credential=credential)
-
-
-def refusal(call: Callable[[], Any]) -> tuple[int | None, str | None]:
-    """(status, ``x-ms-error-code``) of a call the service refuses."""
-    with pytest.raises(HttpResponseError) as info:
-        call()
-    headers = getattr(info.value.response, "headers", None) or {}
-    return info.value.status_code, headers.get("x-ms-error-code")
-
-
 HIDDEN = (404, "ResourceNotFound")
-FORGED = (403, "AuthenticationFailed")
 
 
 def gate_row(azure: AzureEmulator, name: str) -> dict[str, Any] | None:
