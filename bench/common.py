@@ -208,6 +208,25 @@ def unmount(dst: Path, env: mounting.RcloneEnv) -> None:
         subprocess.run(["fusermount3", "-uz", str(dst)], check=False)
 
 
+@contextlib.contextmanager
+def removed_after(em: Any, bucket: str, dst: Path, env: mounting.RcloneEnv) -> Iterator[None]:
+    """The block's mount and bucket: on leaving it (even by an error) ``dst`` unmounted,
+    then ``bucket`` deleted."""
+    try:
+        yield
+    finally:
+        try:
+            unmount(dst, env)
+        finally:
+            em.delete_bucket(bucket)
+
+
+def check_drained(drained: subprocess.CompletedProcess[str]) -> None:
+    """Raise if the drain failed (with the end of its stderr)."""
+    if drained.returncode != 0:
+        raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
+
+
 # --- the gates' request logs -------------------------------------------------------------------
 # One line per request, written when it ends (harness.gate.server._logged):
 # ``HH:MM:SS METHOD PATH?QUERY -> STATUS (N ms)``.

@@ -181,57 +181,50 @@ def one_case(
     dst = base / f"{store}-{bucket}"
     names = [f"f-{i:04d}.bin" for i in range(n)]
     watch = ClockWatch.start()
-    try:
-        with behind(em, bucket, network):
-            storage = common.storage_entry(url, "MOUNT_CACHED", flags=LOG_FLAGS, transfers=1)
-            common.mount(storage, dst, config, env)
-            probe = put_floor.PutProbe(em, bucket, os.urandom(size))
-            probe.batch(puts // 2, "before")
-            sock = next(s for s in glob.glob(f"{env.mounts_base}/rcd-t1*/rc.sock"))
-            d = os.path.dirname(sock)
-            fs = live_mounts(sock)[str(dst)]
-            rclone_pid, keeper_pid = (
-                pid_in(d, "rclone.pid", "rcd"),
-                pid_in(d, "refresher.pid", "refresher"),
-            )
-            log_start = os.path.getsize(os.path.join(d, "rclone.log"))
-            seen: dict[str, dict[str, Any]] = {}
-            stop = threading.Event()
+    with common.removed_after(em, bucket, dst, env), behind(em, bucket, network):
+        storage = common.storage_entry(url, "MOUNT_CACHED", flags=LOG_FLAGS, transfers=1)
+        common.mount(storage, dst, config, env)
+        probe = put_floor.PutProbe(em, bucket, os.urandom(size))
+        probe.batch(puts // 2, "before")
+        sock = next(s for s in glob.glob(f"{env.mounts_base}/rcd-t1*/rc.sock"))
+        d = os.path.dirname(sock)
+        fs = live_mounts(sock)[str(dst)]
+        rclone_pid, keeper_pid = (
+            pid_in(d, "rclone.pid", "rcd"),
+            pid_in(d, "refresher.pid", "refresher"),
+        )
+        log_start = os.path.getsize(os.path.join(d, "rclone.log"))
+        seen: dict[str, dict[str, Any]] = {}
+        stop = threading.Event()
 
-            def poll() -> None:
-                while not stop.is_set():
-                    for t in rc(sock, "core/transferred").get("transferred") or []:
-                        seen[str(t["name"])] = t
-                    stop.wait(0.2)
+        def poll() -> None:
+            while not stop.is_set():
+                for t in rc(sock, "core/transferred").get("transferred") or []:
+                    seen[str(t["name"])] = t
+                stop.wait(0.2)
 
-            poller = threading.Thread(target=poll, daemon=True)
-            poller.start()
-            cpu0 = (cpu_s(rclone_pid), cpu_s(keeper_pid))
-            payload = os.urandom(size)
-            start = time.monotonic_ns()
-            for name in names:
-                (dst / name).write_bytes(payload)
-            written = time.monotonic_ns()
-            drained = common.drain(dst, env)
-            end = time.monotonic_ns()
-            cpu1 = (cpu_s(rclone_pid), cpu_s(keeper_pid))
-            probe.batch(puts - puts // 2, "after")
-            time.sleep(0.3)
-            stop.set()
-            poller.join()
-            watch.mark()
-            if drained.returncode != 0:
-                raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
-            with open(os.path.join(d, "rclone.log"), errors="replace") as f:
-                f.seek(log_start)
-                logged = log_times(f.read())
-            looks = look_costs(dst, sock, fs, (1, max(1, n - 50)), size)
-            common.drain(dst, env)
-    finally:
-        try:
-            common.unmount(dst, env)
-        finally:
-            em.delete_bucket(bucket)
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        cpu0 = (cpu_s(rclone_pid), cpu_s(keeper_pid))
+        payload = os.urandom(size)
+        start = time.monotonic_ns()
+        for name in names:
+            (dst / name).write_bytes(payload)
+        written = time.monotonic_ns()
+        drained = common.drain(dst, env)
+        end = time.monotonic_ns()
+        cpu1 = (cpu_s(rclone_pid), cpu_s(keeper_pid))
+        probe.batch(puts - puts // 2, "after")
+        time.sleep(0.3)
+        stop.set()
+        poller.join()
+        watch.mark()
+        common.check_drained(drained)
+        with open(os.path.join(d, "rclone.log"), errors="replace") as f:
+            f.seek(log_start)
+            logged = log_times(f.read())
+        looks = look_costs(dst, sock, fs, (1, max(1, n - 50)), size)
+        common.drain(dst, env)
     watch.stop()
     parts = segments(names, logged, seen)
     ends = [v["succeeded"] for k, v in logged.items() if k in names and "succeeded" in v]

@@ -122,35 +122,28 @@ def one_run(
     names = [f"f-{i:04d}.bin" for i in range(n)]
     payload = os.urandom(size)
     probe = put_floor.PutProbe(em, bucket, payload)
-    try:
-        with behind(em, bucket, network) as held:
-            storage = common.storage_entry(url, "MOUNT_CACHED", **entry)
-            common.mount(storage, dst, config, env)
-            probe.batch(puts // 2, "before")
-            log_offset = common.gate_log_offset(em)
-            with PeakRss(env.config_file) as rss:
-                start = time.monotonic_ns()
-                for name in names:
-                    with open(dst / name, "wb") as f:
-                        f.write(payload)
-                written = time.monotonic_ns()
-                drained = common.drain(dst, env)
-                drained_at = time.monotonic_ns()
-            watch.mark()
-            if drained.returncode != 0:
-                raise RuntimeError(f"drain failed: {drained.stderr[-2000:]}")
-            requests = common.gate_requests(em, bucket, log_offset)
-            events = [  # the floor's PUTs are no part of the mount's order
-                e
-                for e in (em.events(bucket) if em.records_events else [])
-                if not e.key.startswith(put_floor.KEY_PREFIX)
-            ]
-            probe.batch(puts - puts // 2, "after")
-    finally:
-        try:
-            common.unmount(dst, env)
-        finally:
-            em.delete_bucket(bucket)
+    with common.removed_after(em, bucket, dst, env), behind(em, bucket, network) as held:
+        storage = common.storage_entry(url, "MOUNT_CACHED", **entry)
+        common.mount(storage, dst, config, env)
+        probe.batch(puts // 2, "before")
+        log_offset = common.gate_log_offset(em)
+        with PeakRss(env.config_file) as rss:
+            start = time.monotonic_ns()
+            for name in names:
+                with open(dst / name, "wb") as f:
+                    f.write(payload)
+            written = time.monotonic_ns()
+            drained = common.drain(dst, env)
+            drained_at = time.monotonic_ns()
+        watch.mark()
+        common.check_drained(drained)
+        requests = common.gate_requests(em, bucket, log_offset)
+        events = [  # the floor's PUTs are no part of the mount's order
+            e
+            for e in (em.events(bucket) if em.records_events else [])
+            if not e.key.startswith(put_floor.KEY_PREFIX)
+        ]
+        probe.batch(puts - puts // 2, "after")
     watch.stop()
     case_wall_s = (time.monotonic_ns() - case_start) / 1e9
     writes = [e for e in events if e.op in WRITE_OPS and e.key in names]
