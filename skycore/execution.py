@@ -28,7 +28,7 @@ from skycore.backend.sync import (
     sync_workdir,
 )
 from skycore.config import SkycoreConfig, load_config
-from skycore.core import clusters, jobs
+from skycore.core import clusters, fit, jobs, shutdown
 from skycore.stages import (
     EXIT_JOB_CANCELLED,
     EXIT_JOB_FAILED,
@@ -89,7 +89,7 @@ def launch(
     clusters.check_name(cluster_name)
     config = config or load_config()
     console = _console(console)
-    provider = clusters.provider_of(task)
+    provider = fit.provider_of(task)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
     rep = Reporter(console, result)
@@ -107,7 +107,7 @@ def launch(
         with clusters.cluster_lock(cluster_name):
             record = get_cluster(cluster_name)
             if record is not None:
-                clusters.check_same_resources(record, task)
+                fit.check_same_resources(record, task)
             fm_log = log_dir / LOG_NAMES[Stage.SYNC_FILE_MOUNTS]
             checked = check_bucket_sources(task, config, fm_log)  # before any change
             touched = True
@@ -337,7 +337,7 @@ def _exec(
 
 def _down_stage(name: str, config: SkycoreConfig, rep: Reporter, log_dir: Path) -> None:
     with clusters.cluster_lock(name), rep.stage(Stage.DOWN) as step:
-        step.note = clusters.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
+        step.note = shutdown.teardown(name, config, log_dir / LOG_NAMES[Stage.DOWN], rep.progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +362,7 @@ def exec_task(
     console = _console(console)
     known = get_cluster(cluster_name)
     if known is not None:
-        clusters.check_exec_fits(known, task, options)  # before any node is asked
+        fit.check_exec_fits(known, task, options)  # before any node is asked
     _, handle = clusters.require_up(cluster_name, config)
     log_dir = logs.new_log_dir(config)
     result = RunResult(cluster_name, log_dir)
@@ -401,7 +401,7 @@ def stop(
     with clusters.cluster_lock(name):
         record = clusters.existing(name)
         with rep.stage(Stage.STOP) as step:
-            note = clusters.stop_nodes(record, config, log_path, rep.progress)
+            note = shutdown.stop_nodes(record, config, log_path, rep.progress)
             step.note, step.skipped = note or "already stopped", note is None
         return step
 
@@ -435,5 +435,5 @@ def down(
     with clusters.cluster_lock(name):
         clusters.existing_or_nodes(name, config)
         with rep.stage(Stage.DOWN) as step:
-            step.note = clusters.teardown(name, config, log_path, rep.progress)
+            step.note = shutdown.teardown(name, config, log_path, rep.progress)
             return step

@@ -16,7 +16,7 @@ from skycore.cli.app import cli, console, styled
 from skycore.cli.common import check_cluster_name, handle_errors, require_cluster
 from skycore.cli.task_args import build_task, override_flags, task_options
 from skycore.config import load_config
-from skycore.core.clusters import provider_of
+from skycore.core.fit import provider_of
 from skycore.errors import UserError
 from skycore.state.clusters import get_cluster
 

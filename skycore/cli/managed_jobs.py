@@ -159,7 +159,7 @@ def _submit(task: Any) -> jstate.ManagedJob:
 def _dryrun(task: Any) -> None:
     """What ``jobs launch`` would do: the job on its own new cluster, and the task's plan."""
     from skycore.config import load_config
-    from skycore.core.clusters import provider_of
+    from skycore.core.fit import provider_of
     from skycore.plan import dryrun_plan
 
     provider_of(task)

@@ -1,10 +1,11 @@
 """The cluster lifecycle: names and locks, refresh from the provider, and every status
-transition of provisioning, stop, start and teardown (the backend does the node work)."""
+transition of bringing a cluster up: provisioning, start (the backend does the node work;
+stop and down are in shutdown.py, what a task may ask of a cluster in fit.py)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,12 @@ from skycore import logs, provision
 from skycore.backend import provision as backend_provision
 from skycore.backend.handle import (
     ClusterHandle,
-    describe_resources,
     get_handle,
     node_resources,
-    resources_of,
-    up_nodes,
 )
-from skycore.backend.mounts import drain_mounts, remount
+from skycore.backend.mounts import remount
 from skycore.config import SkycoreConfig, skycore_home
-from skycore.core.jobs import settle_orphan_jobs
+from skycore.core.fit import check_node_resources
 from skycore.errors import ClusterError, StageError
 from skycore.provision import ProvisionError
 from skycore.state.clusters import (
@@ -38,10 +36,6 @@ from skycore.state.clusters import (
     set_cluster_status,
     upsert_cluster,
 )
-from skycore.state.mounts import MountRecord, get_cluster_mounts
-from skycore.storage import recipes
-from skycore.storage.common import StorageMode
-from skycore.task import Task
 
 
 @contextmanager
@@ -71,78 +65,6 @@ def cluster_lock(name: str, timeout: float = 600) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def provider_of(task: Task) -> str:
-    """The provider that runs ``task``'s cloud; ClusterError naming the field if none does,
-    or if no node of it can have the task's cpus, memory or disk_size (the free space for
-    new disks is checked at PROVISION, once it is known how many nodes are new)."""
-    try:
-        provider = provision.provider_for_cloud(task.resources.cloud)
-    except ProvisionError as e:
-        raise ClusterError(str(e)) from None
-    check_node_resources(provider, resources_of(task), new_nodes=0)
-    return provider
-
-
-def check_node_resources(provider: str, resources: dict[str, Any], new_nodes: int) -> None:
-    """ClusterError (one paragraph: the field, this machine's figure, the fix) when nodes
-    of ``resources`` (``resources_of``), ``new_nodes`` of them made now, cannot be had."""
-    wanted = node_resources(resources)
-    if wanted == provision.NodeResources():
-        return
-    try:
-        provision.check_resources(provider, wanted, new_nodes)
-    except ProvisionError as e:
-        raise ClusterError(str(e)) from None
-
-
-def check_same_resources(record: ClusterRecord, task: Task) -> None:
-    """ClusterError (saying what to do) when a relaunch asks for other resources."""
-    wanted = resources_of(task)
-    # Fields added since a cluster was launched count as not asked for (None).
-    diff = [k for k in {**record.resources, **wanted} if record.resources.get(k) != wanted.get(k)]
-    if diff:
-        raise ClusterError(
-            f"Cluster '{record.name}' was launched with "
-            f"{describe_resources(record.resources)}, but the task asks for "
-            f"{describe_resources(wanted)} (different: {', '.join(diff)}). Launch on a "
-            f"new cluster (-c NEW_NAME), run 'skycore down {record.name}' first, or change the "
-            f"task's {', '.join(_field(k) for k in diff)} back to match."
-        )
-
-
-def _field(key: str) -> str:
-    return key if key == "num_nodes" else f"resources.{key}"
-
-
-def check_exec_fits(
-    record: ClusterRecord, task: Task, options: Mapping[str, str] | None = None
-) -> None:
-    """ClusterError when ``task`` asks for more nodes than the cluster has, or for another
-    cloud, image or spot choice than it was launched with; ``options`` maps a field to the
-    command-line option that set it (named in the message, else the YAML field is)."""
-    options, res, have = options or {}, task.resources, record.resources
-    asked: list[tuple[str, Any, Any]] = []  # (field, the task's, the cluster's)
-    if task.num_nodes > record.num_nodes:
-        asked.append(("num_nodes", task.num_nodes, record.num_nodes))
-    for key in ("cloud", "image_id"):
-        if getattr(res, key) is not None and getattr(res, key) != have.get(key):
-            asked.append((key, getattr(res, key), have.get(key)))
-    spot_set = res.use_spot or "use_spot" in options or "use_spot" in res.model_fields_set
-    if spot_set and res.use_spot != bool(have.get("use_spot")):
-        asked.append(("use_spot", res.use_spot, bool(have.get("use_spot"))))
-    if asked:
-        flags = [options.get(k, _field(k)) for k, _, _ in asked]
-        raise ClusterError(
-            "; ".join(
-                f"{flag}: the task asks for {k}={want} but cluster '{record.name}' has {k}={got}"
-                for flag, (k, want, got) in zip(flags, asked, strict=True)
-            )
-            + ". exec runs on the cluster as it was launched: change or drop "
-            + " and ".join(flags)
-            + ", or launch a new cluster with -c: 'skycore launch -c NEW_NAME TASK.yaml ...'."
-        )
 
 
 def refresh_status(name: str, config: SkycoreConfig) -> ClusterRecord | None:
@@ -218,9 +140,6 @@ def require_up(name: str, config: SkycoreConfig) -> tuple[ClusterRecord, Cluster
             "TASK.yaml' to repair it."
         )
     return record, handle
-
-
-MOUNTS_REMOVED = "mounts removed by stop/down"
 
 
 def existing(name: str) -> ClusterRecord:
@@ -318,43 +237,6 @@ def mark_ready(name: str, num_nodes: int, what: str) -> None:
     )
 
 
-def stop_nodes(
-    record: ClusterRecord, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]
-) -> str | None:
-    """Drain and unmount the cached mounts, stop the nodes -> STOPPED; a note for the stage,
-    or None when the cluster was already stopped."""
-    name = record.name
-    running = up_nodes(get_handle(record, config))
-    if record.status == CLUSTER_STOPPED and running is None:
-        return None
-    if running is not None:
-        settle_orphan_jobs(record, config)
-        say(_drain_words(config)[0])
-        n = drain_mounts(running, log_path, unmount=True, say=say)
-        logs.append(log_path, f"drained and unmounted {n} mount(s)")
-        if n:
-            # The mount points are plain local folders now: no exec may write there even
-            # if stopping the nodes fails below.
-            set_cluster_status(name, CLUSTER_INIT, MOUNTS_REMOVED)
-    say("stopping nodes")
-    try:
-        provision.stop_instances(record.provider, name, config)
-    except ProvisionError as e:
-        set_cluster_status(name, CLUSTER_INIT, f"stop failed: {e}")
-        raise StageError(f"Stopping the nodes failed: {e}", log_path) from None
-    set_cluster_status(name, CLUSTER_STOPPED, "stopped by user")
-    return f"{running.num_nodes if running else 0} node(s) stopped; {_drain_words(config)[1]}"
-
-
-def _drain_words(config: SkycoreConfig) -> tuple[str, str]:
-    """(progress line, outcome) of unmounting before a stop or a down: a drain first, unless
-    the mount recipe of MOUNT_CACHED entries runs nothing before a stop."""
-    recipe = recipes.takes(config, StorageMode.MOUNT_CACHED)
-    if recipe is None or recipe.drains_before_stop:
-        return "draining cached mounts and unmounting", "mounts drained"
-    return "unmounting", f"mounts unmounted, not drained (as the {recipe.name} recipe does)"
-
-
 def start_nodes(
     record: ClusterRecord,
     config: SkycoreConfig,
@@ -388,81 +270,3 @@ def start_nodes(
         raise
     mark_ready(name, handle.num_nodes, f"{n} mount(s) restored")
     return f"{handle.num_nodes} node(s) UP, {n} mount(s) restored"
-
-
-def teardown(name: str, config: SkycoreConfig, log_path: Path, say: Callable[[str], None]) -> str:
-    record = get_cluster(name)
-    provider = record.provider if record else "docker"
-    if record is None and not provision.query_instances(provider, name, config):
-        raise ClusterError(f"Cluster '{name}' does not exist ('skycore status' lists clusters).")
-    mounts = get_cluster_mounts(name)
-    if record is not None:
-        running = up_nodes(get_handle(record, config))
-        if running is not None and mounts:
-            say(_drain_words(config)[0])
-            drain_mounts(running, log_path, unmount=True, say=say)
-            # Until the nodes are gone, nothing may run there against plain local folders.
-            set_cluster_status(name, CLUSTER_INIT, MOUNTS_REMOVED)
-    say("removing nodes")
-    try:
-        provision.terminate_instances(provider, name, config)
-    except ProvisionError as e:
-        raise StageError(f"Removing the nodes failed: {e}", log_path) from None
-    try:
-        deleted, kept = _delete_ephemeral_storage(mounts, name, config, log_path, say)
-    finally:
-        # The nodes are gone: forget the cluster even if deleting its storage failed.
-        remove_cluster(name, "terminated by user (down)")
-    note = "nodes removed"
-    if deleted:
-        note += f"; deleted storage {', '.join(deleted)} (persistent: false)"
-    if kept:
-        note += f"; kept storage {', '.join(kept)} (still used by other clusters)"
-    return note
-
-
-def _delete_ephemeral_storage(
-    mounts: list[MountRecord],
-    cluster: str,
-    config: SkycoreConfig,
-    log_path: Path,
-    say: Callable[[str], None],
-) -> tuple[list[str], list[str]]:
-    """Delete the persistent: false buckets of a torn-down cluster: (deleted, kept).
-
-    A bucket whose record is already gone counts as deleted; one that another cluster's
-    recorded mounts still use is kept. Every bucket is tried; failures are reported together.
-    """
-    names = sorted({m.storage_name for m in mounts if m.storage_name and not m.persistent})
-    if not names:
-        return [], []
-    from skycore.storage import catalog
-
-    deleted: list[str] = []
-    kept: list[str] = []
-    failures: list[str] = []
-    for storage_name in names:
-        say(f"deleting storage {storage_name}")
-        try:
-            summary = catalog.delete_storage(
-                storage_name, config, missing_ok=True, for_cluster=cluster
-            )
-        except catalog.StorageInUse as e:
-            kept.append(storage_name)
-            logs.append(log_path, f"kept storage {storage_name}: {e}")
-            continue
-        except Exception as e:
-            logs.append(log_path, f"deleting storage {storage_name} failed: {e}")
-            failures.append(f"{storage_name} ({e})")
-            continue
-        deleted.append(storage_name)
-        logs.append(log_path, f"storage {storage_name}: {summary}")
-    if failures:
-        names_left = " ".join(f.split(" ", 1)[0] for f in failures)
-        raise StageError(
-            f"The nodes of '{cluster}' are removed and the cluster is forgotten, but deleting "
-            f"its persistent: false storage failed: {'; '.join(failures)}. Delete it with "
-            f"'skycore storage delete {names_left}'.",
-            log_path,
-        )
-    return deleted, kept

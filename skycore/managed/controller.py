@@ -47,7 +47,7 @@ import filelock
 from skycore import execution
 from skycore.config import ConfigError, load_config
 from skycore.core import DRAIN_TIMEOUT_S
-from skycore.core.clusters import provider_of
+from skycore.core.fit import provider_of
 from skycore.core.jobs import cancel_job
 from skycore.core.nodes import NodeStatus
 from skycore.errors import ProvisionError, StageError, UserError
