@@ -5,7 +5,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 SHELL := /bin/bash
 PYTEST_WORKERS ?= 2
+## Workers per suite: smoke mostly waits (clusters, outages, recoveries), so it takes one
+## more; the two suites run side by side in `make test`. PYTEST_DURATIONS: how many of the
+## slowest tests each suite prints (0: every one).
+INTEGRATION_WORKERS ?= $(PYTEST_WORKERS)
+SMOKE_WORKERS ?= 3
+PYTEST_DURATIONS ?= 30
 RUN_ID ?= dy
+SUITE_LOGS := build/test-logs
+## Prints "<what>: <seconds since $$start> s" (from /proc/uptime, a monotonic clock).
+SINCE = awk -v s="$$start" -v what=
 
 .PHONY: venv up down status demo test lint unit integration smoke suites flaky clean
 
@@ -31,10 +40,10 @@ $(VENV)/.installed: pyproject.toml
 
 ## Bring the local cloud up: apt packages, dockerd, node image, emulators, config. apt
 ## installs mmdebstrap (with the system's python, stdlib only) while the venv installs.
+SYSTEM_AND_VENV = $(PYTHON) -m harness.cloud.system & early=$$!; \
+	$(MAKE) --no-print-directory venv; made=$$?; wait $$early; [ $$made = 0 ]
 up:
-	@$(PYTHON) -m harness.cloud.system & early=$$!; \
-	$(MAKE) --no-print-directory venv; made=$$?; wait $$early; \
-	[ $$made = 0 ] && $(BIN)/harness up
+	@$(SYSTEM_AND_VENV) && $(BIN)/harness up
 
 down: venv
 	$(BIN)/harness down
@@ -47,13 +56,24 @@ demo: up
 	$(BIN)/skycore launch tests/fixtures/comp_test.yaml -c comp-test --env RUN_ID=$(RUN_ID) -y --down
 	@echo "demo: done. skycore and harness are in $(BIN); put them on your PATH with: source $(BIN)/activate"
 
-## The whole test suite: lint, unit tests (no cloud), integration tests (real emulators,
-## dockerd, FUSE), then smoke tests on every registered store. The suites run one after the
-## other: side by side (tried 12-01) they saved ~2 min but shared 2 cores between four
-## pytest workers, and a timing check failed CI under that load.
-test: up
-	$(MAKE) --no-print-directory lint unit
-	$(MAKE) --no-print-directory suites
+## The whole test suite on both cores: the venv (apt packages beside it), then lint and the
+## unit tests (they need only the venv) while `harness up` brings the local cloud up (its
+## lines prefixed "up: ", also kept in build/test-logs/up.log), then `suites`: integration
+## and smoke side by side. Lint or unit failing stops it before the suites. Each phase's
+## time is printed at its end.
+test:
+	@start=$$(cut -d' ' -f1 /proc/uptime); mkdir -p $(SUITE_LOGS); \
+	$(SYSTEM_AND_VENV) || exit 1; \
+	$(SINCE)"test: venv" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	( set -o pipefail; $(BIN)/harness up 2>&1 | tee $(SUITE_LOGS)/up.log | sed -u 's/^/up: /' ) & cloud=$$!; \
+	$(MAKE) --no-print-directory lint unit; checks=$$?; \
+	wait $$cloud; rup=$$?; \
+	$(SINCE)"test: lint and unit, cloud up beside them" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	[ $$checks = 0 ] || { echo "test: lint or unit failed: the suites do not run"; exit 1; }; \
+	[ $$rup = 0 ] || { echo "test: harness up failed (exit $$rup, $(SUITE_LOGS)/up.log)"; exit 1; }; \
+	$(MAKE) --no-print-directory suites; rc=$$?; \
+	$(SINCE)"test: total" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	exit $$rc
 
 lint: venv
 	$(BIN)/ruff check .
@@ -66,20 +86,25 @@ unit: venv
 	$(BIN)/pytest tests/unit -n $(PYTEST_WORKERS)
 
 integration: venv
-	$(BIN)/pytest tests/integration -n $(PYTEST_WORKERS) -rfE --durations=15
+	$(BIN)/pytest tests/integration -n $(INTEGRATION_WORKERS) -rfE --durations=$(PYTEST_DURATIONS)
 
-## integration, then smoke; both always run to the end and the target fails if either
-## failed. Each suite's whole output is kept in build/test-logs/, and the failed tests of
-## both are listed again at the very end (with the logs they point to, printed by the
-## harness plugin in each suite's own summary).
-SUITE_LOGS := build/test-logs
+## integration and smoke side by side, each its own pytest session (INTEGRATION_WORKERS and
+## SMOKE_WORKERS workers); both always run to the end and the target fails if either failed.
+## Their lines are printed as they come, prefixed with the suite's name; each suite's whole
+## output is kept in build/test-logs/, and its time and the failed tests of both are listed
+## again at the very end (with the logs they point to, printed by the harness plugin in each
+## suite's own summary).
 suites: venv
-	@mkdir -p $(SUITE_LOGS); \
-	( set -o pipefail; $(MAKE) --no-print-directory integration 2>&1 | tee $(SUITE_LOGS)/integration.log ); ri=$$?; \
-	( set -o pipefail; $(MAKE) --no-print-directory smoke 2>&1 | tee $(SUITE_LOGS)/smoke.log ); rs=$$?; \
+	@mkdir -p $(SUITE_LOGS); start=$$(cut -d' ' -f1 /proc/uptime); \
+	run() { ( set -o pipefail; $(MAKE) --no-print-directory $$1 2>&1 | tee $(SUITE_LOGS)/$$1.log | sed -u "s/^/$$1: /" ); rc=$$?; \
+	  $(SINCE)"suites: $$1" -v rc=$$rc '{printf "%s: exit %d after %.1f s\n", what, rc, $$1 - s}' /proc/uptime > $(SUITE_LOGS)/$$1.time; \
+	  return $$rc; }; \
+	run integration & pi=$$!; run smoke & ps=$$!; \
+	wait $$pi; ri=$$?; wait $$ps; rs=$$?; \
 	for suite in integration smoke; do \
 	  grep -E '^(FAILED|ERROR) ' $(SUITE_LOGS)/$$suite.log | cut -c1-400 | sed "s/^/suites: $$suite: /"; \
 	done; \
+	cat $(SUITE_LOGS)/integration.time $(SUITE_LOGS)/smoke.time; \
 	echo "suites: integration exit $$ri, smoke exit $$rs (whole outputs: $(SUITE_LOGS)/)"; \
 	[ $$ri = 0 ] && [ $$rs = 0 ]
 
@@ -90,11 +115,11 @@ N ?= 3
 LOAD ?= 0
 flaky: up
 	$(BIN)/python tools/flaky.py --runs $(N) --logs $(SUITE_LOGS)/flaky $(if $(filter 1,$(LOAD)),--load) -- \
-	  $(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE -p no:cacheprovider
+	  $(BIN)/pytest tests/smoke -n $(SMOKE_WORKERS) --dist loadgroup -rfE -p no:cacheprovider
 
 ## No --store: every registered store (built-ins and installed store packages) runs.
 smoke: venv
-	$(BIN)/pytest tests/smoke -n $(PYTEST_WORKERS) --dist loadgroup -rfE --durations=15 --matrix-report bench/results/matrix-report.html
+	$(BIN)/pytest tests/smoke -n $(SMOKE_WORKERS) --dist loadgroup -rfE --durations=$(PYTEST_DURATIONS) --matrix-report bench/results/matrix-report.html
 
 ## One store by name or alias: make smoke-r2, make smoke-s3, make smoke-aws, ...
 smoke-%: venv
