@@ -312,7 +312,7 @@ def test_the_venv_runs_skycore_from_the_wheel_and_the_package_from_its_copy(venv
         "import importlib.metadata as m, pkgutil, sysconfig\n"
         "import harness, skycore\n"
         "from harness.cloud.nodes import rclone_binary\n"
-        "from harness.emulators.registry import store_names as emulators\n"
+        "from harness.emulator_registry import store_names as emulators\n"
         "from skycore.storage import store_names\n"
         "print(sysconfig.get_paths()['purelib']); print(harness.__file__)\n"
         "print(skycore.__file__)\n"
