@@ -168,7 +168,7 @@ def sync_file_mounts(
     if not storages and not urls:
         return len(local), 0  # mounts of an earlier launch stay recorded (and drained)
 
-    from skycore.storage.storage import plain_copy_step
+    from skycore.storage.plain_copy import plain_copy_step
 
     # 2. Storage: each entry waits for its own bucket/upload, then goes to every node; the
     #    entries proceed independently, so a slow upload holds back only its own mount.

@@ -18,7 +18,9 @@ from skycore.storage.common import (
     parse_url,
     validate_bucket_name,
 )
-from skycore.storage.storage import Storage, StoragePlan, plain_copy_command
+from skycore.storage.entry_check import StoragePlan
+from skycore.storage.plain_copy import plain_copy_command
+from skycore.storage.storage import Storage
 from skycore.stores import (
     UnknownStoreError,
     get_store_class,

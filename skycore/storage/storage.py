@@ -10,18 +10,16 @@ Kinds (SkyPilot's rules):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from skycore.config import SkycoreConfig
 from skycore.state.storages import add_storage, get_storage, remove_storage, set_storage_status
-from skycore.storage import entry_spec, mounting, upload_tuning
+from skycore.storage import entry_check, entry_spec, mounting, upload_tuning
 from skycore.storage.api import AbstractStore, AccessInfo, UploadResult
 from skycore.storage.common import (
     BucketUrl,
-    StorageAccessError,
     StorageError,
     StorageMode,
     StorageSpecError,
@@ -29,9 +27,9 @@ from skycore.storage.common import (
     parse_url,
     validate_bucket_name,
 )
+from skycore.storage.entry_check import StoragePlan
 from skycore.storage.mounting import NODE_ENV, MountStep
 from skycore.storage.mounting import RcloneEnv as Env
-from skycore.storage.upload import list_upload_files
 from skycore.stores import get_store_class, make_store, store_names
 from skycore.user_paths import UserPathError, resolve_local_path, show
 
@@ -41,18 +39,6 @@ STATUS_INIT = "INIT"
 STATUS_UPLOADING = "UPLOADING"
 STATUS_UPLOAD_FAILED = "UPLOAD_FAILED"
 STATUS_READY = "READY"
-
-
-@dataclass(frozen=True)
-class StoragePlan:
-    """What ``prepare`` would do, found without changing anything (for --dryrun)."""
-
-    access: AccessInfo
-    create: bool
-    upload_files: int = 0
-    upload_bytes: int = 0
-    read_only: bool = False
-    note: str = ""
 
 
 @dataclass
@@ -233,68 +219,9 @@ class Storage:
 
     def check(self, config: SkycoreConfig) -> StoragePlan:
         """Validate against config, state and the store without changing anything; returns
-        what prepare() would do. Raises StorageError naming the field and the fix."""
-        st = self.store_obj(config)
-        url = self.url(config)
-        if self.kind == "sky_managed":
-            rec = get_storage(self.name)
-            if rec is not None and rec.store != self.store:
-                raise StorageAccessError(
-                    f"{self.yaml_field}: the bucket '{self.name}' was created earlier for the "
-                    f"{rec.store} store, not {self.store}. Use store: {rec.store}, choose "
-                    f"another name, or delete it first with 'skycore storage delete {self.name}'."
-                )
-        info = self.access(config)
-        create = False
-        note = ""
-        if self.kind == "external":
-            if not info.exists:
-                raise StorageAccessError(
-                    f"{self.yaml_field}: the source {url} does not exist. Check the URL, or create "
-                    "the bucket first (or give a name and a local source to let skycore "
-                    "create one)."
-                )
-            if not info.can_read:
-                what = (
-                    info.detail
-                    if info.detail.startswith("is ")
-                    else "exists but is a private bucket of another account that your "
-                    "credentials cannot access"
-                )
-                raise StorageAccessError(
-                    f"{self.yaml_field}: {url} {what}. Check the URL, ask its owner for access, "
-                    "or use a bucket you own."
-                )
-            if self.prefix and self.mode.is_mount and st.is_object(self.prefix):
-                raise StorageSpecError(
-                    f"{self.yaml_field}: {url} is a single object and cannot be mounted; use mode: "
-                    "COPY, or mount the folder that holds it."
-                )
-            if not info.can_write:
-                note = "read-only (not your bucket)"
-        else:
-            if info.exists and not info.can_write:
-                raise StorageAccessError(
-                    f"{self.yaml_field}.name: the {self.store} bucket name '{self.name}' is "
-                    "already taken by another account. Choose another name."
-                )
-            create = not info.exists
-            if info.exists and get_storage(self.name) is None:
-                note = "existing bucket of yours (not created by skycore; never deleted)"
-        files = nbytes = 0
-        if self.is_local_source:
-            assert self.source is not None
-            listed = self._upload_files()
-            files = len(listed)
-            nbytes = sum(os.path.getsize(Path(self.source) / f) for f in listed)
-        return StoragePlan(
-            access=info,
-            create=create,
-            upload_files=files,
-            upload_bytes=nbytes,
-            read_only=not (info.can_write or create),
-            note=note,
-        )
+        what prepare() would do. Raises StorageError naming the field and the fix
+        (``entry_check.check``)."""
+        return entry_check.check(self, config)
 
     # --- client-side work ---------------------------------------------------------------------
     def prepare(self, config: SkycoreConfig, progress: bool = True) -> UploadResult | None:
@@ -331,13 +258,8 @@ class Storage:
         return result
 
     def _upload_files(self) -> list[str]:
-        """The files of the local source to upload (StorageSpecError naming this entry's
-        field for a link loop or an unreadable file)."""
-        assert self.source is not None
-        try:
-            return list_upload_files(self.source)
-        except StorageSpecError as e:
-            raise StorageSpecError(f"{self.yaml_field}.{e.message}") from None
+        """The files of the local source to upload (``entry_check.upload_files``)."""
+        return entry_check.upload_files(self)
 
     def delete(self, config: SkycoreConfig) -> int:
         """Delete a sky-managed bucket and its record (the pipeline calls this at task end for
@@ -434,20 +356,3 @@ class Storage:
     def mount_command(self, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> str:
         """Idempotent bash a node runs to mount the bucket at ``dst`` (``mount_step``)."""
         return self.mount_step(dst, config, env).script()
-
-
-def plain_copy_step(url: str, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> MountStep:
-    """The node step for a plain file_mounts copy of a bucket URL (an object or a prefix) to
-    ``dst``: with the user's credentials, falling back to anonymous access."""
-    parsed = parse_url(url)
-    st = make_store(parsed.store, parsed.bucket, config, parsed.account)
-    paths = [st.rclone_path(parsed.prefix, anonymous=False)]
-    anon = st.rclone_path(parsed.prefix, anonymous=True)
-    if anon not in paths:
-        paths.append(anon)
-    return mounting.copy_step(paths, dst, env)
-
-
-def plain_copy_command(url: str, dst: str, config: SkycoreConfig, env: Env = NODE_ENV) -> str:
-    """Bash for a plain file_mounts copy of a bucket URL (``plain_copy_step``)."""
-    return plain_copy_step(url, dst, config, env).script()
