@@ -34,7 +34,7 @@ import pytest
 
 from harness.testing.background import Background
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED, TestBucket
-from harness.testing.plugin import all_store_params
+from harness.testing.module_marks import slow_per_store
 from harness.testing.side_by_side import ScenarioKit, SideBySide, scenario
 from skycore import backend, execution, state
 from skycore.errors import StageError
@@ -51,11 +51,7 @@ from tests.smoke.fault_tools import (
     shell,
 )
 
-pytestmark = [
-    pytest.mark.requires_capability("records_events"),
-    pytest.mark.slow,
-    pytest.mark.parametrize("store", all_store_params(group="lifecycle"), scope="module"),
-]
+pytestmark = slow_per_store("lifecycle")
 
 N_FILES = 4
 DRAIN_MIB = 16

@@ -31,7 +31,7 @@ from harness.cloud import chaos
 from harness.emulators import fleet as emulators
 from harness.testing.background import Background
 from harness.testing.buckets import SKY_MANAGED, TestBucket
-from harness.testing.plugin import all_store_params
+from harness.testing.module_marks import slow_per_store
 from harness.testing.side_by_side import ScenarioKit, SideBySide, scenario
 from skycore import execution
 from tests.polling import wait_for
@@ -56,11 +56,7 @@ from tests.smoke.fault_tools import (
     write_files,
 )
 
-pytestmark = [
-    pytest.mark.requires_capability("records_events"),
-    pytest.mark.slow,
-    pytest.mark.parametrize("store", all_store_params(group="faults"), scope="module"),
-]
+pytestmark = slow_per_store("faults")
 
 
 # --- 1. an outage during write-back, then stop ---------------------------------------------

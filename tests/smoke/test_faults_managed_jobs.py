@@ -21,18 +21,14 @@ from harness.testing.managed_jobs import (
     checkpoint_matches,
     complete_checkpoints,
 )
-from harness.testing.plugin import all_store_params
+from harness.testing.module_marks import slow_per_store
 from harness.testing.side_by_side import ScenarioKit, SideBySide, scenario
 from skycore.state.managed_jobs import JobStatus
 from tests.polling import wait_for
 from tests.smoke import fault_events
 from tests.smoke.fault_tools import HELD_S, report
 
-pytestmark = [
-    pytest.mark.requires_capability("records_events"),
-    pytest.mark.slow,
-    pytest.mark.parametrize("store", all_store_params(group="faults"), scope="module"),
-]
+pytestmark = slow_per_store("faults")
 
 
 def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
