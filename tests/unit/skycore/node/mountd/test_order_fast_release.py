@@ -1,9 +1,9 @@
 """The order keeper's release straight from rclone's "upload succeeded" line
-(``OrderKeeper.release_next``, from ``order.upcoming``) against the model of rclone's queue of
-tests/unit/test_order_model.py: the keeper reads rclone's log lines whenever it likes, in
-order; a success line releases the next upload of its last look's plan without a look, any
-other line (a failure, a cancelled upload) makes it look. After every step the store holds a
-prefix of the creation order."""
+(``OrderKeeper.release_next``, from ``order.upcoming``) against the model of rclone's queue
+in rclone_queue.py beside this file: the keeper reads rclone's log lines whenever it likes,
+in order; a success line releases the next upload of its last look's plan without a look,
+any other line (a failure, a cancelled upload) makes it look. After every step the store
+holds a prefix of the creation order."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis.stateful import rule, run_state_machine_as_test
 
 from skycore.node.mountd import order
 from tests.unit.hypothesis_budget import examples
-from tests.unit.test_order_model import OrderModel
+from tests.unit.skycore.node.mountd.rclone_queue import OrderModel
 
 
 class FastReleaseModel(OrderModel):
