@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from skycore.resources import Resources
 from skycore.task import Task, TaskError
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
 
 def resources(value: dict[str, Any]) -> Resources:

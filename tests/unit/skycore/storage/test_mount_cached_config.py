@@ -23,7 +23,7 @@ from skycore.storage.s3 import AwsConfig
 from skycore.storage.units import GiB, MiB
 from skycore.task import Task, TaskError
 from tests.unit.hypothesis_budget import examples
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
 CONFIG = SkycoreConfig(aws=AwsConfig(endpoint_url="http://127.0.0.1:1"))
 CACHED = {"source": "s3://bucket-a", "mode": "MOUNT_CACHED"}

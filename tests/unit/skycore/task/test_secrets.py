@@ -13,7 +13,7 @@ import yaml
 from skycore.backend.handle import ClusterHandle
 from skycore.backend.job_parts import job_env
 from skycore.task import Task, TaskError
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
 VALUE = "hf-secret-value-0001"
 

@@ -17,7 +17,7 @@ from skycore.storage import StorageMode
 from skycore.storage.s3 import AwsConfig
 from skycore.task import Task, TaskError, substitute
 from tests.unit.hypothesis_budget import examples
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
 
 @pytest.fixture
@@ -324,7 +324,7 @@ def test_substitute_fills_every_reference(envs: dict[str, str], sep: str) -> Non
 
 
 def test_comp_test_fixture_parses(monkeypatch: pytest.MonkeyPatch) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     monkeypatch.chdir(root)
     t = Task.from_yaml(root / "tests" / "fixtures" / "comp_test.yaml", {"RUN_ID": "zz"})
     kinds = {dst: (s.kind, s.mode.value, s.store) for dst, s in t.storage_mounts.items()}

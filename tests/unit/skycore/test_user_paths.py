@@ -40,7 +40,7 @@ from skycore.user_paths import (
     show,
 )
 from tests.unit.hypothesis_budget import examples
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
 NO_USER = "skycore-no-such-user-5e1f"
 LONG = "n" * 300  # one name longer than the 255 bytes a file system allows
@@ -102,7 +102,7 @@ def test_the_audit_hook_sees_sockets_and_processes() -> None:
 
 def error_of(out: str) -> str:
     """The error of the CLI's output (after 'Error: '): one paragraph, or one line per
-    problem when there are several (tests/unit/task_messages.py)."""
+    problem when there are several (tests/unit/skycore/task_messages.py)."""
     assert "Error: " in out, out
     message = out.split("Error: ", 1)[1]
     problems_of(message)

@@ -12,9 +12,9 @@ import pytest
 
 from skycore.cli import cli as skycore_cli
 from skycore.task import Task, TaskError
-from tests.unit.task_messages import problems_of
+from tests.unit.skycore.task_messages import problems_of
 
-TABLE = Path(__file__).resolve().parents[2] / "docs" / "skypilot.md"
+TABLE = Path(__file__).resolve().parents[4] / "docs" / "skypilot.md"
 CACHED = {"source": "s3://bucket-a", "mode": "MOUNT_CACHED"}
 
 
