@@ -24,7 +24,7 @@ from skycore.provision import check_cluster_name
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus, TransitionError
 
-TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "train" / "train.py"
+TRAIN = Path(__file__).resolve().parents[3] / "fixtures" / "train" / "train.py"
 
 
 @pytest.fixture
