@@ -20,20 +20,24 @@ SINCE = awk -v s="$$start" -v what=
 
 venv: $(VENV)/.installed
 
-## The venv, installed again when pyproject.toml changes: with uv (from PyPI, put into the
-## venv by its pip), or with pip when uv cannot be had. Python caches a module's bytecode at
-## its first import; where PYTHONDONTWRITEBYTECODE is set it never does, so there uv compiles
-## it all at install (as pip always does; about half a minute more on 2 cores), or every run
-## would compile what it imports again. The times are read from /proc/uptime, a monotonic clock.
+## The venv, installed again when pyproject.toml changes: with uv (from PyPI), or with pip
+## when uv cannot be had. The venv is made without pip (ensurepip takes 10-30 s here) and the
+## system's pip, when it has one, puts uv into it (pip --python); else the venv's own pip,
+## installed then, does (uv puts pip into the venv either way). Python caches a module's
+## bytecode at its first import; where PYTHONDONTWRITEBYTECODE is set it never does, so there
+## uv compiles it all at install (as pip always does; about half a minute more on 2 cores), or
+## every run would compile what it imports again. Times are read from /proc/uptime (monotonic).
 UV_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
+VENV_PIP := $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 $(VENV)/.installed: pyproject.toml
 	@start=$$(cut -d' ' -f1 /proc/uptime); \
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || exit 1; \
-	if $(BIN)/python -m pip install -q uv >$(VENV)/uv-install.log 2>&1 && $(BIN)/uv --version >/dev/null 2>&1; then \
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV) || exit 1; \
+	if { $(PYTHON) -m pip --python $(BIN)/python install -q uv || { $(VENV_PIP) && $(BIN)/python -m pip install -q uv; }; } \
+	    >$(VENV)/uv-install.log 2>&1 && $(BIN)/uv --version >/dev/null 2>&1; then \
 	  how=uv; $(BIN)/uv pip install -q $(UV_COMPILE) --python $(BIN)/python --upgrade-package pip pip -e '.[dev]' || exit 1; \
 	else \
 	  how=pip; echo "venv: uv cannot be had (see $(VENV)/uv-install.log); installing with pip"; \
-	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]' || exit 1; \
+	  { $(VENV_PIP); } && $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]' || exit 1; \
 	fi; \
 	awk -v s="$$start" -v how="$$how" '{printf "[%5.1f s] venv: installed with %s\n", $$1 - s, how}' /proc/uptime
 	@touch $@
