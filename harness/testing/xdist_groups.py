@@ -1,8 +1,22 @@
-"""A run whose ``xdist_group`` marks would have no effect is refused, not run split."""
+"""How pytest-xdist hands out the tests: a run whose ``xdist_group`` marks would have no
+effect is refused, not run split; the tests marked ``slow`` are handed out first."""
 
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker: put the tests marked ``slow`` first, each kept in its order.
+
+    The controller hands out tests in collection order (with ``--dist loadgroup``, the
+    groups with the most tests first, then the rest in this order), so a slow test collected
+    last would run alone on one worker while the others have finished. Every worker sorts
+    the same collection the same way, so they still agree on it."""
+    if not hasattr(config, "workerinput"):
+        return
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(trylast=True)
