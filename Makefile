@@ -60,17 +60,17 @@ demo: up
 	$(BIN)/skycore launch tests/fixtures/comp_test.yaml -c comp-test --env RUN_ID=$(RUN_ID) -y --down
 	@echo "demo: done. skycore and harness are in $(BIN); put them on your PATH with: source $(BIN)/activate"
 
-## The whole test suite on both cores: the venv (apt packages beside it), then lint and the
-## unit tests (they need only the venv) while `harness up` brings the local cloud up (its
-## lines prefixed "up: ", also kept in build/test-logs/up.log), then `suites`: integration
-## and smoke side by side. Lint or unit failing stops it before the suites. Each phase's
-## time is printed at its end.
+## The whole test suite on both cores: the venv (apt packages beside it), then lint beside
+## the unit tests (they need only the venv; mypy uses one core, each printed when it ends)
+## while `harness up` brings the local cloud up (its lines prefixed "up: ", also kept in
+## build/test-logs/up.log), then `suites`: integration and smoke side by side. Lint or unit
+## failing stops it before the suites. Each phase's time is printed at its end.
 test:
 	@start=$$(cut -d' ' -f1 /proc/uptime); mkdir -p $(SUITE_LOGS); \
 	$(SYSTEM_AND_VENV) || exit 1; \
 	$(SINCE)"test: venv" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
 	( set -o pipefail; $(BIN)/harness up 2>&1 | tee $(SUITE_LOGS)/up.log | sed -u 's/^/up: /' ) & cloud=$$!; \
-	$(MAKE) --no-print-directory lint unit; checks=$$?; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit; checks=$$?; \
 	wait $$cloud; rup=$$?; \
 	$(SINCE)"test: lint and unit, cloud up beside them" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
 	[ $$checks = 0 ] || { echo "test: lint or unit failed: the suites do not run"; exit 1; }; \
