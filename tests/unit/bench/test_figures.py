@@ -5,23 +5,12 @@ found and named."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def bench_module(name: str) -> ModuleType:
-    """A module of bench/, imported the way its scripts import each other."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
-
+from tests.unit.bench.loading import bench_module
 
 clock = bench_module("bench_clock")
 consistency = bench_module("bench_consistency")

@@ -4,24 +4,12 @@ ordered_breakdown's split of a file's time."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def bench_module(name: str) -> ModuleType:
-    """A module of bench/, imported the way its scripts import each other."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
-
+from tests.unit.bench.loading import bench_module
 
 put_floor = bench_module("put_floor")
 checks = bench_module("bench_checks")

@@ -5,23 +5,11 @@ replayed against it, the newest complete checkpoint, and rclone's cache cleaner 
 
 from __future__ import annotations
 
-import importlib
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def bench_module(name: str) -> ModuleType:
-    """A module of bench/, imported the way its scripts import each other."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
-
+from tests.unit.bench.loading import bench_module
 
 tm = bench_module("training_model")
 MIB = 1 << 20
