@@ -44,6 +44,11 @@ def stmt(
     }
 
 
+def document(*statements: dict[str, Any]) -> str:
+    """A policy document's text: ``statements`` and no Version."""
+    return json.dumps({"Statement": list(statements)})
+
+
 def reference_match(pattern: str, text: str) -> bool:
     """Wildcard matching by plain recursion (the reference for the regex version)."""
     if not pattern:
@@ -78,113 +83,76 @@ def test_wildcards_are_case_sensitive_unless_asked() -> None:
     assert iam_wildcard_match("s3:get*", "s3:GetObject", ignore_case=True)
 
 
+CONDITION_ERRORS = [
+    (
+        {"DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"}},
+        "DateGreaterThan is not modelled",
+    ),
+    ({"ForAnyValue:StringEquals": {"s3:prefix": "a"}}, "ForAnyValue:StringEquals is not modelled"),
+    ({"StringSorta": {"s3:prefix": "a"}}, "Invalid Condition type : StringSorta"),
+    ({"StringEquals": {"s3:colour": "a"}}, "invalid condition key: s3:colour"),
+    (
+        {"StringEquals": {"s3:ExistingObjectTag/team": "a"}},
+        "s3:ExistingObjectTag/team is not modelled",
+    ),
+    ({"IpAddress": {"aws:SourceIp": "not-an-ip"}}, "invalid values for aws:SourceIp"),
+    ({"Bool": {"aws:SecureTransport": "maybe"}}, "invalid values"),
+]
+"""Malformed conditions and the message PutBucketPolicy answers each with."""
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("{not json", "invalid Json"),
         ("[]", "invalid Json"),
         (json.dumps({"Version": "2012-10-17"}), "Missing required field Statement"),
-        (json.dumps({"Statement": []}), "Statement is empty"),
+        (document(), "Statement is empty"),
         (json.dumps({"Version": "2020-01-01", "Statement": [stmt()]}), "invalid Version"),
         (json.dumps({"Statement": [stmt()], "Extra": 1}), "Unknown field Extra"),
-        (json.dumps({"Statement": [stmt(effect="Maybe")]}), "Invalid effect"),
+        (document(stmt(effect="Maybe")), "Invalid effect"),
         (
-            json.dumps(
-                {"Statement": [{"Principal": "*", "Action": "s3:GetObject", "Resource": OBJ}]}
-            ),
+            document({"Principal": "*", "Action": "s3:GetObject", "Resource": OBJ}),
             "Missing required field Effect",
         ),
         (
-            json.dumps(
-                {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": OBJ}]}
-            ),
+            document({"Effect": "Allow", "Action": "s3:GetObject", "Resource": OBJ}),
             "Missing required field Principal",
         ),
         (
-            json.dumps({"Statement": [{"Effect": "Allow", "Principal": "*", "Resource": OBJ}]}),
+            document({"Effect": "Allow", "Principal": "*", "Resource": OBJ}),
             "Missing required field Action",
         ),
         (
-            json.dumps(
-                {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject"}]}
-            ),
+            document({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject"}),
             "Missing required field Resource",
         ),
         (
-            json.dumps(
-                {"Statement": [stmt(principal={"AWS": "arn:aws:iam::111111111111:user/bob"})]}
-            ),
+            document(stmt(principal={"AWS": "arn:aws:iam::111111111111:user/bob"})),
             "Invalid principal",
         ),
-        (json.dumps({"Statement": [stmt(principal={"Federated": "x"})]}), "Invalid principal"),
+        (document(stmt(principal={"Federated": "x"})), "Invalid principal"),
         (
-            json.dumps({"Statement": [stmt(principal={"CanonicalUser": "0" * 64})]}),
+            document(stmt(principal={"CanonicalUser": "0" * 64})),
             "Invalid principal",
         ),
-        (json.dumps({"Statement": [stmt(principal="everyone")]}), "Invalid principal"),
-        (json.dumps({"Statement": [stmt(action="s3:FetchObject")]}), "invalid action"),
-        (json.dumps({"Statement": [stmt(action="ec2:RunInstances")]}), "invalid action"),
+        (document(stmt(principal="everyone")), "Invalid principal"),
+        (document(stmt(action="s3:FetchObject")), "invalid action"),
+        (document(stmt(action="ec2:RunInstances")), "invalid action"),
         (
-            json.dumps({"Statement": [stmt(resource="arn:aws:s3:::another-bucket/*")]}),
+            document(stmt(resource="arn:aws:s3:::another-bucket/*")),
             "invalid resource",
         ),
-        (json.dumps({"Statement": [stmt(resource="*")]}), "invalid resource"),
-        (json.dumps({"Statement": [stmt(resource=BKT)]}), "Action does not apply"),
-        (json.dumps({"Statement": [stmt(action="s3:ListBucket")]}), "Action does not apply"),
-        (json.dumps({"Statement": [stmt(Sid="a"), stmt(Sid="a")]}), "must be unique"),
+        (document(stmt(resource="*")), "invalid resource"),
+        (document(stmt(resource=BKT)), "Action does not apply"),
+        (document(stmt(action="s3:ListBucket")), "Action does not apply"),
+        (document(stmt(Sid="a"), stmt(Sid="a")), "must be unique"),
+        *[(document(stmt(Condition=c)), message) for c, message in CONDITION_ERRORS],
         (
-            json.dumps(
-                {
-                    "Statement": [
-                        stmt(
-                            Condition={
-                                "DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"}
-                            }
-                        )
-                    ]
-                }
-            ),
-            "DateGreaterThan is not modelled",
-        ),
-        (
-            json.dumps(
-                {"Statement": [stmt(Condition={"ForAnyValue:StringEquals": {"s3:prefix": "a"}})]}
-            ),
-            "ForAnyValue:StringEquals is not modelled",
-        ),
-        (
-            json.dumps({"Statement": [stmt(Condition={"StringSorta": {"s3:prefix": "a"}})]}),
-            "Invalid Condition type : StringSorta",
-        ),
-        (
-            json.dumps({"Statement": [stmt(Condition={"StringEquals": {"s3:colour": "a"}})]}),
-            "invalid condition key: s3:colour",
-        ),
-        (
-            json.dumps(
-                {
-                    "Statement": [
-                        stmt(Condition={"StringEquals": {"s3:ExistingObjectTag/team": "a"}})
-                    ]
-                }
-            ),
-            "s3:ExistingObjectTag/team is not modelled",
-        ),
-        (
-            json.dumps(
-                {"Statement": [stmt(Condition={"IpAddress": {"aws:SourceIp": "not-an-ip"}})]}
-            ),
-            "invalid values for aws:SourceIp",
-        ),
-        (
-            json.dumps({"Statement": [stmt(Condition={"Bool": {"aws:SecureTransport": "maybe"}})]}),
-            "invalid values",
-        ),
-        (
-            json.dumps({"Statement": [stmt(resource="arn:aws:s3:::bk/${aws:username}/*")]}),
+            document(stmt(resource="arn:aws:s3:::bk/${aws:username}/*")),
             "Policy variables",
         ),
-        (json.dumps({"Statement": [stmt(Sid="x" * 21000)]}), "20 KB"),
+        (document(stmt(Sid="x" * 21000)), "20 KB"),
     ],
 )
 def test_malformed_policies(text: str, message: str) -> None:
