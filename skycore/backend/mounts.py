@@ -20,7 +20,7 @@ from skycore.config import SkycoreConfig
 from skycore.errors import StageError
 from skycore.runner import CommandRunner
 from skycore.state.mounts import get_cluster_mounts
-from skycore.storage import mounting, recipes
+from skycore.storage import mounting, rclone_env, recipes
 from skycore.storage.common import StorageMode
 from skycore.storage.storage import Storage
 
@@ -55,7 +55,7 @@ def remount(
         for m in mounts
         if m.spec is not None
     ]
-    files = mounting.node_files(handle.config)
+    files = rclone_env.node_files(handle.config)
     if store_wait_s is None:
         run_batch(handle, entries, log_path, files=files)
         return len(mounts)

@@ -59,9 +59,9 @@ def sync_workdir(handle: ClusterHandle, workdir: Path, log_path: Path) -> int:
 def write_credentials(handle: ClusterHandle, log_path: Path) -> None:
     """Write the store credential files and the mount helper on every node (mode 0600,
     through stdin)."""
-    from skycore.storage import mounting
+    from skycore.storage import rclone_env
 
-    files = mounting.node_files(handle.config)
+    files = rclone_env.node_files(handle.config)
     if not files:
         return
 
@@ -203,9 +203,9 @@ def sync_file_mounts(
     waiting = [*urls, *storages]
     # The credential files and the mount helper travel with the first batch (one exec per
     # node less); written on their own only if no batch runs.
-    from skycore.storage import mounting
+    from skycore.storage import rclone_env
 
-    files: dict[str, str] = mounting.node_files(handle.config)
+    files: dict[str, str] = rclone_env.node_files(handle.config)
     prepare_nodes(handle, [st.mode.value for st in storages.values()])
     try:
         # Waves: whatever is ready (its bucket prepared) goes to every node in one batch, so

@@ -34,7 +34,7 @@ from skycore.config import skycore_home
 from skycore.errors import ProvisionError
 
 NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
-"""Where a node keeps its mount caches (equals ``skycore.storage.mounting.NODE_MOUNTS_BASE``,
+"""Where a node keeps its mount caches (equals ``skycore.storage.rclone_env.NODE_MOUNTS_BASE``,
 which this layer may not import; a unit test checks they agree)."""
 DISKS_DIR = "node-disks"
 GIB = 1 << 30

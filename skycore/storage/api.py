@@ -36,6 +36,8 @@ from skycore.storage.common import (
     StorageMode,
     StorageSpecError,
 )
+from skycore.storage.rclone_env import NODE_ENV, RcloneEnv, rclone_section
+from skycore.storage.vfs_options import MountOptions
 from skycore.stores import register_contract
 
 if TYPE_CHECKING:
@@ -209,10 +211,10 @@ class AbstractStore(ABC):
         """rclone.conf text for ``rclone_config``: the user's remote (``options`` with
         ``credentials``) and, when ``anonymous`` is given, the anonymous remote (``options``
         with ``anonymous``). Options whose value is None are left out."""
-        text = mounting.rclone_section(cls.remote_name(), options | credentials)
+        text = rclone_section(cls.remote_name(), options | credentials)
         if anonymous is None:
             return text
-        return text + "\n" + mounting.rclone_section(cls.remote_name(True), options | anonymous)
+        return text + "\n" + rclone_section(cls.remote_name(True), options | anonymous)
 
     # --- the account ('skycore check') ------------------------------------------------------
     @classmethod
@@ -391,7 +393,7 @@ class AbstractStore(ABC):
         dst: str,
         prefix: str = "",
         anonymous: bool = False,
-        env: mounting.RcloneEnv = mounting.NODE_ENV,
+        env: RcloneEnv = NODE_ENV,
     ) -> str:
         """Bash a node runs to copy the bucket (or an object/prefix of it) to ``dst``."""
         return mounting.copy_command(self.rclone_path(prefix, anonymous), dst, env)
@@ -404,7 +406,7 @@ class AbstractStore(ABC):
     """What the store accepts for one part of a multipart upload (None: rclone uploads each
     file in one stream), for a mount's ``upload_concurrency`` and ``chunk_size``."""
 
-    def cached_mount_options(self, options: mounting.MountOptions) -> mounting.MountOptions:
+    def cached_mount_options(self, options: MountOptions) -> MountOptions:
         """``options`` of a MOUNT_CACHED mount of this store with its upload options set (the
         store's own win over the mount's)."""
         if not self.cached_upload_config:
@@ -412,9 +414,7 @@ class AbstractStore(ABC):
         config = dict(options.upload_config) | dict(self.cached_upload_config)
         return replace(options, upload_config=tuple(config.items()))
 
-    def upload_mount_options(
-        self, mode: StorageMode, options: mounting.MountOptions
-    ) -> mounting.MountOptions:
+    def upload_mount_options(self, mode: StorageMode, options: MountOptions) -> MountOptions:
         """``options`` of a mount of this store in ``mode`` with its upload tuning
         (storage/upload_tuning) and, for MOUNT_CACHED, the store's upload options."""
         options = upload_tuning.tuned(self.upload_parts, mode, options)
@@ -426,11 +426,11 @@ class AbstractStore(ABC):
         mode: StorageMode,
         prefix: str = "",
         anonymous: bool = False,
-        options: mounting.MountOptions | None = None,
-        env: mounting.RcloneEnv = mounting.NODE_ENV,
+        options: MountOptions | None = None,
+        env: RcloneEnv = NODE_ENV,
     ) -> str:
         """Bash a node runs to mount the bucket at ``dst`` in ``mode`` (idempotent)."""
-        options = self.upload_mount_options(mode, options or mounting.MountOptions())
+        options = self.upload_mount_options(mode, options or MountOptions())
         return mounting.mount_command(self.rclone_path(prefix, anonymous), dst, mode, options, env)
 
 

@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from skycore.storage.common import StorageMode, StorageSpecError
-from skycore.storage.mounting import MountOptions
 from skycore.storage.units import MiB, read_duration, read_size, show_bytes, show_duration
+from skycore.storage.vfs_options import MountOptions
 from skycore.stores import load_problem, store_names
 
 MountType = Literal["MODEL_CHECKPOINT_RO", "MODEL_CHECKPOINT_RW", "DATASET_RO", "DATASET_RW"]

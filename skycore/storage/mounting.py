@@ -1,9 +1,10 @@
-"""rclone on the nodes: credential files, mount options and daemon folders, and the node
-steps that mount, copy, drain and unmount (``MountStep`` for mounts and copies, as objects
-until a node runs them; each renders as the node program skycore/node/mountd.sh with its
-request as data). Secrets live only in the rclone config file, never on a command line. The
-paths of rclone, its config and the daemons' folders are parameters (``RcloneEnv``) so the
-same steps run on a node and, in tests, on the host.
+"""rclone on the nodes: daemon folders and the node steps that mount, copy, drain and
+unmount (``MountStep`` for mounts and copies, as objects until a node runs them; each renders
+as the node program skycore/node/mountd.sh with its request as data). A mount's options are
+storage/vfs_options; the credential files are storage/rclone_env. Secrets live only in the
+rclone config file, never on a command line. The paths of rclone, its config and the daemons'
+folders are parameters (``RcloneEnv``, storage/rclone_env) so the same steps run on a node
+and, in tests, on the host.
 
 One ``rclone rcd`` per node serves every mount of that node (``mount/mount`` over a unix rc
 socket; nodes share the host network, so never a TCP rc port). ``--transfers`` (and any
@@ -20,102 +21,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
 from skycore import node
-from skycore.config import SkycoreConfig
 from skycore.node.mountd.order import hold_back
 from skycore.storage.common import StorageMode
-from skycore.storage.vfs_options import DIR_CACHE_TIME as DIR_CACHE_TIME
+from skycore.storage.rclone_env import NODE_ENV, NODE_MOUNTS_BASE, RcloneEnv
+from skycore.storage.rclone_env import node_credential_files as node_credential_files
+from skycore.storage.rclone_env import node_files as node_files
+from skycore.storage.rclone_env import rclone_config_text as rclone_config_text
 from skycore.storage.vfs_options import KEEP_LISTING as KEEP_LISTING
-from skycore.storage.vfs_options import keeps_listing, mount_options, ordered, rc_config
-
-NODE_RCLONE = "/usr/local/bin/rclone"
-NODE_RCLONE_CONFIG = "/root/.config/rclone/rclone.conf"
-NODE_MOUNTS_BASE = "/var/lib/skycore/mounts"
-NODE_HELPER = "/var/lib/skycore/bin/skycore-mounts.py"
+from skycore.storage.vfs_options import (
+    MountOptions,
+    keeps_listing,
+    mount_options,
+    ordered,
+    rc_config,
+)
 
 DEFAULT_DRAIN_TIMEOUT_S = 600.0
 P = ParamSpec("P")
-
-
-@dataclass(frozen=True)
-class RcloneEnv:
-    """Where rclone, its config file, the daemons' folders and the mount helper are (node
-    defaults)."""
-
-    rclone: str = NODE_RCLONE
-    config_file: str = NODE_RCLONE_CONFIG
-    mounts_base: str = NODE_MOUNTS_BASE
-    helper: str = NODE_HELPER  # skycore/node/mountd (one text) as node_files writes it
-
-
-NODE_ENV = RcloneEnv()
-
-
-@dataclass(frozen=True)
-class MountOptions:
-    """Per-mount tuning. ``transfers=1`` keeps cached uploads in creation order.
-
-    ``write_back_s``: how long a closed file waits before its upload starts (rclone never
-    uploads a file that is open for writing; reopening a queued file takes it off the queue).
-    On an ordered mount (``ordered``) rclone never starts an upload by itself: the node's order
-    keeper releases the oldest closed file as soon as the one before it is in the store, so
-    neither a steady writer nor a flush waits for a delay; there a write-back of
-    HELD_BACK_FROM_S (30 s) or more holds each file back that long, for the keeper and a
-    drain alike (tests use 120 s to keep uploads pending).
-    ``refresh_s``: how often the node re-reads a writable MOUNT_CACHED mount's listing from
-    the store in the background (0: never after the one at mount time); objects that others
-    add to the bucket show up in the mount after at most about that long. 12 s: the node's
-    refresher used to tick every second, so its 10 s listings came every 11-12 s (30
-    requests a minute for comp_test's six such mounts); woken by timers and events now, it
-    lists at 12 s, the same rate, exactly.
-    ``transfers`` and ``extra_flags`` (rclone global flags) belong to the node's daemon: a
-    mount with other values gets a daemon of its own. ``upload_config`` is rclone global
-    options (name, value) for this mount alone, sent as ``mount/mount``'s ``_config``: they
-    apply to its VFS, so to its write-back uploads (the store's ``cached_upload_config``).
-    ``upload_concurrency``, ``chunk_size``: the entry's upload tuning (None: default, see
-    storage/upload_tuning), sent as ``remote_params`` (``,name=value`` backend options).
-    The cache and read tuning of a MOUNT_CACHED entry (``config.mount_cached``, None: the
-    default; rendered by storage/vfs_options): ``cache_max_size`` (bytes; None: the node
-    chooses), ``cache_max_age_s``, ``buffer_size``, ``read_ahead``, ``read_chunk_size`` (bytes)
-    and ``read_chunk_streams``.
-    """
-
-    transfers: int = 1
-    write_back_s: float = 5.0
-    read_only: bool = False
-    refresh_s: float = 12.0
-    extra_flags: tuple[str, ...] = field(default_factory=tuple)
-    upload_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    upload_concurrency: int | None = None
-    chunk_size: int | None = None
-    remote_params: str = ""
-    cache_max_size: int | None = None
-    cache_max_age_s: float | None = None
-    buffer_size: int | None = None
-    read_ahead: int | None = None
-    read_chunk_size: int | None = None
-    read_chunk_streams: int | None = None
-
-    def recorded(self) -> dict[str, Any]:
-        """The entry's tuning as JSON-ready data (for a recorded mount spec; the store's
-        rclone options are left out: they are derived again at mount time)."""
-        return {name: getattr(self, name) for name in _RECORDED}
-
-    @classmethod
-    def from_record(cls, spec: dict[str, Any]) -> MountOptions:
-        """The options of a recorded mount ``spec`` (``recorded`` plus ``read_only``); a field
-        recorded before it existed gets its default."""
-        given = {name: spec[name] for name in _RECORDED if spec.get(name) is not None}
-        return cls(read_only=bool(spec.get("read_only", False)), **given)
-
-
-_RECORDED = ("transfers", "upload_concurrency", "chunk_size", "write_back_s", "cache_max_size",
-             "cache_max_age_s", "buffer_size", "read_ahead", "read_chunk_size",
-             "read_chunk_streams")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -167,42 +94,6 @@ def mount_dirs(
     del dst  # one daemon serves every mount point
     transfers, extra = daemon_key(mode, options or MountOptions())
     return daemon_dirs(transfers, extra, base)
-
-
-# --- Credentials ----------------------------------------------------------------------------
-
-
-def rclone_section(name: str, options: Mapping[str, str | None]) -> str:
-    """One rclone.conf section ``[name]`` (options whose value is None are left out)."""
-    lines = [f"[{name}]"] + [f"{k} = {v}" for k, v in options.items() if v is not None]
-    return "\n".join(lines) + "\n"
-
-
-def rclone_config_text(config: SkycoreConfig) -> str:
-    """rclone.conf with the remotes of every configured store (each store writes its own)."""
-    from skycore.stores import store_classes
-
-    parts = [
-        cls.rclone_config(section)
-        for cls in store_classes().values()
-        if (section := config.section(cls.config_section)) is not None
-    ]
-    return "\n".join(parts)
-
-
-def node_credential_files(
-    config: SkycoreConfig, rclone_config_path: str = NODE_RCLONE_CONFIG
-) -> dict[str, str]:
-    """{remote path: content} of the credential files a node needs (write them mode 0600,
-    owned by root, through stdin). Holds rclone remotes for every configured store."""
-    return {rclone_config_path: rclone_config_text(config)}
-
-
-def node_files(config: SkycoreConfig, env: RcloneEnv = NODE_ENV) -> dict[str, str]:
-    """{path: content} of every file a node needs before mounting: the credential files and
-    the mount helper (skycore/node/mountd as one text, which mount steps run from a file:
-    inlined, a batch of mount steps would exceed the kernel's limit on one argument)."""
-    return node_credential_files(config, env.config_file) | {env.helper: node.program("mounts.py")}
 
 
 # --- Node steps: what a node runs to mount, copy, drain and unmount -------------------------

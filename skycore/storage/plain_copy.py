@@ -6,8 +6,9 @@ from __future__ import annotations
 from skycore.config import SkycoreConfig
 from skycore.storage import mounting
 from skycore.storage.common import parse_url
-from skycore.storage.mounting import NODE_ENV, MountStep
-from skycore.storage.mounting import RcloneEnv as Env
+from skycore.storage.mounting import MountStep
+from skycore.storage.rclone_env import NODE_ENV
+from skycore.storage.rclone_env import RcloneEnv as Env
 from skycore.stores import make_store
 
 

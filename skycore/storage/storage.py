@@ -28,8 +28,10 @@ from skycore.storage.common import (
     validate_bucket_name,
 )
 from skycore.storage.entry_check import StoragePlan
-from skycore.storage.mounting import NODE_ENV, MountStep
-from skycore.storage.mounting import RcloneEnv as Env
+from skycore.storage.mounting import MountStep
+from skycore.storage.rclone_env import NODE_ENV
+from skycore.storage.rclone_env import RcloneEnv as Env
+from skycore.storage.vfs_options import MountOptions
 from skycore.stores import get_store_class, make_store, store_names
 from skycore.user_paths import UserPathError, resolve_local_path, show
 
@@ -54,7 +56,7 @@ class Storage:
     prefix: str = ""
     account: str | None = None
     yaml_field: str = field(default="file_mounts", compare=False)
-    mount_options: mounting.MountOptions = field(default_factory=mounting.MountOptions)
+    mount_options: MountOptions = field(default_factory=MountOptions)
     mount_type: str | None = None
     transfers_from: str | None = field(default=None, compare=False)
     _access: AccessInfo | None = field(default=None, compare=False, repr=False)
@@ -86,10 +88,10 @@ class Storage:
         cache = entry_spec.resolve(smode, mount_type, config, transfers, field)
         transfers = cache.transfers  # the top-level's, the config's or the preset's
 
-        def options(st: str) -> mounting.MountOptions:
+        def options(st: str) -> MountOptions:
             tuning = (get_store_class(st).upload_parts, upload_concurrency, chunk_size)
             streams, chunk = upload_tuning.entry_tuning(st, smode, transfers, tuning, field)
-            opts = mounting.MountOptions(transfers=transfers or 1)
+            opts = MountOptions(transfers=transfers or 1)
             return replace(opts, upload_concurrency=streams, chunk_size=chunk, **cache.options)
 
         given: dict[str, Any] = {"mount_type": mount_type, "transfers_from": cache.transfers_from}
@@ -311,7 +313,7 @@ class Storage:
             kind="external",
             prefix=spec.get("prefix", ""),
             account=spec.get("account"),
-            mount_options=mounting.MountOptions.from_record(spec),
+            mount_options=MountOptions.from_record(spec),
         )
         storage._access = AccessInfo(
             exists=True,

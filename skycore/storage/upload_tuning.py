@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from skycore.storage.common import StorageMode, StorageSpecError
-from skycore.storage.mounting import MountOptions, ordered
 from skycore.storage.units import GiB, KiB, MiB
 from skycore.storage.units import parse_size as parse_size
+from skycore.storage.vfs_options import MountOptions, ordered
 
 ORDERED_STREAMS = 8
 """Streams per file of an ordered MOUNT_CACHED mount, by default, at least (a store whose
