@@ -41,6 +41,7 @@ from harness.store_gates.s3.acl import (
     private_acl,
 )
 from harness.store_gates.s3.policy import BucketPolicy
+from tests.unit.harness.store_gates.s3.decisions import allowed, with_policy
 
 B = "bk"
 OTHER_ID = S3_ACCOUNTS[OTHER].account_id
@@ -48,27 +49,11 @@ S3_MODEL = botocore.session.get_session().get_service_model("s3")
 LIST, GET, PUT, DELETE = "s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"
 
 
-def allowed(
-    bucket: BucketAccess,
-    caller: str | None,
-    action: str,
-    key: str | None = None,
-    acl: Acl | None = None,
-    context: dict[str, str] | None = None,
-) -> bool:
-    return authorize(bucket, caller, action, key, acl, context).allowed
-
-
 def acl_bucket(
     ownership: str = "ObjectWriter", block: PublicAccessBlock = NO_BLOCK
 ) -> BucketAccess:
     """A bucket of USER with ACLs enabled and (by default) no Block Public Access."""
     return BucketAccess.new(USER, {"x-amz-object-ownership": ownership}).with_block(block)
-
-
-def with_policy(bucket: BucketAccess, *statements: dict[str, Any]) -> BucketAccess:
-    text = json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
-    return bucket.with_policy(BucketPolicy.parse(text, B))
 
 
 def allow(principal: Any, action: Any, resource: Any, effect: str = "Allow") -> dict[str, Any]:

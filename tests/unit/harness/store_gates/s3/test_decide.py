@@ -6,13 +6,11 @@ with answer()."""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -31,27 +29,16 @@ from harness.store_gates.s3.access import (
 from harness.store_gates.s3.acl import Acl, Grant, canned_acl, private_acl
 from harness.store_gates.s3.bookkeeping import deleted_keys
 from harness.store_gates.s3.mirror import ACCESS, SettingsCache, change_access
-from harness.store_gates.s3.policy import BucketPolicy
 from harness.store_gates.s3.protocol import S3GateProtocol
 from harness.store_gates.s3.upstream import GATE_KEY
+from tests.unit.harness.store_gates.s3.decisions import allowed, with_policy
 
 B = "bk"
 GET, LIST, PUT = "s3:GetObject", "s3:ListBucket", "s3:PutObject"
 
 
-def flagged(
-    bucket: BucketAccess,
-    caller: str | None,
-    action: str,
-    key: str | None = None,
-    acl: Acl | None = None,
-) -> bool:
-    return authorize(bucket, caller, action, key, acl, None, public_flag=True).allowed
-
-
-def policy(bucket: BucketAccess, *statements: dict[str, Any]) -> BucketAccess:
-    text = json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
-    return bucket.with_policy(BucketPolicy.parse(text, B))
+flagged = partial(allowed, public_flag=True)
+"""Whether authorize() allows the request with the admin API's public flag set."""
 
 
 def test_public_flag_is_a_public_read_statement() -> None:
@@ -72,7 +59,7 @@ def test_public_flag_is_a_public_read_statement() -> None:
     assert not flagged(open_bucket, None, GET, "k", private_acl(OTHER))
     assert flagged(open_bucket, OTHER, GET, "k", private_acl(OTHER))  # the object's owner
     # an explicit Deny wins
-    denied = policy(
+    denied = with_policy(
         open_bucket,
         {"Effect": "Deny", "Principal": "*", "Action": GET, "Resource": f"arn:aws:s3:::{B}/s/*"},
     )
@@ -81,7 +68,7 @@ def test_public_flag_is_a_public_read_statement() -> None:
     restricted = open_bucket.with_block(PublicAccessBlock(restrict_public_buckets=True))
     assert not flagged(restricted, None, GET, "k") and not flagged(restricted, OTHER, LIST)
     assert flagged(restricted, USER, GET, "k")
-    named = policy(
+    named = with_policy(
         restricted,
         {
             "Effect": "Allow",
@@ -218,9 +205,9 @@ def test_admin_public_flag_in_the_decision(protocol: S3GateProtocol, state: Gate
     drop = BucketAccess.new(OTHER, {"x-amz-object-ownership": "ObjectWriter"})
     drop = drop.with_block(NO_BLOCK).with_acl(canned_acl("public-read-write", OTHER, OTHER))
     state.set_bucket("dst", OTHER, False, {ACCESS: drop.to_json()})
-    for key, allowed in (("theirs", False), ("k", True)):
+    for key, may_copy in (("theirs", False), ("k", True)):
         copy = exchange(state, "PUT", "/dst/c", {"x-amz-copy-source": f"/{B}/{key}"})
-        assert decide(protocol, copy, None) is allowed
+        assert decide(protocol, copy, None) is may_copy
 
 
 def test_presigned_is_told_by_the_query(protocol: S3GateProtocol, state: GateState) -> None:
