@@ -50,6 +50,21 @@ class FailingPrepare(SlowPrepare):
     fails = True
 
 
+def run_up_steps(home: Path, emulator: type[SlowPrepare]) -> None:
+    """The two steps of ``harness up`` that call ``prepare`` for ``emulator`` (its install and
+    its start), run side by side as ``harness up`` runs its steps."""
+
+    def install(_say: object) -> str:
+        fleet.prepare_all(home, stores=[emulator.store])
+        return "ready"
+
+    def start(_say: object) -> str:
+        launcher.launch(emulator, home)  # type: ignore[type-var]
+        return "running"
+
+    run_steps([Step("emulator installs", install), Step("emulators", start)], lambda _: None)
+
+
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     forget_prepared()
@@ -76,17 +91,8 @@ def test_the_install_step_and_the_launch_share_one_prepare(
     """The two places ``harness up`` calls ``prepare`` from, run as its steps run them (side
     by side): one call; the launch goes on to start the server after it."""
     home.mkdir(parents=True)
-
-    def install(_say: object) -> str:
-        fleet.prepare_all(home, stores=[slowprep.store])
-        return "ready"
-
-    def start(_say: object) -> str:
-        launcher.launch(slowprep, home)  # type: ignore[type-var]
-        return "running"
-
     with pytest.raises(EmulatorError, match="slowprep has no server"):
-        run_steps([Step("emulator installs", install), Step("emulators", start)], lambda _: None)
+        run_up_steps(home, slowprep)
     assert calls(home) == 1
 
 
@@ -129,17 +135,8 @@ def test_a_failed_install_step_fails_the_launch_with_its_error_not_a_second_inst
 ) -> None:
     home.mkdir(parents=True)
     monkeypatch.setattr(fleet, "emulator_class", lambda s: FailingPrepare)
-
-    def install(_say: object) -> str:
-        fleet.prepare_all(home, stores=[FailingPrepare.store])
-        return "ready"
-
-    def start(_say: object) -> str:
-        launcher.launch(FailingPrepare, home)  # type: ignore[type-var]
-        return "running"
-
     with pytest.raises(CloudError) as failed:
-        run_steps([Step("emulator installs", install), Step("emulators", start)], lambda _: None)
+        run_up_steps(home, FailingPrepare)
     assert str(failed.value).count("the install of slowprep failed") == 2
     assert calls(home) == 1
 
