@@ -112,27 +112,30 @@ def _disk_size(v: Any) -> int | None:
     return int(gib)
 
 
-def _cpus(v: Any) -> float | None:
+def _above_zero(v: Any, sizes: bool, not_one: str) -> float | None:
+    """The amount in ``v`` (``"4+"``, at least, read as 4; GiB with units for ``sizes``), or
+    ValueError ``{v!r} is not <not_one>`` unless it is a number above 0 (None stays None)."""
     if v is None:
         return None
-    n = _amount(v, sizes=False, at_least=True)
+    n = _amount(v, sizes=sizes, at_least=True)
     if n is None or n <= 0:
-        raise ValueError(
-            f'{v!r} is not a number of CPUs above 0; write a number (4, 0.5) or "4+" for at least 4'
-        )
+        raise ValueError(f"{v!r} is not {not_one}")
     return float(n)
 
 
+def _cpus(v: Any) -> float | None:
+    return _above_zero(
+        v, False, 'a number of CPUs above 0; write a number (4, 0.5) or "4+" for at least 4'
+    )
+
+
 def _memory(v: Any) -> float | None:
-    if v is None:
-        return None
-    gib = _amount(v, sizes=True, at_least=True)
-    if gib is None or gib <= 0:
-        raise ValueError(
-            f'{v!r} is not a memory size above 0; write GiB (16, "16+" for at least 16) or a '
-            'number with a unit ("16GB", "512MB"; binary units)'
-        )
-    return float(gib)
+    return _above_zero(
+        v,
+        True,
+        'a memory size above 0; write GiB (16, "16+" for at least 16) or a number with a unit '
+        '("16GB", "512MB"; binary units)',
+    )
 
 
 _CANNOT = {
