@@ -20,6 +20,23 @@ def resources(value: dict[str, Any]) -> Resources:
     return Task.from_dict({"resources": value}).resources
 
 
+def read(field: str, value: object, kind: type) -> Any:
+    """``value`` given as the resources' ``field``, as read (checked to be a ``kind``)."""
+    got = getattr(resources({field: value}), field)
+    assert isinstance(got, kind), got
+    return got
+
+
+# Each field's accepted forms and what they are read as.
+# fmt: off
+DISK_SIZES = [(256, 256), ("256", 256), ("256GB", 256), ("256Gi", 256), ("256gb", 256),
+              ("1TB", 1024), ("2048MB", 2), ("1Ti", 1024), ("100 GiB", 100), (100.0, 100)]
+CPU_COUNTS = [(4, 4.0), ("4", 4.0), ("4+", 4.0), (0.5, 0.5), ("0.5+", 0.5), ("8 +", 8.0)]
+MEMORY_SIZES = [(16, 16.0), ("16", 16.0), ("16+", 16.0), ("16GB", 16.0), ("16Gi", 16.0),
+                ("512MB", 0.5), ("0.5", 0.5), ("32GB+", 32.0), (1.5, 1.5)]
+# fmt: on
+
+
 def refusal(value: dict[str, Any]) -> str:
     with pytest.raises(TaskError) as e:
         Task.from_dict({"resources": value})
@@ -29,14 +46,9 @@ def refusal(value: dict[str, Any]) -> str:
     return msg
 
 
-@pytest.mark.parametrize(
-    ("value", "gib"),
-    [(256, 256), ("256", 256), ("256GB", 256), ("256Gi", 256), ("256gb", 256), ("1TB", 1024),
-     ("2048MB", 2), ("1Ti", 1024), ("100 GiB", 100), (100.0, 100)],
-)  # fmt: skip
+@pytest.mark.parametrize(("value", "gib"), DISK_SIZES)
 def test_disk_size_is_whole_gib(value: object, gib: int) -> None:
-    res = resources({"disk_size": value})
-    assert res.disk_size == gib and isinstance(res.disk_size, int)
+    assert read("disk_size", value, int) == gib
 
 
 @pytest.mark.parametrize(
@@ -57,22 +69,14 @@ def test_a_bad_disk_size_names_it_and_the_fix(value: object, expected: str) -> N
     assert '"256GB"' in msg
 
 
-@pytest.mark.parametrize(
-    ("value", "cpus"), [(4, 4.0), ("4", 4.0), ("4+", 4.0), (0.5, 0.5), ("0.5+", 0.5), ("8 +", 8.0)]
-)
+@pytest.mark.parametrize(("value", "cpus"), CPU_COUNTS)
 def test_cpus_at_least_is_read_as_the_number(value: object, cpus: float) -> None:
-    res = resources({"cpus": value})
-    assert res.cpus == cpus and isinstance(res.cpus, float)
+    assert read("cpus", value, float) == cpus
 
 
-@pytest.mark.parametrize(
-    ("value", "gib"),
-    [(16, 16.0), ("16", 16.0), ("16+", 16.0), ("16GB", 16.0), ("16Gi", 16.0),
-     ("512MB", 0.5), ("0.5", 0.5), ("32GB+", 32.0), (1.5, 1.5)],
-)  # fmt: skip
+@pytest.mark.parametrize(("value", "gib"), MEMORY_SIZES)
 def test_memory_in_gib(value: object, gib: float) -> None:
-    res = resources({"memory": value})
-    assert res.memory == gib and isinstance(res.memory, float)
+    assert read("memory", value, float) == gib
 
 
 @pytest.mark.parametrize(
