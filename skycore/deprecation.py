@@ -2,7 +2,8 @@
 
 A module whose names moved keeps a table ``DEPRECATED = {name: new module}`` (built by
 :func:`moved_names` from ``{new module: names}``) and a module-level ``__getattr__`` made by
-:func:`forwarder`, which calls :func:`moved`. The warning is a
+:func:`forwarder`, which calls :func:`moved`; a gone module gets both from
+:class:`ForwardingLoader` (the import hook of skycore.old_paths). The warning is a
 :class:`PluginAPIDeprecationWarning`, which the plug-in loader shows (Python hides a plain
 ``DeprecationWarning`` outside ``__main__``). Each old name warns once per process tree: the
 names already shown travel to child processes (``harness conform`` runs pytest and its
@@ -12,9 +13,12 @@ workers) in ``$SKYCORE_SHOWN_DEPRECATIONS``.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 import threading
+import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -90,3 +94,19 @@ def forwarder(module: str, table: Mapping[str, str]) -> Callable[[str], Any]:
         return moved(module, table, name)
 
     return __getattr__
+
+
+class ForwardingLoader(importlib.abc.Loader):
+    """Makes a gone module whose names resolve from their new homes (``table``): the loader
+    of an import hook serving old paths (skycore.old_paths)."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__doc__ = f"Deprecated path: the names of {module.__name__} moved."
+        module.DEPRECATED = self.table  # type: ignore[attr-defined]
+        module.__getattr__ = forwarder(module.__name__, self.table)  # type: ignore[method-assign]

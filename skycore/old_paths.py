@@ -16,7 +16,7 @@ import sys
 import types
 from collections.abc import Sequence
 
-from skycore.deprecation import forwarder, moved_names
+from skycore.deprecation import ForwardingLoader, moved_names
 
 MOVED_NAMES: dict[str, dict[str, str]] = {
     # the store registry, a leaf module the config can use without importing the stores layer
@@ -30,21 +30,6 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
     }),
 }  # fmt: skip
 """Old module -> {name: the module to import it from now}."""
-
-
-class ForwardingLoader(importlib.abc.Loader):
-    """Makes a gone module whose names resolve from their new homes (``table``)."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table = table
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return None
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__doc__ = f"Deprecated path: the names of {module.__name__} moved."
-        module.DEPRECATED = self.table  # type: ignore[attr-defined]
-        module.__getattr__ = forwarder(module.__name__, self.table)  # type: ignore[method-assign]
 
 
 class OldPathFinder(importlib.abc.MetaPathFinder):
