@@ -41,6 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MOUNTING = "skycore/storage/mounting.py"
+VFS_OPTIONS = "skycore/storage/vfs_options.py"  # MountOptions
 MOUNT_PROGRAM = "skycore/node/mountd/mount.py"  # the node's mount step (serialisation)
 STORAGE = "skycore/storage/storage.py"
 ORDER_RULE = "skycore/node/mountd/order.py"  # the node's order keeper's rule
@@ -134,10 +135,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="b0-mountoptions-default-4",
-        description="(informative) the MountOptions default in mounting.py 1 -> 4 alone: an "
+        description="(informative) the MountOptions default in vfs_options.py 1 -> 4 alone: an "
         "equivalent mutant for task mounts, since storage.py passes transfers=1 explicitly",
         edits=(
-            Edit(MOUNTING, "    transfers: int = 1\n", "    transfers: int = 4  # MUTATION b0\n"),
+            Edit(
+                VFS_OPTIONS, "    transfers: int = 1\n", "    transfers: int = 4  # MUTATION b0\n"
+            ),
         ),
         probe=MOUNT_SCRIPT + "assert MountOptions().transfers == 4\n",
         required=False,
