@@ -15,6 +15,10 @@ RUN_ID ?= dy
 SUITE_LOGS := build/test-logs
 ## Prints "<what>: <seconds since $$start> s" (from /proc/uptime, a monotonic clock).
 SINCE = awk -v s="$$start" -v what=
+## $(call PHASE_DONE,what): prints the phase's time (since $$begun) and the time since $$start,
+## then starts the next phase.
+PHASE_DONE = now=$$(cut -d' ' -f1 /proc/uptime); awk -v a="$$start" -v b="$$begun" -v c="$$now" \
+	'BEGIN {printf "%s: %.1f s (%.1f s since make test began)\n", "$(1)", c - b, c - a}'; begun=$$now
 
 .PHONY: venv up down status demo test lint unit integration smoke suites flaky clean
 
@@ -66,17 +70,17 @@ demo: up
 ## build/test-logs/up.log), then `suites`: integration and smoke side by side. Lint or unit
 ## failing stops it before the suites. Each phase's time is printed at its end.
 test:
-	@start=$$(cut -d' ' -f1 /proc/uptime); mkdir -p $(SUITE_LOGS); \
+	@start=$$(cut -d' ' -f1 /proc/uptime); begun=$$start; mkdir -p $(SUITE_LOGS); \
 	$(SYSTEM_AND_VENV) || exit 1; \
-	$(SINCE)"test: venv" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	$(call PHASE_DONE,test: venv and apt packages); \
 	( set -o pipefail; $(BIN)/harness up 2>&1 | tee $(SUITE_LOGS)/up.log | sed -u 's/^/up: /' ) & cloud=$$!; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit; checks=$$?; \
 	wait $$cloud; rup=$$?; \
-	$(SINCE)"test: lint and unit, cloud up beside them" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	$(call PHASE_DONE,test: lint and unit with harness up beside them); \
 	[ $$checks = 0 ] || { echo "test: lint or unit failed: the suites do not run"; exit 1; }; \
 	[ $$rup = 0 ] || { echo "test: harness up failed (exit $$rup, $(SUITE_LOGS)/up.log)"; exit 1; }; \
 	$(MAKE) --no-print-directory suites; rc=$$?; \
-	$(SINCE)"test: total" '{printf "%s: %.1f s\n", what, $$1 - s}' /proc/uptime; \
+	$(call PHASE_DONE,test: suites); \
 	exit $$rc
 
 lint: venv
