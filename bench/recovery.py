@@ -49,7 +49,7 @@ from common import arg_parser, cell, print_table, save_results, wait_for, write_
 
 from harness import emulator_registry as registry
 from harness.accounts import USER
-from harness.cloud import chaos
+from harness.cloud import chaos, preemption
 from harness.emulators import fleet as emulators
 from skycore.config import load_config, save_config, skycore_home
 from skycore.managed import core
@@ -150,7 +150,7 @@ def one_trial(
         if frozen:
             os.kill(frozen, signal.SIGSTOP)
     try:
-        hit = chaos.preempt(job.cluster, 0)
+        hit = preemption.preempt(job.cluster, 0)
         t0 = hit.issued_at
         done = None
         try:

@@ -19,7 +19,7 @@ Network and faults, all scoped to the run's bucket (the gate's faults):
 - a 503 storm (rate ``--storm-rate``): from the moment checkpoint ``--storm-at`` was tried
   (saved or failed) until ``--storm-checkpoints`` more were;
 - an outage of ``--outage-s`` seconds from the moment checkpoint ``--outage-at`` was tried;
-- one preemption (``harness.cloud.chaos.preempt``: the node and its disk are gone) as soon as
+- one preemption (``harness.cloud.preemption.preempt``: the node and its disk are gone) as soon as
   a checkpoint at or after ``--preempt-at`` was tried once the outage had ended, so that the
   checkpoints before it may still be uploading (files only in its cache go with the node);
   the job recovers from the newest complete checkpoint in the store.

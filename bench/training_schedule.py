@@ -14,7 +14,7 @@ from typing import Any
 
 import training_model as tm
 
-from harness.cloud import chaos
+from harness.cloud import preemption
 from skycore.managed import core
 from skycore.state import managed_jobs as jstate
 from skycore.state.managed_jobs import JobStatus
@@ -139,7 +139,7 @@ class Schedule:
         """Preempt node 0 now; wait for the controller to mark the job RECOVERING and note how
         many writes the gate had recorded then (the store when the job was recovered)."""
         at = self.now()
-        hit = chaos.preempt(job.cluster, 0)
+        hit = preemption.preempt(job.cluster, 0)
         self.timeline["preempted_s"] = at
         took = round(self.now() - at, 3)
         print(f"[{at:7.1f} s] preempted {hit.container} after checkpoint {after} ({took} s)")

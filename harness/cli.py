@@ -26,13 +26,13 @@ def _say(message: str) -> None:
 
 
 def _preempt() -> click.Command:
-    from harness.cloud.chaos import preempt_command
+    from harness.cloud.preemption import preempt_command
 
     return preempt_command
 
 
 def _fault() -> click.Command:
-    from harness.cloud.chaos import fault_command
+    from harness.cloud.store_faults import fault_command
 
     return fault_command
 
@@ -56,7 +56,7 @@ LAZY_COMMANDS: dict[str, Callable[[], click.Command]] = {
     "target": _target,  # harness target STORE > t.yaml
 }
 """Commands whose modules load only when the command runs (or help lists it), so that
-``harness up`` does not import the chaos and conformance layers, nor they the docker SDK."""
+``harness up`` does not import the fault and conformance modules, nor they the docker SDK."""
 
 
 class LazyGroup(click.Group):

@@ -18,7 +18,7 @@ import random
 import pytest
 
 from harness import emulator_registry as registry
-from harness.cloud.chaos import StoreFaults
+from harness.cloud.store_faults import StoreFaults
 from harness.conformance.contract_kept import emulator_contract_kept  # noqa: F401 (autouse)
 from harness.conformance.order_poll import ListingPoller
 from harness.testing import access

@@ -142,12 +142,12 @@ def upload_events(local_cloud: object):
 
 @pytest.fixture
 def store_faults(local_cloud: object) -> Iterator[object]:
-    """Faults of the stores as context managers (harness.cloud.chaos.StoreFaults):
+    """Faults of the stores as context managers (harness.cloud.store_faults.StoreFaults):
     ``with store_faults.outage(store, seconds=30, bucket=b): ...``; also errors, latency,
     bandwidth, stream_bandwidth (``stream-bandwidth``), reset, deny, corrupt. Scope them to
     the test's bucket so that tests can share a store. Every fault started is cleared after
     the test."""
-    from harness.cloud.chaos import StoreFaults
+    from harness.cloud.store_faults import StoreFaults
 
     faults = StoreFaults()
     yield faults

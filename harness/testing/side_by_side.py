@@ -67,9 +67,9 @@ class ScenarioKit:
 
     @property
     def store_faults(self) -> Any:
-        """A harness.cloud.chaos.StoreFaults whose faults are cleared when the scenario ends."""
+        """A store_faults.StoreFaults (harness.cloud) whose faults end when the scenario ends."""
         if self._faults is None:
-            from harness.cloud.chaos import StoreFaults
+            from harness.cloud.store_faults import StoreFaults
 
             self._faults = StoreFaults()
         return self._faults

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud.preemption import preempt
 from harness.recipes.matrix import Promise
 from harness.testing import managed_jobs as train
 from harness.testing.buckets import PRIVATE_BY_USER, SKY_MANAGED
@@ -171,7 +171,7 @@ def preemption(store: str, kit: ScenarioKit) -> None:
         lambda: train.complete_checkpoints(bucket.list_keys()),
         120,
     )
-    chaos.preempt(job.cluster, 0)
+    preempt(job.cluster, 0)
     jobs.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_HANG_S)
     at_preemption = train.durable_checkpoints(bucket)
     boundary = len(bucket.events())  # the node is gone: later writes are the relaunch's

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud.stalls import stall_processes
 from harness.emulators import fleet as emulators
 from harness.testing.background import Background
 from harness.testing.buckets import SKY_MANAGED, TestBucket
@@ -403,7 +403,7 @@ def deny_then_more(store: str, kit: ScenarioKit, prefix: str, slow_keeper: bool)
     bucket, cluster = cached_cluster(store, kit, prefix)
     expected = keys(prefix)
     stalls = (
-        chaos.stall_processes(cluster.name, " refresher ", stop_s=0.3, run_s=0.3)
+        stall_processes(cluster.name, " refresher ", stop_s=0.3, run_s=0.3)
         if slow_keeper
         else contextlib.nullcontext(set[int]())
     )

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud import preemption
 from harness.emulators import fleet as emulators
 from harness.testing.buckets import PRIVATE_BY_USER, TestBucket
 from harness.testing.managed_jobs import (
@@ -45,7 +45,7 @@ def spot_preempted_during_outage(store: str, kit: ScenarioKit) -> None:
     wait_for("a checkpoint in the bucket", lambda: complete_checkpoints(bucket.list_keys()), 60)
     started = time.time()
     fault = kit.store_faults.start(store, "outage", bucket=bucket.name)
-    hit = chaos.preempt(job.cluster, 0)
+    hit = preemption.preempt(job.cluster, 0)
     held_before = fault_events.hits(store, fault)  # the node is gone: none of these is its
     check_detection(managed, job, expected_recoveries=1)
     fault_events.wait_hits(store, fault, held_before + 1, HELD_S)

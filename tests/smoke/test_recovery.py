@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud import preemption
 from harness.emulators import fleet as emulators
 from harness.testing.buckets import PRIVATE_BY_USER, TestBucket, write_object
 from harness.testing.managed_jobs import (
@@ -100,9 +100,9 @@ def ckpt_bucket(one_store: str, bucket_factory: Any) -> TestBucket:
 
 def preempt_and_check_detection(
     managed: ManagedJobs, job: jstate.ManagedJob, expected_recoveries: int
-) -> chaos.Preemption:
+) -> preemption.Preemption:
     """Preempt the job's head node; the controller must mark it RECOVERING."""
-    hit = chaos.preempt(job.cluster, 0)
+    hit = preemption.preempt(job.cluster, 0)
     check_detection(managed, job, expected_recoveries)
     return hit
 
@@ -121,7 +121,7 @@ def queue_row(stdout: str, cluster: str) -> dict[str, str]:
 
 def assert_no_leaks(job: jstate.ManagedJob) -> None:
     """The job's cluster is gone: no node on the engine, no cluster record."""
-    assert chaos.nodes(job.cluster) == {}
+    assert preemption.nodes(job.cluster) == {}
     assert core_state.get_cluster(job.cluster) is None
 
 
@@ -488,7 +488,7 @@ def test_worker_preempted_on_two_nodes(
     wait_for(
         "a checkpoint in the bucket", lambda: complete_checkpoints(ckpt_bucket.list_keys()), 90
     )
-    chaos.preempt(job.cluster, 1)
+    preemption.preempt(job.cluster, 1)
     now = managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
     assert now.status_reason.startswith("preempted: node(s) 1 ")
     assert now.recovery_count == 1
@@ -523,7 +523,7 @@ def test_worker_preempted_survivors_are_drained(
     }
     job = managed.launch(spec, name="drain2")
     wrote = managed.wait_log(job, r"WROTE-CKPT ([0-9a-f]{64})$", timeout=120)
-    chaos.preempt(job.cluster, 1)
+    preemption.preempt(job.cluster, 1)
     managed.wait_status(job, JobStatus.RECOVERING, timeout=DETECT_GUARD_S)
 
     def relaunched() -> str | None:
@@ -588,7 +588,7 @@ def test_teardown_keeps_a_cluster_it_cannot_drain(
         ), done.status_reason
         assert "the job had ended SUCCEEDED" in done.status_reason
         # Kept: the node is still UP, its cluster recorded, the write still only on the node.
-        assert list(chaos.nodes(cluster.name)) == [0]
+        assert list(preemption.nodes(cluster.name)) == [0]
         assert cluster.status() == core_state.CLUSTER_UP
         assert "pending.txt" not in ckpt_bucket.list_keys()
     finally:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud import preemption
 from harness.testing.buckets import PRIVATE_BY_USER, TestBucket
 from harness.testing.clusters import SmokeCluster
 from harness.testing.managed_jobs import TRAIN_DIR, ManagedJobs
@@ -191,7 +191,7 @@ def test_training_run_through_a_storm_an_outage_and_a_preemption(
         )
         rclone_log = disks.disk_of(job.cluster, 0).source / "rcd-t1" / "rclone.log"
         first_node = rclone_log.read_text(errors="replace")
-        chaos.preempt(job.cluster, 0)
+        preemption.preempt(job.cluster, 0)
     wait_for("the job marked RECOVERING", lambda: recovering(job), GUARD_S)
     at_recovery = bucket.events()
     runs_then = len(tm.attempts(managed.log(job)))

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
-from harness.cloud.chaos import StoreFaults
+from harness.cloud.store_faults import StoreFaults
 from harness.testing.buckets import SKY_MANAGED
 from harness.testing.order_check import DELETE_OPS, assert_visible_prefix
 

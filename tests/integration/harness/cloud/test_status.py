@@ -14,7 +14,7 @@ from typing import Any
 import docker
 import pytest
 
-from harness.cloud.chaos import StoreFaults
+from harness.cloud.store_faults import StoreFaults
 from harness.emulators import fleet
 from skycore.provision.docker_engine import LABEL_CLUSTER, LABEL_RANK
 from tests.names import unique_name

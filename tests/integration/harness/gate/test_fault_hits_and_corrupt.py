@@ -19,7 +19,8 @@ import pytest
 import requests
 
 from harness.accounts import OTHER, USER
-from harness.cloud.chaos import ChaosError, StoreFaults
+from harness.cloud.chaos import ChaosError
+from harness.cloud.store_faults import StoreFaults
 from harness.emulators.fleet import RunningEmulator
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator

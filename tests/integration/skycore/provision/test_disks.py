@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cloud import chaos
+from harness.cloud import preemption
 from skycore import execution, provision, state
 from skycore.config import SkycoreConfig
 from skycore.core.clusters import provision_cluster
@@ -107,7 +107,7 @@ def test_a_preempted_node_loses_its_disk(cluster: str, docker_config: SkycoreCon
     for rank in (0, 1):
         _sh(_runner(cluster, docker_config, rank), f"echo old > {BASE}/cache")
     old = disks.disk_of(cluster, 1)
-    chaos.preempt(cluster, 1, force=True, config=docker_config)
+    preemption.preempt(cluster, 1, force=True, config=docker_config)
     _assert_gone(old)
     # A node removed outside skycore: the provider deletes its disk when it next looks.
     head = disks.disk_of(cluster, 0)

@@ -40,7 +40,7 @@ def test_bad_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
 
 def test_every_kind_has_its_fixture_and_its_colour() -> None:
     """``store_faults.stream_bandwidth(...)`` as for every kind, and the report draws it."""
-    from harness.cloud.chaos import StoreFaults
+    from harness.cloud.store_faults import StoreFaults
     from harness.testing.report import FAULT_COLORS
 
     for kind in KINDS:

@@ -305,7 +305,8 @@ def test_a_second_controller_for_the_same_job_exits(
 
 
 def test_preempt_refuses_on_demand_nodes(home: Path) -> None:
-    from harness.cloud.chaos import ChaosError, preempt
+    from harness.cloud.chaos import ChaosError
+    from harness.cloud.preemption import preempt
     from skycore import state as core_state
 
     resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
@@ -318,7 +319,7 @@ def test_preempt_refuses_on_demand_nodes(home: Path) -> None:
 
 
 def test_preempt_command_reports_errors_in_one_line(home: Path) -> None:
-    from harness.cloud.chaos import preempt_command
+    from harness.cloud.preemption import preempt_command
     from skycore import state as core_state
 
     resources = {"cloud": None, "image_id": None, "use_spot": False, "num_nodes": 1}
