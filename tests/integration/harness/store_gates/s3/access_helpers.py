@@ -34,6 +34,17 @@ def policy_doc(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
+def everyone_may(action: str | list[str], bucket: str) -> dict[str, Any]:
+    """A policy statement letting everyone (anonymous callers too) do ``action`` on every
+    object of ``bucket``."""
+    return {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": action,
+        "Resource": f"arn:aws:s3:::{bucket}/*",
+    }
+
+
 def account_principal(owner: str) -> dict[str, str]:
     """The policy principal of ``owner``'s account (its root)."""
     return {"AWS": f"arn:aws:iam::{S3_ACCOUNTS[owner].account_id}:root"}

@@ -1,4 +1,5 @@
-"""Fixtures of the S3 gate's tests: ``make``, a new bucket made through the API as on AWS."""
+"""Fixtures of the S3 gate's tests: ``make``, a new bucket made through the API as on AWS;
+``bucket``, the signing tests' seeded bucket."""
 
 from __future__ import annotations
 
@@ -36,3 +37,13 @@ def make(s3: S3Emulator) -> Iterator[Maker]:
     yield create
     for name in made:
         s3.delete_bucket(name)
+
+
+@pytest.fixture
+def bucket(s3: S3Emulator) -> Iterator[str]:
+    """The name (not the URL, as the suite's ``bucket`` gives) of a private bucket of the
+    user's holding one object, ``seed``; deleted after the test."""
+    name = f"sig-{uuid.uuid4().hex[:12]}"
+    s3.make_bucket(name, owner=USER, public=False, objects={"seed": b"seed"})
+    yield name
+    s3.delete_bucket(name)

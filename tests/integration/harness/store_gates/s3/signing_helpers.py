@@ -1,11 +1,10 @@
 """Plain helpers of the S3 signing tests: clients that sign each way, the gate's answers
-read back, and the seeded bucket the tests' ``bucket`` fixture is made of."""
+read back (their seeded ``bucket`` fixture is in conftest.py here)."""
 
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,13 +12,6 @@ import requests
 
 from harness.accounts import USER
 from harness.emulators.s3 import S3Emulator
-
-
-def seeded_bucket(s3: S3Emulator) -> Iterator[str]:
-    name = f"sig-{uuid.uuid4().hex[:12]}"
-    s3.make_bucket(name, owner=USER, public=False, objects={"seed": b"seed"})
-    yield name
-    s3.delete_bucket(name)
 
 
 def signing_client(

@@ -20,6 +20,7 @@ from tests.integration.harness.store_gates.s3.access_helpers import (
     Maker,
     account_principal,
     error_of,
+    everyone_may,
     policy_doc,
     read_body,
 )
@@ -59,14 +60,7 @@ def test_public_policy_does_not_open_objects_another_account_owns(
     name = make(acls=True, block=False)
     s3.client(USER).put_bucket_policy(
         Bucket=name,
-        Policy=policy_doc(
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": ["s3:GetObject", "s3:PutObject"],
-                "Resource": f"arn:aws:s3:::{name}/*",
-            }
-        ),
+        Policy=policy_doc(everyone_may(["s3:GetObject", "s3:PutObject"], name)),
     )
     s3.client(USER).put_object(Bucket=name, Key="mine", Body=b"m")
     s3.client(OTHER).put_object(Bucket=name, Key="theirs", Body=b"t")  # ObjectWriter: theirs
@@ -260,12 +254,7 @@ def test_a_key_that_looks_like_a_credential_is_just_a_key(s3: S3Emulator, make: 
     user = s3.client(USER)
     key = "x-amz-credential=1/AWSAccessKeyId=2"
     user.put_object(Bucket=name, Key=key, Body=b"k")
-    public = {
-        "Effect": "Allow",
-        "Principal": "*",
-        "Action": "s3:GetObject",
-        "Resource": f"arn:aws:s3:::{name}/*",
-    }
+    public = everyone_may("s3:GetObject", name)
     user.put_bucket_policy(Bucket=name, Policy=policy_doc(public))
     assert read_body(s3.client(None), name, key) == b"k"
     resp = requests.get(f"{s3.endpoint}/{name}/{key}", timeout=10)

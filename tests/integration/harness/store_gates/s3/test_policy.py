@@ -12,13 +12,7 @@ import pytest
 from harness.accounts import OTHER, USER
 from harness.emulators.s3 import S3Emulator
 from harness.store_gates.s3.acl import S3_ACCOUNTS
-from tests.integration.harness.store_gates.s3.access_helpers import (
-    Maker,
-    account_principal,
-    error_of,
-    policy_doc,
-    read_body,
-)
+from tests.integration.harness.store_gates.s3 import access_helpers as access
 from tests.integration.helpers import stores_with_s3_access
 
 pytestmark = pytest.mark.parametrize("store_name", stores_with_s3_access(S3Emulator))
@@ -27,7 +21,7 @@ pytestmark = pytest.mark.parametrize("store_name", stores_with_s3_access(S3Emula
 # --- bucket policies -----------------------------------------------------------------------
 
 
-def test_policy_allowing_the_other_account(s3: S3Emulator, make: Maker) -> None:
+def test_policy_allowing_the_other_account(s3: S3Emulator, make: access.Maker) -> None:
     name = make()
     user, other = s3.client(USER), s3.client(OTHER)
     user.put_object(Bucket=name, Key="k", Body=b"v")
@@ -38,13 +32,13 @@ def test_policy_allowing_the_other_account(s3: S3Emulator, make: Maker) -> None:
         lambda: other.put_object(Bucket=name, Key="o", Body=b"o"),
         lambda: other.get_object_tagging(Bucket=name, Key="k"),
     ):
-        assert error_of(call)[0] == 403
+        assert access.error_of(call)[0] == 403
     user.put_bucket_policy(
         Bucket=name,
-        Policy=policy_doc(
+        Policy=access.policy_doc(
             {
                 "Effect": "Allow",
-                "Principal": account_principal(OTHER),
+                "Principal": access.account_principal(OTHER),
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:*ObjectTagging"],
                 "Resource": f"arn:aws:s3:::{name}/*",
             },
@@ -56,36 +50,31 @@ def test_policy_allowing_the_other_account(s3: S3Emulator, make: Maker) -> None:
             },
         ),
     )
-    assert read_body(other, name, "k") == b"v"
+    assert access.read_body(other, name, "k") == b"v"
     assert other.list_objects_v2(Bucket=name)["KeyCount"] == 1
     other.put_object(Bucket=name, Key="o", Body=b"o", ACL="bucket-owner-full-control")
     assert other.get_object_tagging(Bucket=name, Key="k")["TagSet"] == [{"Key": "a", "Value": "b"}]
     other.put_object_tagging(
         Bucket=name, Key="k", Tagging={"TagSet": [{"Key": "by", "Value": "other"}]}
     )
-    assert error_of(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
-    assert error_of(lambda: other.delete_object(Bucket=name, Key="k"))[0] == 403
+    assert access.error_of(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    assert access.error_of(lambda: other.delete_object(Bucket=name, Key="k"))[0] == 403
     batch = {"Objects": [{"Key": "k"}, {"Key": "o"}], "Quiet": True}
-    assert error_of(lambda: other.delete_objects(Bucket=name, Delete=batch))[0] == 403  # (1)
-    assert read_body(user, name, "k") == b"v"
+    assert access.error_of(lambda: other.delete_objects(Bucket=name, Delete=batch))[0] == 403  # (1)
+    assert access.read_body(user, name, "k") == b"v"
     # (1) S3 answers 200 with an AccessDenied error per key; the gate refuses the batch.
     got = json.loads(user.get_bucket_policy(Bucket=name)["Policy"])
     assert got["Statement"][1]["Action"] == "s3:ListBucket"
 
 
-def test_policy_allowing_everyone(s3: S3Emulator, make: Maker) -> None:
+def test_policy_allowing_everyone(s3: S3Emulator, make: access.Maker) -> None:
     name = make(block=False)
     user = s3.client(USER)
     user.put_object(Bucket=name, Key="k", Body=b"v")
     user.put_bucket_policy(
         Bucket=name,
-        Policy=policy_doc(
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": ["s3:GetObject", "s3:PutObject"],
-                "Resource": f"arn:aws:s3:::{name}/*",
-            },
+        Policy=access.policy_doc(
+            access.everyone_may(["s3:GetObject", "s3:PutObject"], name),
             {
                 "Effect": "Allow",
                 "Principal": {"AWS": "*"},
@@ -95,51 +84,52 @@ def test_policy_allowing_everyone(s3: S3Emulator, make: Maker) -> None:
         ),
     )
     anonymous = s3.client(None)
-    assert read_body(anonymous, name, "k") == b"v"
+    assert access.read_body(anonymous, name, "k") == b"v"
     anonymous.put_object(Bucket=name, Key="anon", Body=b"a")
     assert sorted(o["Key"] for o in anonymous.list_objects_v2(Bucket=name)["Contents"]) == [
         "anon",
         "k",
     ]
-    assert read_body(user, name, "anon") == b"a"  # BucketOwnerEnforced: the bucket owner's
+    assert access.read_body(user, name, "anon") == b"a"  # BucketOwnerEnforced: the bucket owner's
     user.delete_bucket_policy(Bucket=name)
-    assert error_of(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
-    assert error_of(lambda: user.get_bucket_policy(Bucket=name)) == (404, "NoSuchBucketPolicy")
+    assert access.error_of(lambda: anonymous.get_object(Bucket=name, Key="k"))[0] == 403
+    assert access.error_of(lambda: user.get_bucket_policy(Bucket=name)) == (
+        404,
+        "NoSuchBucketPolicy",
+    )
 
 
-def test_explicit_deny_wins(s3: S3Emulator, make: Maker) -> None:
+def test_explicit_deny_wins(s3: S3Emulator, make: access.Maker) -> None:
     name = make(block=False)
     user = s3.client(USER)
     for key in ("open/a", "secret/b"):
         user.put_object(Bucket=name, Key=key, Body=b"v")
     user.put_bucket_policy(
         Bucket=name,
-        Policy=policy_doc(
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": "s3:GetObject",
-                "Resource": f"arn:aws:s3:::{name}/*",
-            },
+        Policy=access.policy_doc(
+            access.everyone_may("s3:GetObject", name),
             {
                 "Effect": "Deny",
-                "Principal": account_principal(OTHER),
+                "Principal": access.account_principal(OTHER),
                 "Action": "s3:Get*",
                 "Resource": f"arn:aws:s3:::{name}/secret/*",
             },
         ),
     )
     other = s3.client(OTHER)
-    assert read_body(other, name, "open/a") == b"v"
-    assert error_of(lambda: other.get_object(Bucket=name, Key="secret/b")) == (403, "AccessDenied")
-    assert read_body(s3.client(None), name, "secret/b") == b"v"
-    assert read_body(user, name, "secret/b") == b"v"
+    assert access.read_body(other, name, "open/a") == b"v"
+    assert access.error_of(lambda: other.get_object(Bucket=name, Key="secret/b")) == (
+        403,
+        "AccessDenied",
+    )
+    assert access.read_body(s3.client(None), name, "secret/b") == b"v"
+    assert access.read_body(user, name, "secret/b") == b"v"
 
 
-def test_malformed_policy_is_refused(s3: S3Emulator, make: Maker) -> None:
+def test_malformed_policy_is_refused(s3: S3Emulator, make: access.Maker) -> None:
     name = make()
     user = s3.client(USER)
-    bad = policy_doc(
+    bad = access.policy_doc(
         {
             "Effect": "Allow",
             "Principal": "*",
@@ -147,23 +137,25 @@ def test_malformed_policy_is_refused(s3: S3Emulator, make: Maker) -> None:
             "Resource": "arn:aws:s3:::another-bucket/*",
         }
     )
-    assert error_of(lambda: user.put_bucket_policy(Bucket=name, Policy=bad)) == (
+    assert access.error_of(lambda: user.put_bucket_policy(Bucket=name, Policy=bad)) == (
         400,
         "MalformedPolicy",
     )
-    assert error_of(lambda: user.put_bucket_policy(Bucket=name, Policy="{not json")) == (
+    assert access.error_of(lambda: user.put_bucket_policy(Bucket=name, Policy="{not json")) == (
         400,
         "MalformedPolicy",
     )
-    ok = policy_doc(
+    ok = access.policy_doc(
         {
             "Effect": "Allow",
-            "Principal": account_principal(OTHER),
+            "Principal": access.account_principal(OTHER),
             "Action": "s3:GetObject",
             "Resource": f"arn:aws:s3:::{name}/*",
         }
     )
-    assert error_of(lambda: s3.client(OTHER).put_bucket_policy(Bucket=name, Policy=ok))[0] in (
+    assert access.error_of(lambda: s3.client(OTHER).put_bucket_policy(Bucket=name, Policy=ok))[
+        0
+    ] in (
         403,
         405,
     )
@@ -173,7 +165,7 @@ def test_malformed_policy_is_refused(s3: S3Emulator, make: Maker) -> None:
 
 
 def test_defaults_refuse_acls_and_public_policies_until_switched(
-    s3: S3Emulator, make: Maker
+    s3: S3Emulator, make: access.Maker
 ) -> None:
     name = make()
     user = s3.client(USER)
@@ -181,33 +173,26 @@ def test_defaults_refuse_acls_and_public_policies_until_switched(
     assert ownership["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
     block = user.get_public_access_block(Bucket=name)["PublicAccessBlockConfiguration"]
     assert set(block.values()) == {True} and len(block) == 4
-    assert error_of(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
+    assert access.error_of(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
         400,
         "AccessControlListNotSupported",
     )
-    assert error_of(
+    assert access.error_of(
         lambda: user.put_object(Bucket=name, Key="k", Body=b"v", ACL="public-read")
     ) == (
         400,
         "AccessControlListNotSupported",
     )
     user.put_object(Bucket=name, Key="k", Body=b"v", ACL="bucket-owner-full-control")
-    public = policy_doc(
-        {
-            "Effect": "Allow",
-            "Principal": "*",
-            "Action": "s3:GetObject",
-            "Resource": f"arn:aws:s3:::{name}/*",
-        }
-    )
-    assert error_of(lambda: user.put_bucket_policy(Bucket=name, Policy=public)) == (
+    public = access.policy_doc(access.everyone_may("s3:GetObject", name))
+    assert access.error_of(lambda: user.put_bucket_policy(Bucket=name, Policy=public)) == (
         403,
         "AccessDenied",
     )
     user.put_bucket_ownership_controls(
         Bucket=name, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
     )
-    assert error_of(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
+    assert access.error_of(lambda: user.put_bucket_acl(Bucket=name, ACL="public-read")) == (
         403,
         "AccessDenied",
     )  # ACLs enabled now, but BlockPublicAcls
@@ -222,27 +207,27 @@ def test_defaults_refuse_acls_and_public_policies_until_switched(
     )
     user.put_bucket_acl(Bucket=name, ACL="public-read")
     user.put_bucket_policy(Bucket=name, Policy=public)
-    assert read_body(s3.client(None), name, "k") == b"v"
-    assert error_of(
+    assert access.read_body(s3.client(None), name, "k") == b"v"
+    assert access.error_of(
         lambda: user.put_bucket_ownership_controls(
             Bucket=name,
             OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
         )
     ) == (400, "InvalidBucketAclWithObjectOwnership")
     user.delete_public_access_block(Bucket=name)
-    assert error_of(lambda: user.get_public_access_block(Bucket=name)) == (
+    assert access.error_of(lambda: user.get_public_access_block(Bucket=name)) == (
         404,
         "NoSuchPublicAccessBlockConfiguration",
     )
 
 
-def test_ignore_public_acls_and_restrict_public_buckets(s3: S3Emulator, make: Maker) -> None:
+def test_ignore_public_acls_and_restrict_public_buckets(s3: S3Emulator, make: access.Maker) -> None:
     name = make(acls=True, block=False)
     user = s3.client(USER)
     user.put_object(Bucket=name, Key="k", Body=b"v", ACL="public-read")
-    assert read_body(s3.client(None), name, "k") == b"v"
+    assert access.read_body(s3.client(None), name, "k") == b"v"
     user.put_public_access_block(
         Bucket=name,
         PublicAccessBlockConfiguration={"IgnorePublicAcls": True, "RestrictPublicBuckets": True},
     )
-    assert error_of(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403
+    assert access.error_of(lambda: s3.client(None).get_object(Bucket=name, Key="k"))[0] == 403

@@ -17,7 +17,6 @@ from harness.accounts import UNKNOWN, USER
 from harness.emulators.s3 import S3Emulator
 from tests.integration.harness.store_gates.s3.signing_helpers import (
     flip,
-    seeded_bucket,
     signing_client,
     xml_error,
     xml_message,
@@ -25,8 +24,6 @@ from tests.integration.harness.store_gates.s3.signing_helpers import (
 from tests.integration.helpers import stores_of_kind
 
 pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
-
-bucket = pytest.fixture(seeded_bucket, name="bucket")
 
 
 VERSIONS = [pytest.param("s3v4", id="v4"), pytest.param("s3", id="v2")]

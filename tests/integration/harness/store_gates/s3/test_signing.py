@@ -21,7 +21,6 @@ from harness.emulators.s3 import S3Emulator
 from tests.integration.harness.store_gates.s3.signing_helpers import (
     flip,
     sdk_error,
-    seeded_bucket,
     send,
     signing_client,
     xml_error,
@@ -30,8 +29,6 @@ from tests.integration.harness.store_gates.s3.signing_helpers import (
 from tests.integration.helpers import stores_of_kind
 
 pytestmark = pytest.mark.parametrize("store_name", stores_of_kind(S3Emulator))
-
-bucket = pytest.fixture(seeded_bucket, name="bucket")
 
 
 SKEW = 20 * 60  # beyond the 15 minutes S3 allows
@@ -53,69 +50,98 @@ def test_sigv4_x_amz_date(s3: S3Emulator, bucket: str) -> None:
         403,
         "SignatureDoesNotMatch",
     )
-    request = _v4_request(s3, "GET", f"/{bucket}?list-type=2")
+    request = _signed(s3, "v4", "GET", f"/{bucket}?list-type=2")
     altered = dict(request.headers)
     altered["Authorization"] = re.sub(
         r"Signature=(\w)", lambda m: "Signature=" + flip(m[1]), altered["Authorization"]
     )
     resp = requests.get(request.url, headers=altered, timeout=10)
     assert xml_error(resp) == (403, "SignatureDoesNotMatch")
-    old = _v4_request(s3, "GET", f"/{bucket}?list-type=2", shift=-SKEW)
+    old = _signed(s3, "v4", "GET", f"/{bucket}?list-type=2", shift=-SKEW)
     assert xml_error(send(old)) == (403, "RequestTimeTooSkewed")
-
-
-def _v4_request(
-    s3: S3Emulator,
-    method: str,
-    path: str,
-    date_header: bool = False,
-    shift: float = 0,
-    secret: str | None = None,
-    body: bytes = b"",
-) -> Any:
-    """A request signed by botocore's S3SigV4Auth at now + ``shift``: with X-Amz-Date, or
-    with an RFC 1123 Date header when ``date_header`` (the signer derives its timestamp from
-    it and signs the Date header)."""
-    from botocore.auth import S3SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    key = s3.keys[USER]
-    request = AWSRequest(method=method, url=f"{s3.endpoint}{path}", data=body)
-    if date_header:
-        request.headers["Date"] = formatdate(usegmt=True)
-    with _clock(shift):
-        credentials = Credentials(key.access_key_id, secret or key.secret_access_key)
-        S3SigV4Auth(credentials, "s3", s3.region).add_auth(request)
-    return request
 
 
 def test_sigv4_date_header(s3: S3Emulator, bucket: str) -> None:
     """SigV4 signed with a Date header instead of X-Amz-Date (botocore's signer) works for a
     listing and an upload; a wrong secret, a Date changed after signing and a Date 20
     minutes off are refused."""
-    listing = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True)
+    listing = _works_with_the_other_date(s3, bucket, "v4", "?list-type=2", "Date", "date")
     assert "X-Amz-Date" not in listing.headers and "Date" in listing.headers
     assert "date" in listing.headers["Authorization"]
+    wrong = _signed(s3, "v4", "GET", f"/{bucket}?list-type=2", swap_date=True, secret="nope")
+    assert xml_error(send(wrong)) == (403, "SignatureDoesNotMatch")
+
+
+def _signed(
+    s3: S3Emulator,
+    version: str,
+    method: str,
+    path: str,
+    swap_date: bool = False,
+    shift: float = 0,
+    secret: str | None = None,
+    body: bytes = b"",
+) -> Any:
+    """A request signed by botocore at now + ``shift``. ``version`` "v4": S3SigV4Auth with
+    X-Amz-Date, or with an RFC 1123 Date header when ``swap_date`` (the signer derives its
+    timestamp from it and signs the Date header). "v2": HmacV1Auth, path style, with a Date
+    header, or with ``x-amz-date`` and an empty Date line when ``swap_date``."""
+    from botocore.auth import HmacV1Auth, S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    key = s3.keys[USER]
+    credentials = Credentials(key.access_key_id, secret or key.secret_access_key)
+    request = AWSRequest(method=method, url=f"{s3.endpoint}{path}", data=body)
+    if version == "v4":
+        if swap_date:
+            request.headers["Date"] = formatdate(usegmt=True)
+        with _clock(shift):
+            S3SigV4Auth(credentials, "s3", s3.region).add_auth(request)
+        return request
+    date = formatdate(time.time() + shift, usegmt=True)
+
+    class Signer(HmacV1Auth):
+        def _get_date(self) -> str:
+            return "" if swap_date else date
+
+    bucket_level = path.count("/") == 1 and len(path) > 1
+    request.auth_path = path + "/" if bucket_level else path
+    if swap_date:
+        request.headers["x-amz-date"] = date
+    Signer(credentials).add_auth(request)
+    if swap_date:
+        del request.headers["Date"]  # the signer set it empty: send none
+    return request
+
+
+def _works_with_the_other_date(
+    s3: S3Emulator, bucket: str, version: str, query: str, header: str, prefix: str
+) -> Any:
+    """Signed with ``swap_date`` (its date in ``header``), a listing of ``bucket`` (with
+    ``query``) and an upload under ``prefix`` work; ``header`` changed after signing is
+    SignatureDoesNotMatch, a date 20 minutes off RequestTimeTooSkewed, an upload with a
+    wrong secret SignatureDoesNotMatch and writes nothing. Returns the signed listing."""
+    listing_path = f"/{bucket}{query}"
+    listing = _signed(s3, version, "GET", listing_path, swap_date=True)
     resp = send(listing)
     assert resp.status_code == 200, resp.text
     assert b"<Key>seed</Key>" in resp.content
-    put = _v4_request(s3, "PUT", f"/{bucket}/date/put", date_header=True, body=b"dated")
+    put = _signed(s3, version, "PUT", f"/{bucket}/{prefix}/put", True, body=prefix.encode())
     assert send(put).status_code == 200
-    assert s3.read_object(bucket, "date/put") == b"dated"
-    wrong = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True, secret="nope")
-    assert xml_error(send(wrong)) == (403, "SignatureDoesNotMatch")
+    assert s3.read_object(bucket, f"{prefix}/put") == prefix.encode()
     moved = dict(listing.headers)
-    moved["Date"] = formatdate(time.time() - 5, usegmt=True)
+    moved[header] = formatdate(time.time() - 5, usegmt=True)
     assert xml_error(requests.get(listing.url, headers=moved, timeout=10)) == (
         403,
         "SignatureDoesNotMatch",
     )
-    skewed = _v4_request(s3, "GET", f"/{bucket}?list-type=2", date_header=True, shift=-SKEW)
+    skewed = _signed(s3, version, "GET", listing_path, swap_date=True, shift=-SKEW)
     assert xml_error(send(skewed)) == (403, "RequestTimeTooSkewed")
-    forged = _v4_request(s3, "PUT", f"/{bucket}/date/forged", date_header=True, secret="x")
+    forged = _signed(s3, version, "PUT", f"/{bucket}/{prefix}/forged", True, secret="x")
     assert xml_error(send(forged)) == (403, "SignatureDoesNotMatch")
-    assert "date/forged" not in s3.list_keys(bucket)
+    assert f"{prefix}/forged" not in s3.list_keys(bucket)
+    return listing
 
 
 def test_sigv4_presigned_query(s3: S3Emulator, bucket: str) -> None:
@@ -185,7 +211,7 @@ def test_sigv2_header_bucket_level(s3: S3Emulator, bucket: str) -> None:
         "SignatureDoesNotMatch",
     )
     assert sdk_error(lambda: wrong.head_bucket(Bucket=bucket)) == (403, "403")
-    signed = _v2_request(s3, "GET", f"/{bucket}")
+    signed = _signed(s3, "v2", "GET", f"/{bucket}")
     assert send(signed).status_code == 200
     replayed = requests.get(f"{signed.url}?acl", headers=dict(signed.headers), timeout=10)
     assert xml_error(replayed) == (403, "SignatureDoesNotMatch")
@@ -222,7 +248,7 @@ def test_sigv2_header_object_level(s3: S3Emulator, bucket: str) -> None:
     deleted = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "v2/multi"}]})
     assert [d["Key"] for d in deleted["Deleted"]] == ["v2/multi"]
     client.delete_object(Bucket=bucket, Key=key)
-    signed = _v2_request(s3, "GET", f"/{bucket}/seed")
+    signed = _signed(s3, "v2", "GET", f"/{bucket}/seed")
     assert send(signed).content == b"seed"
     headers = dict(signed.headers)
     unsigned = requests.get(f"{signed.url}?x-id=GetObject", headers=headers, timeout=10)
@@ -239,67 +265,17 @@ def test_sigv2_header_object_level(s3: S3Emulator, bucket: str) -> None:
     assert s3.list_keys(bucket) == ["seed"]
 
 
-def _v2_request(
-    s3: S3Emulator,
-    method: str,
-    path: str,
-    amz_date: bool = False,
-    shift: float = 0,
-    secret: str | None = None,
-    body: bytes = b"",
-) -> Any:
-    """A request signed by botocore's HmacV1Auth (SigV2) at now + ``shift``, path style: with
-    a Date header, or with ``x-amz-date`` and an empty Date line when ``amz_date``."""
-    from botocore.auth import HmacV1Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    date = formatdate(time.time() + shift, usegmt=True)
-
-    class Signer(HmacV1Auth):
-        def _get_date(self) -> str:
-            return "" if amz_date else date
-
-    key = s3.keys[USER]
-    request = AWSRequest(method=method, url=f"{s3.endpoint}{path}", data=body)
-    bucket_level = path.count("/") == 1 and len(path) > 1
-    request.auth_path = path + "/" if bucket_level else path
-    if amz_date:
-        request.headers["x-amz-date"] = date
-    Signer(Credentials(key.access_key_id, secret or key.secret_access_key)).add_auth(request)
-    if amz_date:
-        del request.headers["Date"]  # the signer set it empty: send none
-    return request
-
-
 def test_sigv2_x_amz_date(s3: S3Emulator, bucket: str) -> None:
     """SigV2 with x-amz-date (Date line empty, x-amz-date signed as an amz header) works on a
     bucket listing and an upload; an x-amz-date changed after signing is
     SignatureDoesNotMatch, one 20 minutes off RequestTimeTooSkewed, none at all AccessDenied."""
-    listing = _v2_request(s3, "GET", f"/{bucket}", amz_date=True)
+    listing = _works_with_the_other_date(s3, bucket, "v2", "", "x-amz-date", "amz")
     assert "Date" not in listing.headers
-    resp = send(listing)
-    assert resp.status_code == 200, resp.text
-    assert b"<Key>seed</Key>" in resp.content
-    put = _v2_request(s3, "PUT", f"/{bucket}/amz/put", amz_date=True, body=b"amz")
-    assert send(put).status_code == 200
-    assert s3.read_object(bucket, "amz/put") == b"amz"
-    moved = dict(listing.headers)
-    moved["x-amz-date"] = formatdate(time.time() - 5, usegmt=True)
-    assert xml_error(requests.get(listing.url, headers=moved, timeout=10)) == (
-        403,
-        "SignatureDoesNotMatch",
-    )
-    skewed = _v2_request(s3, "GET", f"/{bucket}", amz_date=True, shift=-SKEW)
-    assert xml_error(send(skewed)) == (403, "RequestTimeTooSkewed")
     undated = {k: v for k, v in listing.headers.items() if k.lower() != "x-amz-date"}
     assert xml_error(requests.get(listing.url, headers=undated, timeout=10)) == (
         403,
         "AccessDenied",
     )
-    wrong = _v2_request(s3, "PUT", f"/{bucket}/amz/forged", amz_date=True, secret="x")
-    assert xml_error(send(wrong)) == (403, "SignatureDoesNotMatch")
-    assert "amz/forged" not in s3.list_keys(bucket)
 
 
 def test_sigv2_presigned_query(s3: S3Emulator, bucket: str) -> None:
