@@ -9,53 +9,48 @@ from pathlib import Path
 import pytest
 
 from harness.cloud import system
-from harness.testing.report import (
-    CellResult,
-    FaultScenario,
-    ReportData,
-    Timeline,
-    parse_matrix_id,
-    render,
-)
+from harness.testing import report
 
 
-def sample() -> ReportData:
-    data = ReportData()
+def sample() -> report.ReportData:
+    data = report.ReportData()
     for mode in ("COPY", "MOUNT", "MOUNT_CACHED"):
         for kind in ("sky_managed", "public_not_by_user"):
             outcome = "failed" if (mode, kind) == ("MOUNT", "public_not_by_user") else "passed"
-            data.cells.append(CellResult("aws", mode, kind, outcome, 1.25))
+            data.cells.append(report.CellResult("aws", mode, kind, outcome, 1.25))
     data.timelines.append(
-        Timeline("test_upload_order[aws]", [(0.1 * i, f"f{i}", 1024) for i in range(10)])
+        report.Timeline("test_upload_order[aws]", [(0.1 * i, f"f{i}", 1024) for i in range(10)])
     )
     data.others.append(("test_upload_order.py::lost[aws]", "xfailed", 3.0))
     return data
 
 
-def with_faults() -> ReportData:
+def with_faults() -> report.ReportData:
     """sample() and fault scenarios on two stores: one not run on gcs, one that failed on
     gcs before it recorded anything."""
     data = sample()
     data.faults += [
-        FaultScenario("a[s3]", "s3", "outage 30 s", "passed", 0, True, 31.0),
-        FaultScenario("a[gcs]", "gcs", "outage 30 s", "failed", 2, False, None),
-        FaultScenario("b[s3]", "s3", "spot preempted", "skipped", 0, None, None),
-        FaultScenario("c[gcs]", "gcs", "test_drain", "failed", None, None, None),
+        report.FaultScenario("a[s3]", "s3", "outage 30 s", "passed", 0, True, 31.0),
+        report.FaultScenario("a[gcs]", "gcs", "outage 30 s", "failed", 2, False, None),
+        report.FaultScenario("b[s3]", "s3", "spot preempted", "skipped", 0, None, None),
+        report.FaultScenario("c[gcs]", "gcs", "test_drain", "failed", None, None, None),
     ]
     return data
 
 
 def test_matrix_ids_parse():
-    assert parse_matrix_id(
+    assert report.parse_matrix_id(
         "tests/smoke/test_mount_matrix.py::test_mount[gcp-MOUNT-sky_managed]"
     ) == (
         "gcp",
         "MOUNT",
         "sky_managed",
     )
-    assert parse_matrix_id("tests/smoke/test_pipeline.py::test_x") is None
+    assert report.parse_matrix_id("tests/smoke/test_pipeline.py::test_x") is None
     # pytest-xdist's --dist loadgroup suffix, and a conformance run's nodeid.
-    assert parse_matrix_id("test_mount_matrix.py::test_mount[aws-COPY-sky_managed]@matrix-aws") == (
+    assert report.parse_matrix_id(
+        "test_mount_matrix.py::test_mount[aws-COPY-sky_managed]@matrix-aws"
+    ) == (
         "aws",
         "COPY",
         "sky_managed",
@@ -63,7 +58,7 @@ def test_matrix_ids_parse():
 
 
 def test_markdown_twin_and_png(tmp_path: Path):
-    page, md = render(sample(), tmp_path / "report.html")
+    page, md = report.render(sample(), tmp_path / "report.html")
     text = md.read_text()
     assert "| sky_managed | ✔ 1.2s | ✔ 1.2s | ✔ 1.2s |" in text
     assert "✘" in text and "xfailed" in text
@@ -82,7 +77,7 @@ def chromium() -> str:
 
 def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
     """The page opens with the verdicts' grid, then the mount matrix."""
-    page, _ = render(with_faults(), tmp_path / "report.html")
+    page, _ = report.render(with_faults(), tmp_path / "report.html")
     flags = [
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -109,32 +104,35 @@ def test_page_renders_in_headless_chromium(chromium: str, tmp_path: Path):
 def test_faults_section_per_store_with_shaded_spans(tmp_path: Path):
     """The "faults" section: per store, each scenario with files lost, order kept and time
     to durable; the timeline PNG shades each fault's span."""
-    from harness.testing.report import FaultScenario, plot_fault_timelines
 
     data = sample()
     DENY_SPAN: dict[str, object] = {"kind": "deny", "start": 0.0, "end": 30.0}
     uploads: list[list[object]] = [[31.0 + i, f"deny/k{i}.bin", 1024] for i in (3, 4, 0, 1, 2)]
     data.faults.append(
-        FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [DENY_SPAN], uploads)
+        report.FaultScenario(
+            "t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [DENY_SPAN], uploads
+        )
     )
-    data.faults.append(FaultScenario("t2[gcp]", "gcs", "outage 30 s", "passed", 0, True, 31.0))
-    page, md = render(data, tmp_path / "report.html")
+    data.faults.append(
+        report.FaultScenario("t2[gcp]", "gcs", "outage 30 s", "passed", 0, True, 31.0)
+    )
+    page, md = report.render(data, tmp_path / "report.html")
     text = md.read_text()
     assert "## Faults" in text and "### s3" in text and "### gcs" in text
     assert "| deny 30 s | xfailed | 0 | no | 35.5 |" in text
     assert "| outage 30 s | passed | 0 | yes | 31.0 |" in text
     assert "report-faults.png" in page.read_text()
     # the span is drawn: the PNG with the fault differs from the same plot without it
-    with_span = plot_fault_timelines(data.faults[:1], tmp_path / "a.png")
-    bare = FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [], uploads)
-    without = plot_fault_timelines([bare], tmp_path / "b.png")
+    with_span = report.plot_fault_timelines(data.faults[:1], tmp_path / "a.png")
+    bare = report.FaultScenario("t[aws]", "s3", "deny 30 s", "xfailed", 0, False, 35.5, [], uploads)
+    without = report.plot_fault_timelines([bare], tmp_path / "b.png")
     assert with_span and without and with_span.read_bytes() != without.read_bytes()
 
 
 def test_the_page_opens_with_the_grid_and_the_upload_order(tmp_path: Path):
     """A store team comes for the store x mode x bucket-kind grid and the order timeline:
     both come before the list of other tests, on the page and in its markdown twin."""
-    page, md = render(sample(), tmp_path / "report.html")
+    page, md = report.render(sample(), tmp_path / "report.html")
     for text, grid, order, others in (
         (page.read_text(), "id='matrix-aws'", "id='timeline'", "Other smoke tests"),
         (md.read_text(), "## aws", "## Upload order", "## Other smoke tests"),
@@ -145,7 +143,7 @@ def test_the_page_opens_with_the_grid_and_the_upload_order(tmp_path: Path):
 def test_the_verdicts_grid_has_a_row_per_scenario_and_a_column_per_store(tmp_path: Path):
     """Each cell: the outcome, then order lost / files lost first, then what went right; a
     scenario not run on a store is "-"."""
-    page, md = render(with_faults(), tmp_path / "report.html")
+    page, md = report.render(with_faults(), tmp_path / "report.html")
     text = md.read_text()
     assert "| scenario | gcs | s3 |" in text
     assert (
