@@ -49,24 +49,29 @@ def gate_row(azure: AzureEmulator, name: str) -> dict[str, Any] | None:
 # --- public access levels -------------------------------------------------------------------
 
 
+def _anonymous_reads(
+    azure: AzureEmulator, make_container: MakeContainer, level: str
+) -> ContainerClient:
+    """A new container of public access ``level``: an anonymous client reads its blob and
+    the blob's properties; returns that client."""
+    anon = anonymous(azure, make_container(level))
+    assert anon.download_blob(KEY).readall() == DATA
+    assert anon.get_blob_client(KEY).get_blob_properties().size == len(DATA)
+    return anon
+
+
 def test_level_container_opens_reads_and_listing(
     azure: AzureEmulator, make_container: MakeContainer
 ) -> None:
-    name = make_container("container")
-    anon = anonymous(azure, name)
-    assert anon.download_blob(KEY).readall() == DATA
+    anon = _anonymous_reads(azure, make_container, "container")
     assert list(anon.list_blob_names()) == [KEY]
     assert anon.get_container_properties().public_access == "container"
-    assert anon.get_blob_client(KEY).get_blob_properties().size == len(DATA)
 
 
 def test_level_blob_opens_reads_but_not_listing(
     azure: AzureEmulator, make_container: MakeContainer
 ) -> None:
-    name = make_container("blob")
-    anon = anonymous(azure, name)
-    assert anon.download_blob(KEY).readall() == DATA
-    assert anon.get_blob_client(KEY).get_blob_properties().size == len(DATA)
+    anon = _anonymous_reads(azure, make_container, "blob")
     assert refusal(lambda: list(anon.list_blob_names())) == HIDDEN
     assert refusal(anon.get_container_properties) == HIDDEN
 

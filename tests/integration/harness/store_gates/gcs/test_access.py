@@ -4,7 +4,7 @@ prevention, fine-grained object ACLs and signed URLs V4."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -278,23 +278,28 @@ def test_copy_with_a_destination_predefined_acl(gcs: GcsEmulator, bucket: Any) -
 # --- signed URLs V4 ----------------------------------------------------------------------
 
 
-def test_signed_url_from_the_sdk_works(gcs: GcsEmulator, bucket: Any) -> None:
-    url = gcs.signed_url(bucket.name, "a.txt", USER)
+def _signed_get_and_put_work(
+    gcs: GcsEmulator, sign: Callable[..., str], bucket: str, key: str, body: bytes
+) -> str:
+    """A URL ``sign`` signs as the user reads a.txt, and one for a PUT writes ``key``;
+    returns the GET URL."""
+    url = sign(bucket, "a.txt", USER)
     assert requests.get(url, timeout=10).content == DATA
-    put = gcs.signed_url(bucket.name, "up.txt", USER, method="PUT")
-    assert requests.put(put, data=b"up", timeout=10).status_code == 200
-    assert _read(gcs, USER, bucket.name, "up.txt") == b"up"
+    put = sign(bucket, key, USER, method="PUT")
+    assert requests.put(put, data=body, timeout=10).status_code == 200
+    assert _read(gcs, USER, bucket, key) == body
+    return url
+
+
+def test_signed_url_from_the_sdk_works(gcs: GcsEmulator, bucket: Any) -> None:
+    _signed_get_and_put_work(gcs, gcs.signed_url, bucket.name, "up.txt", b"up")
     theirs = gcs.signed_url(bucket.name, "a.txt", OTHER)  # signed, but not allowed
     denied = requests.get(theirs, timeout=10)
     assert denied.status_code == 403 and b"AccessDenied" in denied.content
 
 
 def test_hmac_signed_urls(gcs: GcsEmulator, bucket: Any) -> None:
-    url = gcs.hmac_signed_url(bucket.name, "a.txt", USER)
-    assert requests.get(url, timeout=10).content == DATA
-    put = gcs.hmac_signed_url(bucket.name, "hmac.txt", USER, method="PUT")
-    assert requests.put(put, data=b"h", timeout=10).status_code == 200
-    assert _read(gcs, USER, bucket.name, "hmac.txt") == b"h"
+    url = _signed_get_and_put_work(gcs, gcs.hmac_signed_url, bucket.name, "hmac.txt", b"h")
     for forged in (url.replace("/a.txt?", "/b.txt?"), url[:-4] + "0000"):
         resp = requests.get(forged, timeout=10)
         assert resp.status_code == 403 and b"SignatureDoesNotMatch" in resp.content
