@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,6 +29,8 @@ from tests.integration.helpers import REPO
 
 BUGGY_MOTO = REPO / "tests" / "fixtures" / "buggy_moto.py"
 SUITE = [m for m in MODULES if m != "test_emulator_contract"]
+
+pytestmark = [pytest.mark.aws, pytest.mark.cloud]  # each test starts emulator processes
 
 
 class _BuggyS3(S3Emulator):
@@ -64,20 +67,28 @@ class _CrashingPackage(S3Emulator):
         return self.no_such_attribute  # type: ignore[attr-defined]
 
 
-def _checked(emulator_class: type[S3Emulator], home: Path, monkeypatch: pytest.MonkeyPatch):
-    """(outcome, module -> skip reason) of ``emulator_class`` started in ``home``."""
-    monkeypatch.setenv("HARNESS_HOME", str(home))
-    emulator = emulator_class.launch(home)
-    try:
-        outcome = run(emulator)
-        reasons = {module: skip_reason(emulator, module) for module in SUITE}
-    finally:
-        emulator.stop()
-    return outcome, reasons
+Checked = Callable[[type[S3Emulator]], tuple[Any, dict[str, str | None]]]
+"""``checked(emulator_class)`` -> (outcome, module -> skip reason)"""
 
 
-@pytest.mark.aws
-@pytest.mark.cloud  # starts emulator processes of its own
+@pytest.fixture
+def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checked:
+    """``checked(emulator_class)``: (outcome, module -> skip reason) of ``emulator_class``
+    started in a throw-away harness home."""
+
+    def check(emulator_class: type[S3Emulator]) -> tuple[Any, dict[str, str | None]]:
+        monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
+        emulator = emulator_class.launch(tmp_path)
+        try:
+            outcome = run(emulator)
+            reasons = {module: skip_reason(emulator, module) for module in SUITE}
+        finally:
+            emulator.stop()
+        return outcome, reasons
+
+    return check
+
+
 @pytest.mark.parametrize(
     ("emulator_class", "check", "named"),
     [
@@ -90,10 +101,9 @@ def test_a_bug_every_test_relies_on_skips_every_test(
     emulator_class: type[_BuggyS3],
     check: str,
     named: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    checked: Checked,
 ) -> None:
-    outcome, reasons = _checked(emulator_class, tmp_path, monkeypatch)
+    outcome, reasons = checked(emulator_class)
     assert outcome.checks >= 14
     failed = {r.check: r for r in outcome.of(Status.FAILED)}
     assert check in failed, outcome.failures  # (a wrong ETag fails multipart's too)
@@ -105,12 +115,8 @@ def test_a_bug_every_test_relies_on_skips_every_test(
         assert f"{module} relies on the {check} check" in reason, reason
 
 
-@pytest.mark.aws
-@pytest.mark.cloud
-def test_a_bug_skips_only_the_tests_that_rely_on_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outcome, reasons = _checked(_ListedEarly, tmp_path, monkeypatch)
+def test_a_bug_skips_only_the_tests_that_rely_on_it(checked: Checked) -> None:
+    outcome, reasons = checked(_ListedEarly)
     failed = outcome.of(Status.FAILED)
     assert [r.check for r in failed] == ["unfinished PUT"], outcome.failures
     assert "lists an object before its PUT completed" in failed[0].text
@@ -119,12 +125,8 @@ def test_a_bug_skips_only_the_tests_that_rely_on_it(
     assert not outcome.of(Status.CRASH), outcome.failures
 
 
-@pytest.mark.aws
-@pytest.mark.cloud
-def test_a_finding_skips_nothing_and_is_reported(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outcome, reasons = _checked(_FolderOrder, tmp_path, monkeypatch)
+def test_a_finding_skips_nothing_and_is_reported(checked: Checked) -> None:
+    outcome, reasons = checked(_FolderOrder)
     assert not outcome.failures, outcome.failures  # the contract test passes
     findings = {r.check: r for r in outcome.of(Status.FINDING)}
     assert "order" in findings, outcome.results
@@ -135,12 +137,8 @@ def test_a_finding_skips_nothing_and_is_reported(
     assert "no test depends on the order of keys" in summary
 
 
-@pytest.mark.aws
-@pytest.mark.cloud
-def test_a_package_crash_is_reported_as_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outcome, reasons = _checked(_CrashingPackage, tmp_path, monkeypatch)
+def test_a_package_crash_is_reported_as_a_crash(checked: Checked) -> None:
+    outcome, reasons = checked(_CrashingPackage)
     crashes = outcome.of(Status.CRASH)
     assert [r.check for r in crashes] == ["unfinished PUT"], outcome.results
     text = crashes[0].text
