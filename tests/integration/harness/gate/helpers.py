@@ -4,7 +4,10 @@ readers of an error answer (the fixtures are in conftest.py beside this module).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import requests
 
@@ -15,6 +18,18 @@ SEED = b"hello from the seed object\n"
 Emulators = dict[str, RunningEmulator]
 MatrixBucket = Callable[[str, str, bool], str]
 """``matrix_bucket(store, owner, public)`` -> the name of a seeded bucket"""
+
+
+def fault_cli(store: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run(*args)``: ``harness fault STORE *args`` with this interpreter's ``harness``,
+    its output captured as text."""
+    harness = str(Path(sys.executable).parent / "harness")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [harness, "fault", store, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    return run
 
 
 def status_of(error: BaseException) -> int | None:

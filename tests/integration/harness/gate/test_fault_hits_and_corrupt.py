@@ -25,6 +25,7 @@ from harness.emulators.fleet import RunningEmulator
 from harness.emulators.gcs import GcsEmulator
 from harness.emulators.s3 import S3Emulator
 from tests.conftest import RcloneRunner
+from tests.integration.harness.gate.helpers import fault_cli
 from tests.integration.helpers import emulator_bucket, stores_of_kind
 
 Emulators = dict[str, RunningEmulator]
@@ -111,16 +112,9 @@ def test_wait_hits_and_hold_refuse_what_cannot_happen(
 def test_fault_cli_max_hits_and_corrupt(emulators: Emulators) -> None:
     """``harness fault STORE corrupt --max-hits N``: started, listed with its hits; a bad
     --max-hits is refused naming the option."""
-    import subprocess
-    import sys
-
-    harness = str(Path(sys.executable).parent / "harness")
     store = next(iter(emulators))
     bucket = f"fx-{uuid.uuid4().hex[:10]}"
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [harness, "fault", store, *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    run = fault_cli(store)
 
     try:
         started = run("corrupt", "--max-hits", "2", "--rate", "0.5", "--bucket", bucket)

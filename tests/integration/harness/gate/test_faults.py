@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import requests
@@ -19,6 +17,7 @@ from harness.emulators.gcs import GcsEmulator
 from tests.integration.harness.gate.helpers import (
     Emulators,
     MatrixBucket,
+    fault_cli,
     xml_error,
 )
 from tests.integration.helpers import stores_of_kind
@@ -176,15 +175,9 @@ def test_fault_bandwidth_and_resets_with_the_sdk(
 
 def test_fault_cli(emulators: Emulators) -> None:
     """``harness fault STORE ...``: start, list, clear; bad options are a clear error."""
-    import subprocess
-
-    harness = str(Path(sys.executable).parent / "harness")
     store = next(iter(emulators))
     bucket = f"fx-{uuid.uuid4().hex[:10]}"
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [harness, "fault", store, *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    run = fault_cli(store)
 
     started = run("errors", "--rate", "0.5", "--seconds", "60", "--bucket", bucket)
     assert started.returncode == 0, started.stderr
