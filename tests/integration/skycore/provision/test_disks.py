@@ -15,10 +15,11 @@ from skycore.config import SkycoreConfig
 from skycore.core.clusters import provision_cluster
 from skycore.errors import ClusterError
 from skycore.execution import Stage
-from skycore.provision import NodeResources, NodeStatus, ProvisionError, disks
+from skycore.provision import NodeResources, ProvisionError, disks
 from skycore.provision import docker as dprov
 from skycore.runner import CommandRunner
 from tests.integration.helpers import quiet, task_maker
+from tests.integration.skycore.provision.helpers import node_1_blocked
 
 BASE = disks.NODE_MOUNTS_BASE
 ONE_GIB = NodeResources(disk_size_gib=1)
@@ -193,18 +194,9 @@ def test_more_than_this_machine_has_is_refused(
 def test_a_node_that_fails_to_come_up_leaves_no_disk(
     cluster: str, docker_config: SkycoreConfig
 ) -> None:
-    client = dprov.client(docker_config)
-    blocker = client.containers.create(
-        docker_config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
-    )
-    try:
-        with pytest.raises(ProvisionError, match="node 1"):
-            provision.run_instances("docker", cluster, 2, None, docker_config, ONE_GIB)
-        assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
+    with node_1_blocked(cluster, docker_config, ONE_GIB):
         assert set(disks.cluster_disks(cluster)) == {0}
         assert not _attached(disks.disk_of(cluster, 1).image)
-    finally:
-        blocker.remove(force=True)
 
 
 def test_unmount_all_takes_the_disks_off_the_host(

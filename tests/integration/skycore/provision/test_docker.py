@@ -10,6 +10,7 @@ from skycore import provision
 from skycore.config import DockerConfig, SkycoreConfig
 from skycore.provision import NodeStatus, ProvisionError
 from skycore.provision import docker as dprov
+from tests.integration.skycore.provision.helpers import node_1_blocked
 
 
 def test_run_instances_creates_labelled_nodes(cluster: str, docker_config: SkycoreConfig) -> None:
@@ -151,16 +152,9 @@ def test_image_id_uses_a_local_image(cluster: str, docker_config: SkycoreConfig)
 def test_name_conflict_fails_that_node_with_reason(
     cluster: str, docker_config: SkycoreConfig
 ) -> None:
-    client = dprov.client(docker_config)
-    blocker = client.containers.create(
-        docker_config.docker.image, ["true"], name=dprov.container_name(cluster, 1)
-    )
-    try:
-        with pytest.raises(ProvisionError, match="node 1"):
-            provision.run_instances("docker", cluster, 2, None, docker_config)
-        assert provision.query_instances("docker", cluster, docker_config) == {0: NodeStatus.UP}
-    finally:
-        blocker.remove(force=True)
+    with node_1_blocked(cluster, docker_config):
+        pass  # the launch failed naming node 1 and left node 0 up
+    # node 1's name free again, the same launch brings up both nodes
     info = provision.run_instances("docker", cluster, 2, None, docker_config)
     assert len(info.nodes) == 2
 
