@@ -3,13 +3,16 @@ conftest.py here): a shell, the mount table, and a bucket mounted as a node moun
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from harness.emulators.fleet import RunningEmulator
 from skycore.config import SkycoreConfig
-from skycore.storage import Storage
+from skycore.storage import Storage, mounting
 from skycore.storage.mounting import MountOptions, RcloneEnv
 from tests.integration.helpers import REPO
 
@@ -29,6 +32,19 @@ def mounted(path: Path) -> bool:
     return any(
         line.split()[1] == str(path) for line in Path("/proc/self/mounts").read_text().splitlines()
     )
+
+
+def unmount_and_delete(
+    em: RunningEmulator, host_env: RcloneEnv, dsts: Iterable[Path], buckets: Iterable[str]
+) -> None:
+    """A test's cleanup: each of ``dsts`` still mounted is unmounted, then each of
+    ``buckets`` deleted (a bucket already gone or not made is no error)."""
+    for dst in dsts:
+        if mounted(dst):
+            bash(mounting.unmount_command(str(dst), 60, host_env))
+    for name in buckets:
+        with contextlib.suppress(Exception):
+            em.delete_bucket(name)
 
 
 class Mount(NamedTuple):

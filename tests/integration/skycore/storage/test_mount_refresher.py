@@ -4,7 +4,6 @@ objects others add show up after a refresh."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -21,7 +20,7 @@ from skycore.storage.mounting import MountOptions, RcloneEnv
 from tests.integration.skycore.storage.mount_helpers import (
     bash,
     mount_bucket,
-    mounted,
+    unmount_and_delete,
 )
 from tests.polling import wait_for
 from tests.smoke import fault_events
@@ -107,12 +106,7 @@ def test_cached_writer_never_waits_for_the_store(
     finally:
         for name in buckets.values():
             em.clear_faults(bucket=name)
-        for dst in mounts.values():
-            if mounted(dst):
-                bash(mounting.unmount_command(str(dst), 60, host_env))
-        for name in buckets.values():
-            with contextlib.suppress(Exception):
-                em.delete_bucket(name)
+        unmount_and_delete(em, host_env, mounts.values(), buckets.values())
 
 
 def test_a_mount_registered_while_another_lists_keeps_its_order_keeper(
@@ -158,12 +152,7 @@ def test_a_mount_registered_while_another_lists_keeps_its_order_keeper(
     finally:
         em.clear_faults(bucket=names["a"])
         pool.shutdown(wait=True)
-        for dst in dsts:
-            if mounted(dst):
-                bash(mounting.unmount_command(str(dst), 60, host_env))
-        for name in names.values():
-            with contextlib.suppress(Exception):
-                em.delete_bucket(name)
+        unmount_and_delete(em, host_env, dsts, names.values())
 
 
 def test_objects_others_add_show_up_after_a_refresh(
