@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from skycore.deprecation import forwarder, moved, moved_names, warn_once
+from skycore.deprecation import ForwardingLoader, moved, moved_names, warn_once
 
 MOVED_NAMES: dict[str, dict[str, str]] = {
     "harness.procs": moved_names({
@@ -87,21 +87,6 @@ def new_path(old: str) -> str | None:
     return None
 
 
-class _Forwarding(importlib.abc.Loader):
-    """Makes a gone module whose names resolve from their new homes."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table = table
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return None
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__doc__ = f"Deprecated path: the names of {module.__name__} moved."
-        module.DEPRECATED = self.table  # type: ignore[attr-defined]
-        module.__getattr__ = forwarder(module.__name__, self.table)  # type: ignore[method-assign]
-
-
 class _Alias(importlib.abc.Loader):
     """Gives the module at a moved path's new home, warning once that the path moved."""
 
@@ -127,7 +112,9 @@ class OldPathFinder(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname in MOVED_NAMES:
-            return importlib.util.spec_from_loader(fullname, _Forwarding(MOVED_NAMES[fullname]))
+            return importlib.util.spec_from_loader(
+                fullname, ForwardingLoader(MOVED_NAMES[fullname])
+            )
         new = new_path(fullname)
         if new is None:
             return None

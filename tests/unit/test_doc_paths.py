@@ -38,7 +38,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.old_paths import MOVED_NAMES
+from harness.old_paths import MOVED_NAMES as HARNESS_MOVED
+from skycore.old_paths import MOVED_NAMES as SKYCORE_MOVED
+
+MOVED_NAMES = {**HARNESS_MOVED, **SKYCORE_MOVED}
+"""Old module paths served by an import hook: {module: {name: its new home}}."""
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(
