@@ -25,6 +25,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
 
 
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A local folder holding one file, a.txt (the source of the plans' uploads)."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    return folder
+
+
 COLUMNS = ("Destination", "Store", "Mode", "Kind", "Bucket / URL", "Action")
 
 
@@ -58,12 +67,10 @@ def test_dryrun_plan_lists_everything_and_changes_nothing(
     store_emulator: RunningEmulator,
     store_config: SkycoreConfig,
     tmp_path: Path,
+    src: Path,
     unique_name: Callable[[str], str],
 ) -> None:
     em = store_emulator
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_text("a")
     pub = unique_name("pub")
     pub_url = em.make_bucket(pub, owner="other", public=True, objects={"x/y.txt": b"y"})
     # A bucket of the user's: the gate lets the user write there, so any write the dry run
@@ -128,18 +135,11 @@ def test_dryrun_fails_cleanly_for_private_bucket(
 
 
 def test_dryrun_shows_presets_node_shape_and_order_given_up(
-    store: str,
-    store_emulator: RunningEmulator,
-    store_config: SkycoreConfig,
-    tmp_path: Path,
-    unique_name: Callable[[str], str],
+    store: str, store_config: SkycoreConfig, src: Path, unique_name: Callable[[str], str]
 ) -> None:
     """A SkyPilot YAML with type presets, config.mount_cached and resources runs unchanged:
     the plan shows each node's shape, a read-only preset as read-only (a bucket to create is
     not), and once per mount that uploading several files at once gives up creation order."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_text("a")
     ckpt, data = unique_name("ckpt"), unique_name("data")
     task = Task.from_dict(
         {
@@ -181,7 +181,7 @@ def test_dryrun_action_states_each_mounts_access(
     store: str,
     store_emulator: RunningEmulator,
     store_config: SkycoreConfig,
-    tmp_path: Path,
+    src: Path,
     unique_name: Callable[[str], str],
 ) -> None:
     """The Action cell says how every node gets each entry: a new sky-managed bucket (with
@@ -189,9 +189,6 @@ def test_dryrun_action_states_each_mounts_access(
     the user's credentials allow (theirs, private or public: read-write; another account's
     public one: read-only), and a copy says what it copies."""
     em = store_emulator
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_text("a")
     new = {m: unique_name(f"new-{m}") for m in ("mount", "cached", "scratch", "copy")}
     with (
         emulator_bucket(em, "prv", owner="user", public=False) as (_p, private_url),
