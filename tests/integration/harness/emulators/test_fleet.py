@@ -33,6 +33,7 @@ from harness.emulators.s3 import S3Emulator
 from harness.processes import Proc, free_port
 from skycore.stores import get_store_class
 from tests.integration.helpers import emulator_bucket
+from tests.polling import wait_for
 
 ALL = [
     pytest.param(store, marks=getattr(pytest.mark, cls.marker()), id=store)
@@ -359,11 +360,7 @@ def test_start_reuse_restart_stop_in_a_fresh_home(
 
 
 def _wait_gone(proc: Proc) -> None:
-    for _ in range(100):
-        if not proc.alive():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"process {proc.pid} did not die")
+    wait_for(f"process {proc.pid} to die", lambda: not proc.alive(), timeout=5, poll=0.05)
 
 
 @pytest.mark.gcp

@@ -4,7 +4,6 @@ get the API's own error format, and a client that goes away is logged as a disco
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -73,8 +72,21 @@ def test_client_that_stops_reading_is_logged_as_a_disconnect(
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             target = f"{parts.path}?{parts.query}"
             sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
-            assert sock.recv(64).startswith(b"HTTP/1.1 200")
-            time.sleep(1.0)  # the gate fills the socket buffers and waits for the reader
+            head = sock.recv(64)
+            assert head.startswith(b"HTTP/1.1 200")
+
+            def body_waiting() -> bool:
+                """Body bytes lie unread past the headers: with a 32 MiB body and these
+                small buffers, the gate is mid-body, waiting for the reader."""
+                try:
+                    unread = sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    return False
+                seen = head + unread
+                end = seen.find(b"\r\n\r\n")
+                return end >= 0 and len(seen) > end + 4
+
+            wait_for("the body to reach the client's socket", body_waiting, timeout=30)
         log = Path(store_emulator.record.gate_log)
         marker = f"GET {parts.path}"
 

@@ -5,7 +5,6 @@ ways, and says so in its own records of the streams it paced."""
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from harness.emulators.fleet import RunningEmulator
 from tests.integration.helpers import emulator_bucket, stores_of_kind
+from tests.polling import wait_for
 
 SLOW_MIBPS = 0.25  # the held body takes 4 s: long enough for a small one to pass meanwhile
 HANG_GUARD_S = 120.0
@@ -26,10 +26,12 @@ def _streams(emulator: RunningEmulator, fault: dict[str, Any]) -> list[Any]:
 
 def _wait_flowing(emulator: RunningEmulator, fault: dict[str, Any]) -> None:
     """Wait until the gate has passed some request body under the fault."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not any(s["request_bytes"] for s in _streams(emulator, fault)):
-        assert time.monotonic() < deadline, "no request body reached the gate"
-        time.sleep(0.025)
+    wait_for(
+        "a request body to reach the gate",
+        lambda: any(s["request_bytes"] for s in _streams(emulator, fault)),
+        HANG_GUARD_S,
+        poll=0.025,
+    )
 
 
 @pytest.mark.parametrize("store_name", stores_of_kind())

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from harness.testing.terminal import with_ctrl_c
 from skycore import backend, provision, state
 from skycore.config import SkycoreConfig
 from skycore.provision import docker as dprov
+from tests.polling import wait_for
 
 SKYCORE = [sys.executable, "-m", "skycore.cli"]
 
@@ -292,13 +292,12 @@ def _job_row(sky: Run, cluster: str, job_id: int) -> dict[str, Any]:
 
 
 def _wait_ended(sky: Run, cluster: str, job_id: int, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def ended() -> dict[str, Any] | None:
         row = _job_row(sky, cluster, job_id)
-        if row["status"] not in ("PENDING", "SETTING_UP", "RUNNING"):
-            return row
-        assert time.monotonic() < deadline, row
-        time.sleep(0.5)
+        return row if row["status"] not in ("PENDING", "SETTING_UP", "RUNNING") else None
+
+    row: dict[str, Any] = wait_for(f"job {job_id} on {cluster} to end", ended, timeout, poll=0.5)
+    return row
 
 
 TEN_LINES = "for i in $(seq 1 10); do echo line-$i-$SKYPILOT_NODE_RANK; sleep 0.3; done"
@@ -355,10 +354,12 @@ def test_logs_of_a_job_that_ended_unfollowed_before_a_stop_are_whole(
     record = state.get_cluster(cluster)
     assert record is not None
     runner = backend.get_handle(record, home).runners[0]
-    deadline = time.monotonic() + 60
-    while runner.run_output("cat ~/.sky/jobs/2/run-0.exit")[1].strip() != "0":
-        assert time.monotonic() < deadline, "the job never ended on its node"
-        time.sleep(0.3)
+    wait_for(
+        "the job to end on its node",
+        lambda: runner.run_output("cat ~/.sky/jobs/2/run-0.exit")[1].strip() == "0",
+        timeout=60,
+        poll=0.3,
+    )
     r = sky("stop", cluster, "-y")
     assert r.returncode == 0, r.stdout + r.stderr
     r = sky("logs", cluster, "2")
