@@ -188,5 +188,4 @@ def test_fault_cli(emulators: Emulators) -> None:
     assert bad.returncode != 0 and "ms" in bad.stderr
     cleared = run("clear", "--bucket", bucket)
     assert cleared.returncode == 0 and "Cleared 1" in cleared.stdout
-    run("clear")
     assert bucket not in run("list").stdout

@@ -132,8 +132,13 @@ def test_a_mount_registered_while_another_lists_keeps_its_order_keeper(
     try:
         mount_a = pool.submit(bash, storage_a.mount_command(str(dst_a), store_config, env=host_env))
         fault_events.wait_hits(em.store, outage, 1, timeout=60)
-        served = node_rc.served(host_env.mounts_base)[0]
-        assert str(dst_a) in served, "A's listing was held before A was mounted"
+        # A is served once its daemon registers it; its listing stays held all the while.
+        served = wait_for(
+            "A to be served while its listing is held",
+            lambda: (s := node_rc.served(host_env.mounts_base)[0]).get(str(dst_a)) and s,
+            timeout=60,
+        )
+        assert not mount_a.done(), "A's mount did not wait for its listing"
         sock, fs_a = served[str(dst_a)]
         d = os.path.dirname(sock)
         dst_b = mount_bucket(urls["b"], "reg-b", store_config, host_env).dst
