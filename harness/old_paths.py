@@ -118,8 +118,7 @@ class OldPathFinder(importlib.abc.MetaPathFinder):
         new = new_path(fullname)
         if new is None:
             return None
-        is_package = importlib.util.find_spec(new) is not None and _is_package(new)
-        return importlib.util.spec_from_loader(fullname, _Alias(new), is_package=is_package)
+        return importlib.util.spec_from_loader(fullname, _Alias(new), is_package=_is_package(new))
 
 
 def _is_package(name: str) -> bool:
