@@ -13,11 +13,16 @@ import pytest
 from harness import env_keys
 
 UPDATES = 50_000  # set/end pairs; pytest's delete raised KeyError within 1,500-2,000 here
+RACE_UPDATES = 40 * UPDATES
+"""How long the race is given to show (it stops at its first error): on a loaded machine the
+lookup thread runs less often, so the demonstration gets far more than it needs idle."""
 
 
-def iterate_while_tests_change(update: object, item: pytest.Item) -> list[BaseException]:
-    """Run ``update(item, 'call')`` / ``update(item, None)`` UPDATES times while a thread
-    looks up proxies from the environment; what the thread raised."""
+def iterate_while_tests_change(
+    update: object, item: pytest.Item, updates: int = UPDATES
+) -> list[BaseException]:
+    """Run ``update(item, 'call')`` / ``update(item, None)`` ``updates`` times (until the
+    thread raised) while a thread looks up proxies from the environment; what it raised."""
     errors: list[BaseException] = []
     done = threading.Event()
 
@@ -32,7 +37,7 @@ def iterate_while_tests_change(update: object, item: pytest.Item) -> list[BaseEx
     thread = threading.Thread(target=lookups)
     thread.start()
     try:
-        for _ in range(UPDATES):
+        for _ in range(updates):
             update(item, "call")  # type: ignore[operator]
             update(item, None)  # type: ignore[operator]
             if errors:
@@ -63,6 +68,6 @@ def test_a_thread_iterating_the_environment_sees_no_vanished_key(
 def test_pytests_own_update_races_with_such_a_thread(request: pytest.FixtureRequest) -> None:
     """The cause, shown: with pytest's delete the same thread meets a KeyError (which makes
     the test above one that can fail)."""
-    errors = iterate_while_tests_change(env_keys._original, request.node)
+    errors = iterate_while_tests_change(env_keys._original, request.node, RACE_UPDATES)
     os.environ.setdefault(env_keys.VAR, "")
     assert errors and isinstance(errors[0], KeyError), errors
