@@ -58,6 +58,15 @@ def emulators(request: pytest.FixtureRequest) -> dict[str, RunningEmulator]:
 
 
 @pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A local folder holding one file, a.txt: the source of a task's or plan's uploads."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    return folder
+
+
+@pytest.fixture
 def unique_name() -> Callable[..., str]:
     """``unique_name(prefix)`` -> a name no other test or worker uses (tests.names)."""
     return names.unique_name

@@ -25,15 +25,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SKYCORE_HOME", str(tmp_path / "home"))
 
 
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    """A local folder holding one file, a.txt (the source of the plans' uploads)."""
-    folder = tmp_path / "src"
-    folder.mkdir()
-    (folder / "a.txt").write_text("a")
-    return folder
-
-
 COLUMNS = ("Destination", "Store", "Mode", "Kind", "Bucket / URL", "Action")
 
 

@@ -20,14 +20,6 @@ from tests.unit.hypothesis_budget import examples
 from tests.unit.skycore.task_messages import problems_of
 
 
-@pytest.fixture
-def src(tmp_path: Path) -> Path:
-    d = tmp_path / "src"
-    d.mkdir()
-    (d / "a.txt").write_text("a")
-    return d
-
-
 def err(data: Any) -> str:
     with pytest.raises(TaskError) as info:
         Task.from_dict(data)
