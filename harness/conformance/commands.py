@@ -70,18 +70,23 @@ def _pytest_argv(
     return argv + list(extra)
 
 
+INTERRUPTED_EXIT = 130
+"""What ``harness conform`` exits with after Ctrl-C when the suite itself reported no error."""
+
+
 def _run(argv: list[str]) -> int:
-    """Run pytest; on Ctrl-C let it tear down (it got the signal too) and return."""
+    """Run pytest; on Ctrl-C let it tear down (it got the signal too) and return. A run the
+    user interrupted never exits 0, even if the suite went on to pass."""
     proc = subprocess.Popen(argv, env={**os.environ, plan.PLAN_SHOWN_ENV: "1"})
     try:
         return proc.wait()
     except KeyboardInterrupt:
         _echo("interrupted: waiting for the suite to clean up...")
         try:
-            return proc.wait(timeout=300)
+            return proc.wait(timeout=300) or INTERRUPTED_EXIT
         except (KeyboardInterrupt, subprocess.TimeoutExpired):
             proc.kill()
-            return 130
+            return INTERRUPTED_EXIT
 
 
 @click.command(

@@ -10,8 +10,9 @@ once per session (safe under pytest-xdist: ``cloud.up`` takes a file lock and is
 and give each test its own skycore home.
 
 This module wires the parts, each a plugin of its own (``pytest_plugins``): options and
-markers, store selection, a target run, the local cloud's fixtures, the xdist-group check
-and the run's reports; harness.testing.failure_logs prints the logs the failures point to.
+markers, store selection, a target run, the local cloud's fixtures, the xdist-group check,
+the run's reports and a Ctrl-C that always stops the run; harness.testing.failure_logs
+prints the logs the failures point to.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ PARTS = (
     "harness.testing.report_hooks",
     "harness.testing.contract_summary",
     "harness.testing.target_run",
+    "harness.testing.interrupts",
 )
 """The plugin's parts, each registered as a plugin of its own."""
 
